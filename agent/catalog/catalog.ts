@@ -1,0 +1,76 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { z } from 'zod';
+import { POOL_NAMES } from '../../shared/protocol';
+import { ConfigError } from '../config/configError';
+import { UnknownFetcherError } from '../errors';
+
+/** Fetcher names are file and lock-record components: no path characters, no shell metacharacters. */
+export const FETCHER_NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
+
+const entrySchema = z.object({
+  name: z.string().regex(FETCHER_NAME, 'lowercase letters, digits, ".", "_" or "-", at most 64, starting with a letter or digit'),
+  pool: z.enum(POOL_NAMES as [string, ...string[]]),
+  argv: z.array(z.string().min(1)).min(1, 'argv needs at least the program'),
+  env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string()).optional(),
+  cwd: z.string().refine((p) => path.isAbsolute(p), 'cwd must be an absolute path').optional(),
+  aliases: z.array(z.string().regex(FETCHER_NAME)).optional(),
+  /** Expected download size of one run, for the disk gate's admission. */
+  expectedSizeMb: z.number().nonnegative().optional(),
+  /** A cron expression (5 or 6 fields) for the 24-hour schedule, and its time zone. */
+  schedule: z.string().min(1).optional(),
+  timezone: z.string().min(1).optional(),
+}).strict();
+
+const catalogSchema = z.object({ fetchers: z.array(entrySchema).min(1) }).strict();
+
+export type CatalogEntry = z.infer<typeof entrySchema> & { demo: boolean };
+
+/** The fetchers the agent may run, by name or alias. Clients name a fetcher; they never send a command line. */
+export class Catalog {
+  private readonly byName = new Map<string, CatalogEntry>();
+
+  constructor(readonly entries: readonly CatalogEntry[], readonly source: string) {
+    for (const entry of entries) {
+      for (const key of [entry.name, ...(entry.aliases ?? [])]) {
+        if (this.byName.has(key)) throw new ConfigError([`catalog ${source}: the name ${JSON.stringify(key)} is used twice`]);
+        this.byName.set(key, entry);
+      }
+    }
+  }
+
+  names(): string[] {
+    return this.entries.map((e) => e.name);
+  }
+
+  /** The entry for a name or alias; throws UnknownFetcherError listing the valid names. */
+  resolve(name: string): CatalogEntry {
+    const entry = this.byName.get(name);
+    if (!entry) throw new UnknownFetcherError(name, this.names());
+    return entry;
+  }
+
+  static parse(json: unknown, source: string): Catalog {
+    const result = catalogSchema.safeParse(json);
+    if (!result.success) {
+      throw new ConfigError(result.error.issues.map((i) => `catalog ${source}: ${i.path.join('.') || '(root)'}: ${i.message}`));
+    }
+    return new Catalog(result.data.fetchers.map((f) => ({ ...f, demo: false })), source);
+  }
+
+  static load(file: string): Catalog {
+    let text: string;
+    try {
+      text = fs.readFileSync(file, 'utf8');
+    } catch (err) {
+      throw new ConfigError([`QUANTILICA_CATALOG=${JSON.stringify(file)}: cannot read (${(err as NodeJS.ErrnoException).code ?? String(err)})`]);
+    }
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch (err) {
+      throw new ConfigError([`QUANTILICA_CATALOG=${JSON.stringify(file)}: not valid JSON (${(err as Error).message})`]);
+    }
+    return Catalog.parse(json, file);
+  }
+}

@@ -1,0 +1,154 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { POOL_NAMES, type PoolName } from '../../shared/protocol';
+import { ConfigError } from './configError';
+import { SETTINGS, type SettingName } from './settings';
+
+export interface PoolConfig {
+  slots: number;
+  waitTimeoutSeconds: number;
+}
+
+export interface DiskConfig {
+  warnGb: number;
+  pauseGb: number;
+  resumeGb: number;
+  pollSeconds: number;
+  maxWaitSeconds: number;
+}
+
+/** The agent's whole configuration, validated. Every field comes from one setting in `settings.ts`. */
+export interface Config {
+  usePools: boolean;
+  pools: Record<PoolName, PoolConfig>;
+  disk: DiskConfig;
+  dataDir: string;
+  lockDir: string;
+  homeDir: string;
+  logDir: string;
+  logCapBytes: number;
+  catalogPath: string | null;
+  cancelGraceSeconds: number;
+  stopFetchersOnExit: boolean;
+  telemetrySpool: string;
+  databaseUrl: string | null;
+  heartbeatSeconds: number;
+  scheduleCatchUp: boolean;
+  port: number;
+  connectionFile: string;
+  /** Where the values came from, for `quantilica status`. */
+  configFile: string | null;
+}
+
+export type Env = Readonly<Record<string, string | undefined>>;
+
+/**
+ * Reads the settings from an optional JSON config file and the environment (the environment wins),
+ * validates every value and returns the configuration, or throws one ConfigError listing every
+ * problem with the variable, the bad value and what is allowed.
+ */
+export function loadConfig(env: Env = process.env): Config {
+  const home = env.HOME && env.HOME.length > 0 ? env.HOME : os.homedir();
+  const configFile = env.QUANTILICA_CONFIG ?? path.join(home, '.quantilica', 'config.json');
+  const fromFile = readConfigFile(configFile, env.QUANTILICA_CONFIG !== undefined);
+  const problems: string[] = [...fromFile.problems];
+  const raw = (name: SettingName): string | undefined => env[name] ?? fromFile.values[name];
+
+  const values = new Map<SettingName, unknown>();
+  for (const setting of SETTINGS) {
+    const text = raw(setting.name);
+    const parsed = setting.parse(text === undefined || text === '' ? setting.default : text, home);
+    if (parsed.ok) values.set(setting.name, parsed.value);
+    else problems.push(`${setting.name}=${JSON.stringify(text)}: ${parsed.error}`);
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+
+  const get = <T>(name: SettingName): T => values.get(name) as T;
+  const dataDir = get<string>('DATA_DIR');
+  const disk: DiskConfig = {
+    warnGb: get('CRON_DISK_WARN_GB'),
+    pauseGb: get('CRON_DISK_PAUSE_GB'),
+    resumeGb: get('CRON_DISK_RESUME_GB'),
+    pollSeconds: get('CRON_DISK_POLL_SECONDS'),
+    maxWaitSeconds: get('CRON_DISK_MAX_WAIT_SECONDS'),
+  };
+  // Hysteresis only works with pause < warn <= resume; anything else would flap or never resume.
+  if (!(disk.pauseGb < disk.warnGb && disk.warnGb <= disk.resumeGb)) {
+    throw new ConfigError([
+      `CRON_DISK_PAUSE_GB=${disk.pauseGb}, CRON_DISK_WARN_GB=${disk.warnGb}, CRON_DISK_RESUME_GB=${disk.resumeGb}: ` +
+        'must satisfy CRON_DISK_PAUSE_GB < CRON_DISK_WARN_GB <= CRON_DISK_RESUME_GB',
+    ]);
+  }
+  const homeDir = get<string>('QUANTILICA_HOME');
+  const pools = Object.fromEntries(
+    POOL_NAMES.map((pool) => {
+      const key = pool.toUpperCase().replace(/-/g, '_');
+      return [pool, {
+        slots: get<number>(`CRON_POOL_${key}_SLOTS`),
+        waitTimeoutSeconds: get<number>(`CRON_POOL_${key}_TIMEOUT`),
+      }];
+    }),
+  ) as Record<PoolName, PoolConfig>;
+
+  return {
+    usePools: get('CRON_USE_POOLS'),
+    pools,
+    disk,
+    dataDir,
+    lockDir: get('QUANTILICA_LOCK_DIR'),
+    homeDir,
+    logDir: get<string | null>('QUANTILICA_LOG_DIR') ?? path.join(dataDir, 'logs'),
+    logCapBytes: Math.round(get<number>('QUANTILICA_LOG_CAP_MB') * 1024 * 1024),
+    catalogPath: get('QUANTILICA_CATALOG'),
+    cancelGraceSeconds: get('QUANTILICA_CANCEL_GRACE_SECONDS'),
+    stopFetchersOnExit: get('QUANTILICA_STOP_FETCHERS_ON_EXIT'),
+    telemetrySpool: get<string | null>('QUANTILICA_TELEMETRY_SPOOL') ?? path.join(homeDir, 'telemetry_spool.db'),
+    databaseUrl: get('QUANTILICA_DATABASE_URL'),
+    heartbeatSeconds: get('QUANTILICA_HEARTBEAT_SECONDS'),
+    scheduleCatchUp: get('QUANTILICA_SCHEDULE_CATCH_UP'),
+    port: get('QUANTILICA_PORT'),
+    connectionFile: get<string | null>('QUANTILICA_CONNECTION_FILE') ?? path.join(homeDir, 'agent.json'),
+    configFile: fromFile.used ? configFile : null,
+  };
+}
+
+interface FileValues {
+  values: Partial<Record<SettingName, string>>;
+  problems: string[];
+  used: boolean;
+}
+
+function readConfigFile(file: string, explicit: boolean): FileValues {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    // The default file is optional; a file named explicitly must exist.
+    if (code === 'ENOENT' && !explicit) return { values: {}, problems: [], used: false };
+    return { values: {}, problems: [`QUANTILICA_CONFIG=${JSON.stringify(file)}: cannot read (${code ?? String(err)})`], used: false };
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (err) {
+    return { values: {}, problems: [`config file ${file}: not valid JSON (${(err as Error).message})`], used: false };
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    return { values: {}, problems: [`config file ${file}: must be a JSON object of setting names to values`], used: false };
+  }
+  const known = new Set<string>(SETTINGS.map((s) => s.name));
+  const values: Partial<Record<SettingName, string>> = {};
+  const problems: string[] = [];
+  for (const [key, value] of Object.entries(parsed)) {
+    if (!known.has(key)) {
+      problems.push(`config file ${file}: unknown setting ${JSON.stringify(key)} (known: ${[...known].join(', ')})`);
+    } else if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') {
+      values[key] = String(value);
+    } else {
+      problems.push(`config file ${file}: ${key} must be a string, number or boolean`);
+    }
+  }
+  return { values, problems, used: true };
+}

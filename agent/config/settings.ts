@@ -1,0 +1,77 @@
+import * as path from 'node:path';
+
+export type Parsed = { ok: true; value: unknown } | { ok: false; error: string };
+
+export interface Setting {
+  name: string;
+  default: string;
+  description: string;
+  parse(text: string, home: string): Parsed;
+}
+
+const bool = (text: string): Parsed => {
+  const t = text.trim().toLowerCase();
+  if (['true', '1', 'yes', 'on'].includes(t)) return { ok: true, value: true };
+  if (['false', '0', 'no', 'off'].includes(t)) return { ok: true, value: false };
+  return { ok: false, error: 'allowed: true, false, 1, 0, yes, no, on, off' };
+};
+
+const number = (min: number, max: number, integer: boolean) => (text: string): Parsed => {
+  const t = text.trim();
+  // Number('') is 0 and Number(' 1e3 ') is 1000: accept plain decimals only.
+  if (!/^-?\d+(\.\d+)?$/.test(t)) return { ok: false, error: `allowed: ${integer ? 'a whole number' : 'a decimal number'} from ${min} to ${max}` };
+  const n = Number(t);
+  if (integer && !Number.isInteger(n)) return { ok: false, error: `allowed: a whole number from ${min} to ${max}` };
+  if (n < min || n > max) return { ok: false, error: `allowed: from ${min} to ${max}` };
+  return { ok: true, value: n };
+};
+
+const dir = (text: string, home: string): Parsed => {
+  const t = text.trim();
+  if (t.includes('\0')) return { ok: false, error: 'allowed: a path without NUL bytes' };
+  const expanded = t === '~' ? home : t.startsWith('~/') ? path.join(home, t.slice(2)) : t;
+  if (!path.isAbsolute(expanded)) return { ok: false, error: 'allowed: an absolute path (or one starting with ~/)' };
+  return { ok: true, value: path.normalize(expanded) };
+};
+
+const optionalDir = (text: string, home: string): Parsed => (text === '' ? { ok: true, value: null } : dir(text, home));
+
+const optionalUrl = (text: string): Parsed => {
+  if (text === '') return { ok: true, value: null };
+  if (!/^postgres(ql)?:\/\//.test(text)) return { ok: false, error: 'allowed: a postgres:// or postgresql:// URL' };
+  return { ok: true, value: text };
+};
+
+const poolSettings = (key: string, slots: number): Setting[] => [
+  { name: `CRON_POOL_${key}_SLOTS`, default: String(slots), description: `slots of the pool`, parse: number(1, 256, true) },
+  { name: `CRON_POOL_${key}_TIMEOUT`, default: '21600', description: 'seconds a run waits for a slot before failing', parse: number(1, 7 * 86400, true) },
+];
+
+/** Every setting the agent reads, from the environment or the config file, with its default. */
+export const SETTINGS = [
+  { name: 'CRON_USE_POOLS', default: 'false', description: 'use the three pools; false is the serial compatibility mode (one global lock)', parse: bool },
+  ...poolSettings('HEAVY_IO', 3),
+  ...poolSettings('CPU_ANALYSIS', 2),
+  ...poolSettings('NETWORK_LIGHT', 6),
+  { name: 'CRON_DISK_WARN_GB', default: '25', description: 'free GB below which the disk gate warns', parse: number(0, 1e6, false) },
+  { name: 'CRON_DISK_PAUSE_GB', default: '10', description: 'free GB below which no fetcher starts', parse: number(0, 1e6, false) },
+  { name: 'CRON_DISK_RESUME_GB', default: '35', description: 'free GB at or above which a paused gate opens again', parse: number(0, 1e6, false) },
+  { name: 'CRON_DISK_POLL_SECONDS', default: '15', description: 'seconds between disk checks while paused', parse: number(0.01, 3600, false) },
+  { name: 'CRON_DISK_MAX_WAIT_SECONDS', default: '3600', description: 'seconds a run waits at a paused gate before failing', parse: number(0.01, 7 * 86400, false) },
+  { name: 'DATA_DIR', default: '~/data', description: 'where fetchers write their data', parse: dir },
+  { name: 'QUANTILICA_LOCK_DIR', default: '/tmp/quantilica_locks', description: 'slot lock files', parse: dir },
+  { name: 'QUANTILICA_HOME', default: '~/.quantilica', description: "the agent's state, connection file and spool", parse: dir },
+  { name: 'QUANTILICA_LOG_DIR', default: '', description: 'per-run logs (default DATA_DIR/logs)', parse: optionalDir },
+  { name: 'QUANTILICA_LOG_CAP_MB', default: '20', description: 'size cap of one run log in MB', parse: number(0.01, 100000, false) },
+  { name: 'QUANTILICA_CATALOG', default: '', description: 'the fetcher catalog (JSON); empty runs the demo catalog', parse: optionalDir },
+  { name: 'QUANTILICA_CANCEL_GRACE_SECONDS', default: '30', description: 'seconds between SIGTERM and SIGKILL on cancel', parse: number(0, 3600, false) },
+  { name: 'QUANTILICA_STOP_FETCHERS_ON_EXIT', default: 'false', description: 'cancel running fetchers when the agent gets SIGTERM', parse: bool },
+  { name: 'QUANTILICA_TELEMETRY_SPOOL', default: '', description: 'the SQLite spool (default QUANTILICA_HOME/telemetry_spool.db)', parse: optionalDir },
+  { name: 'QUANTILICA_DATABASE_URL', default: '', description: 'PostgreSQL for telemetry; empty keeps events in the spool', parse: optionalUrl },
+  { name: 'QUANTILICA_HEARTBEAT_SECONDS', default: '60', description: 'seconds between heartbeat events of a running fetcher', parse: number(0.05, 86400, false) },
+  { name: 'QUANTILICA_SCHEDULE_CATCH_UP', default: 'true', description: 'run overdue fetchers once at start', parse: bool },
+  { name: 'QUANTILICA_PORT', default: '0', description: 'loopback port of the protocol (0 picks a free one)', parse: number(0, 65535, true) },
+  { name: 'QUANTILICA_CONNECTION_FILE', default: '', description: 'port and token of the running agent (default QUANTILICA_HOME/agent.json)', parse: optionalDir },
+] as const satisfies readonly Setting[];
+
+export type SettingName = (typeof SETTINGS)[number]['name'];

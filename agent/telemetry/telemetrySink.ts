@@ -1,0 +1,25 @@
+/** What the agent records about runs; the spool stores it durably and the flush carries it to PostgreSQL. */
+export type TelemetryEventKind = 'start' | 'heartbeat' | 'finish' | 'waiting' | 'skipped' | 'reclaimed' | 'cancel-requested';
+
+export interface TelemetryEvent {
+  /** Given when the event is made, so a flush that is repeated cannot duplicate it. */
+  eventId: string;
+  runId: string;
+  event: TelemetryEventKind;
+  /** ISO-8601 time the event happened. */
+  at: string;
+  task: string;
+  pool: string;
+  payload: Record<string, unknown>;
+}
+
+export type NewTelemetryEvent = Omit<TelemetryEvent, 'eventId' | 'at'> & { at?: string };
+
+/**
+ * Where the run manager sends events. `emit` is synchronous and never throws: a sink that cannot
+ * store an event counts the loss and makes it visible (spool health), because a fetcher must run
+ * even when telemetry cannot be written.
+ */
+export interface TelemetrySink {
+  emit(event: NewTelemetryEvent): void;
+}

