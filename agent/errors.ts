@@ -1,4 +1,5 @@
 import { ErrorCodes } from '../shared/protocol';
+import { ExitCode } from './exitCodes';
 
 /** An error a client caused (bad name, bad argument); carries the protocol error code and a CLI exit code. */
 export class ClientError extends Error {
@@ -10,18 +11,27 @@ export class ClientError extends Error {
 
 export class UnknownFetcherError extends ClientError {
   constructor(name: string, valid: readonly string[]) {
-    super(ErrorCodes.unknownFetcher, 3, `unknown fetcher ${JSON.stringify(name)}; valid names: ${valid.join(', ')}`);
+    super(ErrorCodes.unknownFetcher, ExitCode.unknownName, `unknown fetcher ${JSON.stringify(name)}; valid names: ${valid.join(', ')}`);
   }
 }
 
 export class UnknownRunError extends ClientError {
   constructor(id: string) {
-    super(ErrorCodes.unknownRun, 3, `no active or recent run matches ${JSON.stringify(id)}`);
+    super(ErrorCodes.unknownRun, ExitCode.unknownName, `no active or recent run matches ${JSON.stringify(id)}`);
   }
 }
 
 export class InvalidArgumentError extends ClientError {
   constructor(message: string) {
-    super(ErrorCodes.invalidArgument, 2, message);
+    super(ErrorCodes.invalidArgument, ExitCode.usage, message);
+  }
+}
+
+/** A directory the agent must write (lock dir, DATA_DIR, its home) is not writable. */
+export class EnvironmentError extends Error {
+  readonly exitCode = ExitCode.cannotWrite;
+  constructor(message: string) {
+    super(message);
+    this.name = 'EnvironmentError';
   }
 }

@@ -37,6 +37,7 @@ export interface Config {
   scheduleCatchUp: boolean;
   port: number;
   connectionFile: string;
+  demo: { seconds: number; rateMb: number };
   /** Where the values came from, for `quantilica status`. */
   configFile: string | null;
 }
@@ -109,6 +110,7 @@ export function loadConfig(env: Env = process.env): Config {
     scheduleCatchUp: get('QUANTILICA_SCHEDULE_CATCH_UP'),
     port: get('QUANTILICA_PORT'),
     connectionFile: get<string | null>('QUANTILICA_CONNECTION_FILE') ?? path.join(homeDir, 'agent.json'),
+    demo: { seconds: get('QUANTILICA_DEMO_SECONDS'), rateMb: get('QUANTILICA_DEMO_RATE_MB') },
     configFile: fromFile.used ? configFile : null,
   };
 }

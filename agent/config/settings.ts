@@ -71,6 +71,8 @@ export const SETTINGS = [
   { name: 'QUANTILICA_HEARTBEAT_SECONDS', default: '60', description: 'seconds between heartbeat events of a running fetcher', parse: number(0.05, 86400, false) },
   { name: 'QUANTILICA_SCHEDULE_CATCH_UP', default: 'true', description: 'run overdue fetchers once at start', parse: bool },
   { name: 'QUANTILICA_PORT', default: '0', description: 'loopback port of the protocol (0 picks a free one)', parse: number(0, 65535, true) },
+  { name: 'QUANTILICA_DEMO_SECONDS', default: '30', description: 'how long a demo fetcher runs', parse: number(0, 86400, false) },
+  { name: 'QUANTILICA_DEMO_RATE_MB', default: '1', description: 'MB per second a demo fetcher writes into DATA_DIR', parse: number(0, 10000, false) },
   { name: 'QUANTILICA_CONNECTION_FILE', default: '', description: 'port and token of the running agent (default QUANTILICA_HOME/agent.json)', parse: optionalDir },
 ] as const satisfies readonly Setting[];
 

@@ -1,0 +1,25 @@
+import type { Config } from '../config/config';
+import { distFile } from '../paths';
+import { Catalog } from './catalog';
+import { SEED_SOURCES } from './seedSources';
+
+/**
+ * The catalog used when none is configured: the seed's 25 sources in their pools, each a simulated
+ * fetcher (`quantilica demo-fetch`) that really writes data into DATA_DIR, so a fresh install shows
+ * real pools, slots, disk use and telemetry at work.
+ */
+export function demoCatalog(config: Config): Catalog {
+  const { seconds, rateMb } = config.demo;
+  return new Catalog(
+    SEED_SOURCES.map((source) => ({
+      name: source.name,
+      pool: source.pool,
+      aliases: source.aliases,
+      argv: [process.execPath, distFile('agent.js'), 'demo-fetch', source.name, '--seconds', String(seconds), '--rate-mb', String(rateMb)],
+      expectedSizeMb: seconds * rateMb,
+      schedule: source.schedule,
+      demo: true,
+    })),
+    'demo',
+  );
+}

@@ -1,0 +1,18 @@
+import type { RunInfo, ScheduleStatus, Snapshot } from '../../shared/protocol';
+import type { FlushResult } from '../server/agentControl';
+
+/**
+ * What a CLI command needs from "the agent": either the running agent over the protocol, or an
+ * orchestrator in this process (same slots, same state files) when no agent answers.
+ */
+export interface AgentLink {
+  readonly remote: boolean;
+  run(fetcher: string, args: string[]): Promise<RunInfo>;
+  waitRun(runId: string): Promise<RunInfo>;
+  cancel(target: { runId?: string; fetcher?: string }): Promise<RunInfo[]>;
+  snapshot(): Promise<Snapshot>;
+  listRuns(limit: number): Promise<RunInfo[]>;
+  flush(onProgress: (sent: number, remaining: number) => void): Promise<FlushResult>;
+  setSchedulePaused(paused: boolean, fetcher?: string): Promise<ScheduleStatus>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,58 @@
+import type { PoolState, RunInfo, Snapshot } from '../../shared/protocol';
+
+/** Human-readable views of the state; `--json` prints the protocol types instead. */
+export function formatSlots(pools: PoolState[]): string {
+  const lines: string[] = [];
+  for (const pool of pools) {
+    lines.push(`${pool.name}  ${pool.used}/${pool.size} used, ${pool.waiting} waiting`);
+    for (const slot of pool.slots) {
+      const h = slot.holder;
+      const who = h ? `pid ${h.pid}${h.fetcher ? ` ${h.fetcher}` : ''}${h.runId ? ` run ${h.runId}` : ''}${h.since ? ` since ${h.since}` : ''}${h.foreign ? ' (other process)' : ''}` : 'free';
+      lines.push(`  ${slot.lockPath}  ${who}${slot.index >= pool.size ? '  (beyond the pool size)' : ''}`);
+    }
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+export function formatRuns(runs: RunInfo[]): string {
+  if (runs.length === 0) return 'no runs\n';
+  const rows = runs.map((r) => [r.runId, r.fetcher, r.pool, r.status, r.exitCode === null ? '-' : String(r.exitCode), r.startedAt ?? r.enqueuedAt, r.reason ?? waitText(r) ?? '']);
+  const head = ['RUN', 'FETCHER', 'POOL', 'STATUS', 'EXIT', 'SINCE', 'REASON'];
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
+  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd();
+  return `${[line(head), ...rows.map(line)].join('\n')}\n`;
+}
+
+export function formatStatus(s: Snapshot, remote: boolean): string {
+  const out: string[] = [];
+  out.push(`agent: ${remote ? `running, pid ${s.agent.pid} since ${s.agent.startedAt}` : 'not running (this view is read by the CLI itself)'}; mode ${s.agent.mode}`);
+  out.push(`data: ${s.agent.dataDir}   locks: ${s.agent.lockDir}`);
+  if (s.disk) {
+    const next = s.disk.next ? `, ${s.disk.next.distanceGb} GB to ${s.disk.next.threshold} (${s.disk.next.gb} GB)` : '';
+    out.push(`disk: ${s.disk.state}, ${s.disk.freeGb ?? '?'} GB free${next}${s.disk.error ? ` — ${s.disk.error}` : ''}`);
+  }
+  if (s.spool) {
+    const sp = s.spool;
+    out.push(`telemetry: ${sp.pending} spooled, database ${sp.database}${sp.lastFlushAt ? `, last flush ${sp.lastFlushAt}` : ''}${sp.lastFlushError ? `, last error: ${sp.lastFlushError}` : ''}${sp.lost > 0 ? `, ${sp.lost} EVENTS LOST` : ''}`);
+  }
+  out.push(formatSlots(s.pools).trimEnd());
+  const active = s.runs.filter((r) => r.status === 'waiting' || r.status === 'running');
+  out.push(`active runs: ${active.length}`);
+  if (active.length > 0) out.push(formatRuns(active).trimEnd());
+  if (s.schedule) {
+    const next = s.schedule.entries.filter((e) => e.nextDue && !e.paused).sort((a, b) => a.nextDue!.localeCompare(b.nextDue!)).slice(0, 5);
+    out.push(`schedule: ${s.schedule.paused ? 'PAUSED' : 'active'}; next: ${next.map((e) => `${e.fetcher} ${e.nextDue}`).join(', ') || 'none'}`);
+  }
+  return `${out.join('\n')}\n`;
+}
+
+function waitText(r: RunInfo): string | null {
+  const w = r.wait;
+  if (!w) return null;
+  switch (w.kind) {
+    case 'pool': return `waiting for a slot, position ${w.position}`;
+    case 'disk': return `disk ${w.state}: ${w.freeGb ?? '?'} GB free, resumes at ${w.resumeGb} GB`;
+    case 'admission': return `admission: ${w.freeGb} GB free, ${w.reservedGb} GB reserved`;
+    case 'hibernating': return `hibernating until ${w.until}`;
+  }
+}

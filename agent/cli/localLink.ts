@@ -1,0 +1,26 @@
+import type { Config } from '../config/config';
+import type { Logger } from '../log/logger';
+import { Orchestrator } from '../orchestrator';
+import type { AgentLink } from './agentLink';
+import { createParts } from '../agentParts';
+
+/** Runs commands in this process: used when no agent answers. */
+export function localLink(config: Config, logger: Logger): AgentLink {
+  const parts = createParts(config, logger, 'cli');
+  const orchestrator = new Orchestrator(config, logger, parts);
+  orchestrator.runs.adoptLeftovers();
+  return {
+    remote: false,
+    run: (fetcher, args) => Promise.resolve(orchestrator.run(fetcher, args, 'cli')),
+    waitRun: (runId) => orchestrator.waitRun(runId),
+    cancel: (target) => orchestrator.cancel(target),
+    snapshot: () => Promise.resolve(orchestrator.hub.snapshot()),
+    listRuns: (limit) => Promise.resolve(orchestrator.listRuns(limit)),
+    flush: (onProgress) => orchestrator.flush(onProgress),
+    setSchedulePaused: (paused, fetcher) => Promise.resolve(orchestrator.setSchedulePaused(paused, fetcher)),
+    close: async () => {
+      await orchestrator.close(false);
+      await parts.close();
+    },
+  };
+}

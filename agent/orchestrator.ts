@@ -1,0 +1,201 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { PROTOCOL_VERSION, SERIAL_POOL, type AgentInfo, type PoolState, type RunInfo, type ScheduleStatus } from '../shared/protocol';
+import { Catalog } from './catalog/catalog';
+import { demoCatalog } from './catalog/demoCatalog';
+import type { Config } from './config/config';
+import { EnvironmentError, InvalidArgumentError } from './errors';
+import type { Logger } from './log/logger';
+import { distFile } from './paths';
+import { tailFile } from './runs/logCap';
+import { RunManager } from './runs/runManager';
+import { RunStore } from './runs/runStore';
+import { openGate, type StartGate } from './runs/startGate';
+import type { AgentControl, FlushResult } from './server/agentControl';
+import { SlotPool, type ReclaimEvent } from './slots/slotPool';
+import { StateHub } from './state/stateHub';
+import type { TelemetrySink } from './telemetry/telemetrySink';
+
+/** Parts that other modules provide; each is optional so the core runs on its embedded defaults. */
+export interface AgentParts {
+  gate?: StartGate;
+  telemetry: TelemetrySink;
+  snapshotExtras?: () => Pick<ReturnType<StateHub['snapshot']>, 'disk' | 'spool' | 'schedule'>;
+  flush?: (onProgress: (sent: number, remaining: number) => void) => Promise<FlushResult>;
+  setSchedulePaused?: (paused: boolean, fetcher?: string) => ScheduleStatus;
+}
+
+/** The orchestration core shared by the agent and an in-process CLI run: catalog, pools, runs, state. */
+export class Orchestrator implements AgentControl {
+  readonly hub: StateHub;
+  readonly catalog: Catalog;
+  readonly pools = new Map<string, SlotPool>();
+  readonly runs: RunManager;
+  readonly store: RunStore;
+  private readonly startedAt = new Date().toISOString();
+
+  constructor(readonly config: Config, private readonly logger: Logger, private readonly parts: AgentParts) {
+    ensureWritableDir('QUANTILICA_LOCK_DIR', config.lockDir);
+    ensureWritableDir('DATA_DIR', config.dataDir);
+    ensureWritableDir('QUANTILICA_HOME', config.homeDir);
+    this.catalog = config.catalogPath ? Catalog.load(config.catalogPath) : demoCatalog(config);
+    this.createPools();
+    this.store = new RunStore(path.join(config.homeDir, 'state.db'));
+    this.hub = new StateHub(() => this.collect());
+    this.runs = new RunManager({
+      config,
+      catalog: this.catalog,
+      pools: this.pools,
+      poolOf: (entry) => (config.usePools ? entry.pool : SERIAL_POOL),
+      gate: parts.gate ?? openGate,
+      telemetry: parts.telemetry,
+      store: this.store,
+      logger,
+      wrapperPath: distFile('runWrapper.sh'),
+      onRunChange: (run) => this.hub.publish({ kind: 'run', run }),
+      onPoolChange: (pool) => this.publishPool(pool),
+    });
+  }
+
+  run(fetcher: string, args: string[], trigger: RunInfo['trigger']): RunInfo {
+    return this.runs.enqueue(fetcher, args, trigger);
+  }
+
+  waitRun(runId: string): Promise<RunInfo> {
+    return this.runs.waitRun(runId);
+  }
+
+  cancel(target: { runId?: string; fetcher?: string }): Promise<RunInfo[]> {
+    if (target.runId) return Promise.resolve([this.runs.cancel(target.runId)]);
+    if (target.fetcher) {
+      const name = this.catalog.resolve(target.fetcher).name;
+      return Promise.resolve(this.runs.activeRuns().filter((r) => r.fetcher === name).map((r) => this.runs.cancel(r.runId)));
+    }
+    return Promise.reject(new InvalidArgumentError('cancel needs a run id or a fetcher name'));
+  }
+
+  listRuns(limit: number): RunInfo[] {
+    const active = this.runs.activeRuns();
+    const ids = new Set(active.map((r) => r.runId));
+    const recent = this.store.recent(limit).filter((r) => !ids.has(r.runId)).map((r) => this.runs.get(r.runId) ?? r);
+    return [...active, ...recent].slice(0, limit);
+  }
+
+  async tailLog(runId: string, maxBytes: number): Promise<{ path: string; text: string; truncated: boolean }> {
+    const run = this.runs.get(runId);
+    if (!run) throw new InvalidArgumentError(`no run ${runId}`);
+    if (!run.logPath) throw new InvalidArgumentError(`run ${runId} has no log yet (status ${run.status})`);
+    return Promise.resolve({ path: run.logPath, ...tailFile(run.logPath, maxBytes) });
+  }
+
+  flush(onProgress: (sent: number, remaining: number) => void): Promise<FlushResult> {
+    if (!this.parts.flush) return Promise.resolve({ sent: 0, remaining: 0, error: 'telemetry flush is not available in this process' });
+    return this.parts.flush(onProgress);
+  }
+
+  setSchedulePaused(paused: boolean, fetcher?: string): ScheduleStatus {
+    if (!this.parts.setSchedulePaused) throw new InvalidArgumentError('the schedule runs only in the agent');
+    return this.parts.setSchedulePaused(paused, fetcher);
+  }
+
+  poolStates(): PoolState[] {
+    const active = this.runs.activeRuns();
+    return [...this.pools.values()].map((pool) => {
+      const slots = pool.state((runId) => this.runs.isOwnRun(runId));
+      return {
+        name: pool.name,
+        size: pool.size,
+        used: slots.filter((s) => s.holder !== null).length,
+        waiting: active.filter((r) => r.pool === pool.name && r.status === 'waiting').length,
+        waitTimeoutSeconds: pool.waitTimeoutSeconds,
+        slots,
+      };
+    });
+  }
+
+  agentInfo(): AgentInfo {
+    return {
+      pid: process.pid,
+      host: os.hostname(),
+      startedAt: this.startedAt,
+      protocolVersion: PROTOCOL_VERSION,
+      mode: this.config.usePools ? 'pools' : 'serial',
+      dataDir: this.config.dataDir,
+      lockDir: this.config.lockDir,
+    };
+  }
+
+  async close(stopFetchers = false): Promise<void> {
+    await this.runs.shutdown(stopFetchers);
+    for (const pool of this.pools.values()) pool.close();
+    this.store.close();
+  }
+
+  private collect(): Omit<ReturnType<StateHub['snapshot']>, 'version'> {
+    const extras = this.parts.snapshotExtras?.() ?? { disk: null, spool: null, schedule: null };
+    const active = this.runs.activeRuns();
+    const ids = new Set(active.map((r) => r.runId));
+    return {
+      agent: this.agentInfo(),
+      catalog: this.catalog.entries.map((e) => ({ name: e.name, pool: this.config.usePools ? e.pool : SERIAL_POOL, aliases: e.aliases ?? [], demo: e.demo })),
+      pools: this.poolStates(),
+      runs: [...active, ...this.store.recent(50).filter((r) => !ids.has(r.runId))],
+      ...extras,
+    };
+  }
+
+  private publishPool(name: string): void {
+    const pool = this.poolStates().find((p) => p.name === name);
+    if (pool) this.hub.publish({ kind: 'pool', pool });
+  }
+
+  private createPools(): void {
+    const onReclaim = (event: ReclaimEvent) => {
+      this.parts.telemetry.emit({
+        runId: event.record.runId ?? `reclaim-${event.pool}-${event.index}-${Date.now()}`,
+        event: 'reclaimed',
+        task: event.record.fetcher ?? 'unknown',
+        pool: event.pool,
+        payload: { slot: event.index, lockPath: event.lockPath, pid: event.record.pid, killedGroup: event.killedGroup, reason: 'holder-stopped' },
+      });
+      this.publishPool(event.pool);
+    };
+    if (!this.config.usePools) {
+      // Serial compatibility: the legacy global lock, shared with a cron_fetch.sh in serial mode.
+      this.pools.set(SERIAL_POOL, new SlotPool({
+        name: SERIAL_POOL,
+        dir: this.config.lockDir,
+        size: 1,
+        waitTimeoutSeconds: this.config.pools['heavy-io'].waitTimeoutSeconds,
+        fileName: () => 'quantilica_cron_heavy.lock',
+        logger: this.logger,
+        onReclaim,
+      }));
+      return;
+    }
+    for (const [name, pool] of Object.entries(this.config.pools)) {
+      this.pools.set(name, new SlotPool({
+        name,
+        dir: path.join(this.config.lockDir, name),
+        size: pool.slots,
+        waitTimeoutSeconds: pool.waitTimeoutSeconds,
+        logger: this.logger,
+        onReclaim,
+      }));
+    }
+  }
+}
+
+/** Creates the directory if needed and proves it writable, with a message naming the setting. */
+function ensureWritableDir(setting: string, dir: string): void {
+  try {
+    fs.mkdirSync(dir, { recursive: true });
+    fs.accessSync(dir, fs.constants.W_OK | fs.constants.X_OK);
+    const probe = path.join(dir, `.quantilica-write-test-${process.pid}`);
+    fs.writeFileSync(probe, '');
+    fs.unlinkSync(probe);
+  } catch (err) {
+    throw new EnvironmentError(`${setting}=${dir} is not a writable directory (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+  }
+}

@@ -1,0 +1,387 @@
+import { randomBytes } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import type { RunInfo, RunStatus, RunTrigger, WaitReason } from '../../shared/protocol';
+import type { Catalog, CatalogEntry } from '../catalog/catalog';
+import type { Config } from '../config/config';
+import { InvalidArgumentError, UnknownRunError } from '../errors';
+import type { Logger } from '../log/logger';
+import { groupAlive, readProcInfo } from '../slots/procInfo';
+import type { SlotPool } from '../slots/slotPool';
+import type { TelemetrySink } from '../telemetry/telemetrySink';
+import { capLogFile } from './logCap';
+import { spawnRun, watchAdopted, type ExitInfo } from './runProcess';
+import type { RunStore, StoredRun } from './runStore';
+import { RunRefusedError, type GateRequest, type StartGate } from './startGate';
+
+export interface RunManagerDeps {
+  config: Config;
+  catalog: Catalog;
+  pools: ReadonlyMap<string, SlotPool>;
+  poolOf(entry: CatalogEntry): string;
+  gate: StartGate;
+  telemetry: TelemetrySink;
+  store: RunStore;
+  logger: Logger;
+  wrapperPath: string;
+  /** Called after every change of a run, and of a pool's occupancy (for the state hub). */
+  onRunChange(run: RunInfo): void;
+  onPoolChange(pool: string): void;
+}
+
+interface ActiveRun {
+  run: StoredRun;
+  entry: CatalogEntry;
+  abort: AbortController;
+  cancelRequested: boolean;
+  heartbeat: NodeJS.Timeout | null;
+  stopWatching: (() => void) | null;
+}
+
+class CancelledError extends Error {}
+
+const TERMINAL: readonly RunStatus[] = ['completed', 'failed', 'cancelled', 'skipped'];
+const MAX_ARGS = 64;
+const MAX_ARG_LENGTH = 4096;
+
+/**
+ * A run's life: waiting (disk gate, then a pool slot, in that order) → running (a wrapper process
+ * holding the slot's lock) → completed, failed or cancelled, with telemetry at each step.
+ */
+export class RunManager {
+  private readonly active = new Map<string, ActiveRun>();
+  private readonly finishWaiters = new Map<string, Array<(run: RunInfo) => void>>();
+  private readonly self = readProcInfo(process.pid);
+  private logTimer: NodeJS.Timeout | null = null;
+  private intake = true;
+
+  constructor(private readonly deps: RunManagerDeps) {
+    fs.mkdirSync(this.statusDir(), { recursive: true, mode: 0o700 });
+    this.logTimer = setInterval(() => this.capLogs(), 1000);
+    this.logTimer.unref();
+  }
+
+  enqueue(fetcher: string, args: string[], trigger: RunTrigger): RunInfo {
+    if (!this.intake) throw new InvalidArgumentError('the agent is stopping and takes no new runs');
+    const entry = this.deps.catalog.resolve(fetcher);
+    validateArgs(args);
+    const runId = newRunId();
+    const run: StoredRun = {
+      runId,
+      fetcher: entry.name,
+      pool: this.deps.poolOf(entry),
+      status: 'waiting',
+      trigger,
+      args,
+      enqueuedAt: new Date().toISOString(),
+      startedAt: null,
+      finishedAt: null,
+      slot: null,
+      pid: null,
+      exitCode: null,
+      signal: null,
+      reason: null,
+      wait: null,
+      logPath: null,
+      startTime: null,
+      statusFile: null,
+      ownerPid: process.pid,
+      ownerStartTime: this.self?.startTime ?? 0,
+    };
+    const state: ActiveRun = { run, entry, abort: new AbortController(), cancelRequested: false, heartbeat: null, stopWatching: null };
+    this.active.set(runId, state);
+    this.changed(state);
+    this.emit(run, 'waiting', { trigger, args });
+    void this.drive(state);
+    return { ...run };
+  }
+
+  /** Records a run that was due but not started (the schedule's "already running"). */
+  recordSkipped(fetcher: string, reason: string, trigger: RunTrigger): RunInfo {
+    const entry = this.deps.catalog.resolve(fetcher);
+    const now = new Date().toISOString();
+    const run: StoredRun = {
+      runId: newRunId(), fetcher: entry.name, pool: this.deps.poolOf(entry), status: 'skipped', trigger, args: [],
+      enqueuedAt: now, startedAt: null, finishedAt: now, slot: null, pid: null, exitCode: null, signal: null, reason,
+      wait: null, logPath: null, startTime: null, statusFile: null, ownerPid: process.pid, ownerStartTime: this.self?.startTime ?? 0,
+    };
+    this.deps.store.save(run);
+    this.deps.onRunChange({ ...run });
+    this.emit(run, 'skipped', { reason });
+    return { ...run };
+  }
+
+  get(runId: string): RunInfo | null {
+    const state = this.active.get(runId);
+    return state ? { ...state.run } : this.deps.store.get(runId);
+  }
+
+  activeRuns(): RunInfo[] {
+    return [...this.active.values()].map((s) => ({ ...s.run }));
+  }
+
+  activeRunOf(fetcher: string): RunInfo | null {
+    for (const s of this.active.values()) if (s.run.fetcher === fetcher) return { ...s.run };
+    return null;
+  }
+
+  isOwnRun(runId: string): boolean {
+    return this.active.has(runId);
+  }
+
+  /** Resolves with the run once it has finished. */
+  waitRun(runId: string): Promise<RunInfo> {
+    const known = this.get(runId);
+    if (!known) return Promise.reject(new UnknownRunError(runId));
+    if (TERMINAL.includes(known.status) && !this.active.has(runId)) return Promise.resolve(known);
+    return new Promise((resolve) => {
+      const list = this.finishWaiters.get(runId) ?? [];
+      list.push(resolve);
+      this.finishWaiters.set(runId, list);
+    });
+  }
+
+  /**
+   * Cancels a run: a waiting run leaves its queue; a running one gets SIGTERM on its whole process
+   * group, then SIGKILL after the grace period. Returns at once; `waitRun` tells when it has ended
+   * (only after no process of the group is left).
+   */
+  cancel(runId: string): RunInfo {
+    const state = this.active.get(runId);
+    if (!state) {
+      if (this.deps.store.get(runId)) throw new InvalidArgumentError(`run ${runId} is not active; nothing to cancel`);
+      throw new UnknownRunError(runId);
+    }
+    if (state.cancelRequested) return { ...state.run };
+    state.cancelRequested = true;
+    this.emit(state.run, 'cancel-requested', {});
+    if (state.run.status === 'waiting') {
+      state.abort.abort(new CancelledError('cancelled while waiting'));
+    } else if (state.run.pid) {
+      this.terminateGroup(state.run.pid, state.run.runId);
+    }
+    return { ...state.run };
+  }
+
+  /** Stops taking new runs; running fetchers go on unless `stopFetchers`. */
+  async shutdown(stopFetchers: boolean): Promise<void> {
+    this.intake = false;
+    for (const state of this.active.values()) {
+      if (state.run.status === 'waiting') state.abort.abort(new CancelledError('agent stopping'));
+      else if (stopFetchers) this.cancel(state.run.runId);
+    }
+    if (stopFetchers) await Promise.all([...this.active.keys()].map((id) => this.waitRun(id)));
+    if (this.logTimer) clearInterval(this.logTimer);
+    for (const state of this.active.values()) {
+      if (state.heartbeat) clearInterval(state.heartbeat);
+      state.stopWatching?.();
+    }
+  }
+
+  /**
+   * At start: runs left `running` by a process that is gone are adopted if their fetcher still lives
+   * (their slot is still held by it), or finished from the wrapper's status file if it has ended.
+   */
+  adoptLeftovers(): void {
+    for (const stored of this.deps.store.active()) {
+      if (this.active.has(stored.runId) || ownerAlive(stored)) continue;
+      let entry: CatalogEntry;
+      try {
+        entry = this.deps.catalog.resolve(stored.fetcher);
+      } catch {
+        entry = { name: stored.fetcher, pool: stored.pool, argv: ['?'], demo: false };
+      }
+      const state: ActiveRun = { run: { ...stored }, entry, abort: new AbortController(), cancelRequested: false, heartbeat: null, stopWatching: null };
+      if (stored.status === 'waiting') {
+        this.finish(state, 'failed', 'owner-exited-while-waiting', { exitCode: null, signal: null });
+        continue;
+      }
+      state.run.ownerPid = process.pid;
+      state.run.ownerStartTime = this.self?.startTime ?? 0;
+      this.active.set(stored.runId, state);
+      this.deps.logger.info({ runId: stored.runId, fetcher: stored.fetcher, pid: stored.pid }, 'adopted a run left by a previous agent');
+      const watch = watchAdopted(stored.pid ?? 0, stored.startTime ?? 0, stored.statusFile ?? '');
+      state.stopWatching = watch.stop;
+      this.startHeartbeat(state);
+      this.changed(state);
+      void watch.exited.then((exit) => this.onExit(state, exit));
+    }
+  }
+
+  private async drive(state: ActiveRun): Promise<void> {
+    const { run, entry } = state;
+    const request: GateRequest = { runId: run.runId, fetcher: run.fetcher, expectedBytes: entry.expectedSizeMb !== undefined ? entry.expectedSizeMb * 1024 * 1024 : null };
+    const pool = this.deps.pools.get(run.pool);
+    try {
+      if (!pool) throw new RunRefusedError('no-such-pool', `pool ${run.pool} is not configured`);
+      await this.deps.gate.waitToStart(request, state.abort.signal, (reason) => this.setWait(state, reason));
+      const grant = await pool.acquire(run.runId, state.abort.signal, (position) => this.setWait(state, { kind: 'pool', position }));
+      if (state.cancelRequested) {
+        // Cancelled between the grant and this continuation: give the slot straight back.
+        grant.lock.closeOwnCopy();
+        pool.released();
+        throw new CancelledError('cancelled while waiting');
+      }
+      try {
+        this.start(state, grant.index, grant.lock.fd);
+        grant.lock.writeRecord({ pid: run.pid!, startTime: run.startTime!, fetcher: run.fetcher, runId: run.runId, since: run.startedAt!, agentPid: process.pid });
+      } finally {
+        grant.lock.closeOwnCopy();
+      }
+    } catch (err) {
+      if (state.run.status === 'running') {
+        // The fetcher runs; only its owner record could not be written. It is still watched and finished.
+        this.deps.logger.error({ err, runId: run.runId }, 'could not write the slot owner record');
+      } else if (err instanceof CancelledError) this.finish(state, 'cancelled', err.message, { exitCode: null, signal: null });
+      else if (err instanceof RunRefusedError) this.finish(state, 'failed', err.reason, { exitCode: null, signal: null }, err.message);
+      else this.finish(state, 'failed', 'start-error', { exitCode: null, signal: null }, (err as Error).message);
+      return;
+    }
+    this.deps.gate.runStarted(request);
+    this.deps.onPoolChange(run.pool);
+  }
+
+  private start(state: ActiveRun, slot: number, lockFd: number): void {
+    const { run, entry } = state;
+    const { config } = this.deps;
+    fs.mkdirSync(config.logDir, { recursive: true });
+    const logPath = path.join(config.logDir, `${run.fetcher}-${run.runId}.log`);
+    const statusFile = path.join(this.statusDir(), `${run.runId}.exit`);
+    const logFd = fs.openSync(logPath, 'a', 0o644);
+    try {
+      const proc = spawnRun({
+        wrapperPath: this.deps.wrapperPath,
+        statusFile,
+        argv: [...entry.argv, ...run.args],
+        cwd: entry.cwd ?? config.dataDir,
+        env: { ...process.env, ...entry.env, DATA_DIR: config.dataDir, QUANTILICA_RUN_ID: run.runId, QUANTILICA_FETCHER: run.fetcher, QUANTILICA_POOL: run.pool, QUANTILICA_SLOT: String(slot) },
+        logFd,
+        lockFd,
+      });
+      Object.assign(run, { status: 'running', startedAt: new Date().toISOString(), slot, pid: proc.pid, startTime: proc.startTime, logPath, statusFile, wait: null });
+      this.changed(state);
+      this.emit(run, 'start', { slot, argv: [...entry.argv, ...run.args], host: os.hostname(), pid: proc.pid, trigger: run.trigger });
+      this.startHeartbeat(state);
+      void proc.exited.then((exit) => this.onExit(state, exit));
+    } finally {
+      fs.closeSync(logFd);
+    }
+  }
+
+  private startHeartbeat(state: ActiveRun): void {
+    state.heartbeat = setInterval(() => this.emit(state.run, 'heartbeat', { pid: state.run.pid }), this.deps.config.heartbeatSeconds * 1000);
+    state.heartbeat.unref();
+  }
+
+  private async onExit(state: ActiveRun, exit: ExitInfo): Promise<void> {
+    if (state.heartbeat) clearInterval(state.heartbeat);
+    if (state.cancelRequested && state.run.pid) {
+      // "Cancelled" promises that nothing of the run is left: wait for the group, killed after grace.
+      await this.waitGroupGone(state.run.pid);
+      this.finish(state, 'cancelled', 'cancelled', exit);
+      return;
+    }
+    if (exit.unknown) this.finish(state, 'failed', 'exit-status-unknown', exit, 'the run ended while no agent watched it and left no exit status');
+    else this.finish(state, exit.exitCode === 0 ? 'completed' : 'failed', exit.exitCode === 0 ? null : exit.signal ? `signal ${exit.signal}` : `exit code ${exit.exitCode}`, exit);
+  }
+
+  private finish(state: ActiveRun, status: RunStatus, reason: string | null, exit: ExitInfo, message?: string): void {
+    const { run } = state;
+    const finishedAt = new Date();
+    Object.assign(run, { status, reason, exitCode: exit.exitCode, signal: exit.signal, finishedAt: finishedAt.toISOString(), wait: null });
+    if (state.heartbeat) clearInterval(state.heartbeat);
+    state.stopWatching?.();
+    if (run.logPath) capLogFile(run.logPath, this.deps.config.logCapBytes);
+    const duration = run.startedAt ? (finishedAt.getTime() - Date.parse(run.startedAt)) / 1000 : 0;
+    this.active.delete(run.runId);
+    this.changed(state);
+    this.emit(run, 'finish', { status, exitCode: exit.exitCode, signal: exit.signal, durationSeconds: duration, reason, message: message ?? null });
+    if (message) this.deps.logger.warn({ runId: run.runId, fetcher: run.fetcher, reason }, message);
+    this.deps.gate.runEnded(run.runId);
+    if (run.slot !== null) {
+      this.deps.pools.get(run.pool)?.released();
+      this.deps.onPoolChange(run.pool);
+    }
+    const waiters = this.finishWaiters.get(run.runId) ?? [];
+    this.finishWaiters.delete(run.runId);
+    for (const resolve of waiters) resolve({ ...run });
+  }
+
+  private terminateGroup(pgid: number, runId: string): void {
+    signalGroup(pgid, 'SIGTERM');
+    const grace = setTimeout(() => {
+      if (groupAlive(pgid)) {
+        this.deps.logger.warn({ runId, pgid }, 'fetcher group outlived the cancel grace period; sending SIGKILL');
+        signalGroup(pgid, 'SIGKILL');
+      }
+    }, this.deps.config.cancelGraceSeconds * 1000);
+    grace.unref();
+  }
+
+  private async waitGroupGone(pgid: number): Promise<void> {
+    const deadline = Date.now() + (this.deps.config.cancelGraceSeconds + 5) * 1000;
+    while (groupAlive(pgid)) {
+      if (Date.now() > deadline) signalGroup(pgid, 'SIGKILL');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  private setWait(state: ActiveRun, reason: WaitReason): void {
+    if (state.run.status !== 'waiting') return;
+    if (JSON.stringify(state.run.wait) === JSON.stringify(reason)) return;
+    state.run.wait = reason;
+    this.changed(state);
+  }
+
+  private changed(state: ActiveRun): void {
+    this.deps.store.save(state.run);
+    this.deps.onRunChange(publicRun(state.run));
+  }
+
+  private emit(run: StoredRun, event: 'start' | 'heartbeat' | 'finish' | 'waiting' | 'skipped' | 'cancel-requested', payload: Record<string, unknown>): void {
+    this.deps.telemetry.emit({ runId: run.runId, event, task: run.fetcher, pool: run.pool, payload });
+  }
+
+  private capLogs(): void {
+    for (const state of this.active.values()) {
+      if (state.run.logPath) capLogFile(state.run.logPath, this.deps.config.logCapBytes);
+    }
+  }
+
+  private statusDir(): string {
+    return path.join(this.deps.config.homeDir, 'runs');
+  }
+}
+
+function publicRun(run: StoredRun): RunInfo {
+  const { startTime: _s, statusFile: _f, ownerPid: _p, ownerStartTime: _o, ...info } = run;
+  return info;
+}
+
+function ownerAlive(run: StoredRun): boolean {
+  const info = readProcInfo(run.ownerPid);
+  return info !== null && info.startTime === run.ownerStartTime && info.state !== 'Z';
+}
+
+function signalGroup(pgid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pgid, signal);
+  } catch {
+    // The group is already gone.
+  }
+}
+
+function validateArgs(args: unknown): asserts args is string[] {
+  if (!Array.isArray(args) || args.length > MAX_ARGS) throw new InvalidArgumentError(`extra arguments must be a list of at most ${MAX_ARGS} strings`);
+  for (const arg of args) {
+    if (typeof arg !== 'string' || arg.length > MAX_ARG_LENGTH || arg.includes('\0')) {
+      throw new InvalidArgumentError(`each extra argument must be a string of at most ${MAX_ARG_LENGTH} characters without NUL`);
+    }
+  }
+}
+
+/** Sortable by time, unique enough across processes, and safe in file names. */
+function newRunId(): string {
+  return `${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+}
