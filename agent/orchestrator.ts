@@ -1,12 +1,12 @@
-import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { PROTOCOL_VERSION, SERIAL_POOL, type AgentInfo, type PoolState, type RunInfo, type ScheduleStatus } from '../shared/protocol';
 import { Catalog } from './catalog/catalog';
 import { demoCatalog } from './catalog/demoCatalog';
 import type { Config } from './config/config';
-import { EnvironmentError, InvalidArgumentError } from './errors';
+import { InvalidArgumentError } from './errors';
 import type { Logger } from './log/logger';
+import { checkStationDirs } from './checkStationDirs';
 import { distFile } from './paths';
 import { tailFile } from './runs/logCap';
 import { RunManager } from './runs/runManager';
@@ -36,9 +36,7 @@ export class Orchestrator implements AgentControl {
   private readonly startedAt = new Date().toISOString();
 
   constructor(readonly config: Config, private readonly logger: Logger, private readonly parts: AgentParts) {
-    ensureWritableDir('QUANTILICA_LOCK_DIR', config.lockDir);
-    ensureWritableDir('DATA_DIR', config.dataDir);
-    ensureWritableDir('QUANTILICA_HOME', config.homeDir);
+    checkStationDirs(config);
     this.catalog = config.catalogPath ? Catalog.load(config.catalogPath) : demoCatalog(config);
     this.createPools();
     this.store = new RunStore(path.join(config.homeDir, 'state.db'));
@@ -184,18 +182,5 @@ export class Orchestrator implements AgentControl {
         onReclaim,
       }));
     }
-  }
-}
-
-/** Creates the directory if needed and proves it writable, with a message naming the setting. */
-function ensureWritableDir(setting: string, dir: string): void {
-  try {
-    fs.mkdirSync(dir, { recursive: true });
-    fs.accessSync(dir, fs.constants.W_OK | fs.constants.X_OK);
-    const probe = path.join(dir, `.quantilica-write-test-${process.pid}`);
-    fs.writeFileSync(probe, '');
-    fs.unlinkSync(probe);
-  } catch (err) {
-    throw new EnvironmentError(`${setting}=${dir} is not a writable directory (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
   }
 }

@@ -1,4 +1,3 @@
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as lockfile from 'proper-lockfile';
 import type { Config } from '../config/config';
@@ -7,6 +6,7 @@ import { ExitCode } from '../exitCodes';
 import { createLogger } from '../log/logger';
 import { createParts } from '../agentParts';
 import { Orchestrator } from '../orchestrator';
+import { checkStationDirs } from '../checkStationDirs';
 
 /**
  * The foreground agent. It holds the single-instance lock, adopts runs a previous agent left, serves
@@ -15,7 +15,7 @@ import { Orchestrator } from '../orchestrator';
  */
 export async function agentCommand(config: Config, stopFetchersFlag: boolean): Promise<number> {
   const logger = createLogger('quantilica-agent');
-  fs.mkdirSync(config.homeDir, { recursive: true, mode: 0o700 });
+  checkStationDirs(config);
   const release = await takeInstanceLock(config.homeDir);
   const parts = createParts(config, logger, 'agent');
   const orchestrator = new Orchestrator(config, logger, parts);

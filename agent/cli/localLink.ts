@@ -3,9 +3,11 @@ import type { Logger } from '../log/logger';
 import { Orchestrator } from '../orchestrator';
 import type { AgentLink } from './agentLink';
 import { createParts } from '../agentParts';
+import { checkStationDirs } from '../checkStationDirs';
 
 /** Runs commands in this process: used when no agent answers. */
 export function localLink(config: Config, logger: Logger): AgentLink {
+  checkStationDirs(config);
   const parts = createParts(config, logger, 'cli');
   const orchestrator = new Orchestrator(config, logger, parts);
   orchestrator.runs.adoptLeftovers();

@@ -55,9 +55,7 @@ export async function runCli(argv: string[]): Promise<number> {
         const onSignal = () => { void link.cancel({ runId: run.runId }); };
         process.once('SIGINT', onSignal);
         process.once('SIGTERM', onSignal);
-        // The fetcher's process and the agent's timers are unref'd; this keeps the CLI waiting for it.
-        const keepAlive = setInterval(() => {}, 1 << 30);
-        const done = await link.waitRun(run.runId).finally(() => clearInterval(keepAlive));
+        const done = await link.waitRun(run.runId);
         process.off('SIGINT', onSignal);
         process.off('SIGTERM', onSignal);
         process.stdout.write(opts.json ? `${JSON.stringify(done)}\n` : `run ${done.runId} ${done.status}${done.exitCode !== null ? ` exit ${done.exitCode}` : ''}${done.reason ? ` (${done.reason})` : ''}\n`);
@@ -77,9 +75,7 @@ export async function runCli(argv: string[]): Promise<number> {
           return ExitCode.unknownName;
         }
         for (const run of runs) {
-          const keepAlive = setInterval(() => {}, 1 << 30);
-          const done = opts.wait ? await link.waitRun(run.runId).finally(() => clearInterval(keepAlive)) : run;
-          clearInterval(keepAlive);
+          const done = opts.wait ? await link.waitRun(run.runId) : run;
           process.stdout.write(`run ${done.runId} ${done.fetcher} ${done.status}\n`);
         }
         return ExitCode.ok;

@@ -54,7 +54,10 @@ export class RunManager {
   private readonly finishWaiters = new Map<string, Array<(run: RunInfo) => void>>();
   private readonly self = readProcInfo(process.pid);
   private logTimer: NodeJS.Timeout | null = null;
+  /** Held while someone awaits a run's end: the fetcher and the timers are unref'd, the answer is not. */
+  private waitKeepAlive: NodeJS.Timeout | null = null;
   private intake = true;
+  private closed = false;
 
   constructor(private readonly deps: RunManagerDeps) {
     fs.mkdirSync(this.statusDir(), { recursive: true, mode: 0o700 });
@@ -135,6 +138,7 @@ export class RunManager {
     const known = this.get(runId);
     if (!known) return Promise.reject(new UnknownRunError(runId));
     if (TERMINAL.includes(known.status) && !this.active.has(runId)) return Promise.resolve(known);
+    this.waitKeepAlive ??= setInterval(() => {}, 1 << 30);
     return new Promise((resolve) => {
       const list = this.finishWaiters.get(runId) ?? [];
       list.push(resolve);
@@ -173,6 +177,9 @@ export class RunManager {
     }
     if (stopFetchers) await Promise.all([...this.active.keys()].map((id) => this.waitRun(id)));
     if (this.logTimer) clearInterval(this.logTimer);
+    if (this.waitKeepAlive) clearInterval(this.waitKeepAlive);
+    // From here on the runs belong to whoever adopts them next; this process records nothing more.
+    this.closed = true;
     for (const state of this.active.values()) {
       if (state.heartbeat) clearInterval(state.heartbeat);
       state.stopWatching?.();
@@ -275,6 +282,7 @@ export class RunManager {
   }
 
   private async onExit(state: ActiveRun, exit: ExitInfo): Promise<void> {
+    if (this.closed) return;
     if (state.heartbeat) clearInterval(state.heartbeat);
     if (state.cancelRequested && state.run.pid) {
       // "Cancelled" promises that nothing of the run is left: wait for the group, killed after grace.
@@ -287,6 +295,7 @@ export class RunManager {
   }
 
   private finish(state: ActiveRun, status: RunStatus, reason: string | null, exit: ExitInfo, message?: string): void {
+    if (this.closed) return;
     const { run } = state;
     const finishedAt = new Date();
     Object.assign(run, { status, reason, exitCode: exit.exitCode, signal: exit.signal, finishedAt: finishedAt.toISOString(), wait: null });
@@ -305,6 +314,10 @@ export class RunManager {
     }
     const waiters = this.finishWaiters.get(run.runId) ?? [];
     this.finishWaiters.delete(run.runId);
+    if (this.finishWaiters.size === 0 && this.waitKeepAlive) {
+      clearInterval(this.waitKeepAlive);
+      this.waitKeepAlive = null;
+    }
     for (const resolve of waiters) resolve({ ...run });
   }
 

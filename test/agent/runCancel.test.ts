@@ -1,0 +1,95 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { tryLockSlot } from '../../agent/slots/slotLock';
+import { FIXTURES, groupMembers, makeTestEnv, openOrchestrator, stopAll } from '../support/harness';
+import { waitFor } from '../support/waitFor';
+
+test('cancel of a group that ignores SIGTERM and has grandchildren: nothing left after grace + 1 s, slot freed, status cancelled', async () => {
+  const t = makeTestEnv([{ name: 'stubborn', pool: 'network-light', argv: [path.join(FIXTURES, 'stubbornGroup.sh')] }], { QUANTILICA_CANCEL_GRACE_SECONDS: '1' });
+  const { orchestrator, close } = openOrchestrator(t);
+  try {
+    const run = orchestrator.run('stubborn', [], 'cli');
+    const running = await waitFor(() => {
+      const r = orchestrator.runs.get(run.runId);
+      return r?.status === 'running' && groupMembers(r.pid!).length >= 4 ? r : null;
+    }, { what: 'the wrapper, the fetcher and two grandchildren to run' });
+    const pgid = running.pid!;
+    const cancelledAt = Date.now();
+    orchestrator.runs.cancel(run.runId);
+    // SIGTERM is ignored by all of them: until the grace period ends, the group lives on.
+    const ended = await orchestrator.waitRun(run.runId);
+    const elapsed = Date.now() - cancelledAt;
+    assert.equal(ended.status, 'cancelled');
+    assert.deepEqual(groupMembers(pgid), [], 'no process of the run\'s group is left');
+    assert.ok(elapsed >= 1000, `the group got its grace period (${elapsed} ms)`);
+    assert.ok(elapsed < 2000, `everything was gone within grace + 1 s (${elapsed} ms)`);
+    const lock = tryLockSlot(path.join(t.lockDir, 'network-light', `slot_${running.slot}.lock`));
+    assert.ok(lock, 'the slot is free');
+    lock.closeOwnCopy();
+  } finally {
+    await stopAll(orchestrator);
+    await close();
+  }
+});
+
+test('cancelling a waiting run takes it out of the queue', async () => {
+  const t = makeTestEnv([{ name: 'long', pool: 'cpu-analysis', argv: ['sleep', '600'] }], { CRON_POOL_CPU_ANALYSIS_SLOTS: '1' });
+  const { orchestrator, close } = openOrchestrator(t);
+  try {
+    const holder = orchestrator.run('long', [], 'cli');
+    await waitFor(() => orchestrator.runs.get(holder.runId)?.status === 'running', { what: 'the holder to run' });
+    const waiting = orchestrator.run('long', [], 'cli');
+    const behind = orchestrator.run('long', [], 'cli');
+    await waitFor(() => orchestrator.runs.get(behind.runId)?.wait?.kind === 'pool', { what: 'two runs waiting' });
+    assert.deepEqual(orchestrator.runs.get(behind.runId)!.wait, { kind: 'pool', position: 2 });
+    orchestrator.runs.cancel(waiting.runId);
+    const ended = await orchestrator.waitRun(waiting.runId);
+    assert.equal(ended.status, 'cancelled');
+    assert.equal(ended.pid, null, 'it never started');
+    await waitFor(() => orchestrator.runs.get(behind.runId)?.wait?.kind === 'pool' && orchestrator.runs.get(behind.runId)!.wait, { what: 'the queue to move up' });
+    assert.deepEqual(orchestrator.runs.get(behind.runId)!.wait, { kind: 'pool', position: 1 });
+    assert.equal(orchestrator.poolStates().find((p) => p.name === 'cpu-analysis')!.waiting, 1);
+  } finally {
+    await stopAll(orchestrator);
+    await close();
+  }
+});
+
+test('a fetcher writing 100 MB to stdout does not block, and its log is capped', { timeout: 60000 }, async () => {
+  const capMb = 1;
+  const t = makeTestEnv([{ name: 'flood', pool: 'network-light', argv: ['head', '-c', String(100 * 1024 * 1024), '/dev/zero'] }], { QUANTILICA_LOG_CAP_MB: String(capMb) });
+  const { orchestrator, close } = openOrchestrator(t);
+  try {
+    const run = orchestrator.run('flood', [], 'cli');
+    const ended = await orchestrator.waitRun(run.runId);
+    assert.equal(ended.status, 'completed');
+    assert.equal(ended.exitCode, 0);
+    const size = fs.statSync(ended.logPath!).size;
+    assert.ok(size <= capMb * 1024 * 1024, `log is ${size} bytes, over its cap`);
+    assert.match(fs.readFileSync(ended.logPath!, 'utf8').split('\n')[0]!, /over its cap of 1048576 bytes; \d+ earlier bytes dropped/);
+  } finally {
+    await close();
+  }
+});
+
+test('exit codes and signals are recorded as the fetcher ended', async () => {
+  const t = makeTestEnv([
+    { name: 'fails', pool: 'network-light', argv: ['sh', '-c', 'echo failing >&2; exit 7'] },
+    { name: 'ok', pool: 'network-light', argv: ['true'] },
+    { name: 'missing', pool: 'network-light', argv: ['/nonexistent/fetcher'] },
+  ]);
+  const { orchestrator, close } = openOrchestrator(t);
+  try {
+    const [fails, ok, missing] = await Promise.all(['fails', 'ok', 'missing'].map((f) => orchestrator.waitRun(orchestrator.run(f, [], 'cli').runId)));
+    assert.equal(fails!.status, 'failed');
+    assert.equal(fails!.exitCode, 7);
+    assert.equal(fs.readFileSync(fails!.logPath!, 'utf8'), 'failing\n');
+    assert.equal(ok!.status, 'completed');
+    assert.equal(missing!.status, 'failed');
+    assert.equal(missing!.exitCode, 127);
+  } finally {
+    await close();
+  }
+});

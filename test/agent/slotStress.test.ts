@@ -1,0 +1,104 @@
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { AGENT_JS, FIXTURES, makeTestEnv, openOrchestrator, OUT_FIXTURES, type TestEnv } from '../support/harness';
+import { waitFor } from '../support/waitFor';
+
+const PER_PROCESS = 50;
+
+function holdCatalog(logFile: string) {
+  return [{ name: 'hold', pool: 'heavy-io' as const, argv: [process.execPath, path.join(OUT_FIXTURES, 'holdSlot.js'), logFile] }];
+}
+
+function exec(cmd: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => { stdout += d.toString(); });
+    child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** Replays the merged start/stop log in monotonic-clock order and returns the most holders at once. */
+function maxConcurrent(logFile: string): { max: number; starts: number; stops: number } {
+  const events = fs.readFileSync(logFile, 'utf8').trim().split('\n').map((l) => {
+    const [kind, ns] = l.split(' ');
+    return { kind: kind!, at: BigInt(ns!) };
+  });
+  // At equal timestamps count the stop first: the slot was free before the next start.
+  events.sort((a, b) => (a.at === b.at ? (a.kind === 'stop' ? -1 : 1) : a.at < b.at ? -1 : 1));
+  let now = 0;
+  let max = 0;
+  for (const e of events) {
+    now += e.kind === 'start' ? 1 : -1;
+    max = Math.max(max, now);
+  }
+  return { max, starts: events.filter((e) => e.kind === 'start').length, stops: events.filter((e) => e.kind === 'stop').length };
+}
+
+test('six processes (orchestrators and CLI runs) x 50 acquisitions never put more than 3 holders in a 3-slot pool', { timeout: 300000 }, async (t) => {
+  const shared = makeTestEnv(null);
+  const logFile = path.join(shared.root, 'holders.log');
+  // Each process is its own station user (own HOME and state) sharing only the lock dir, as several
+  // agents and cron-driven CLI runs would.
+  const stations: TestEnv[] = Array.from({ length: 6 }, () => makeTestEnv(holdCatalog(logFile), {}, { lockDir: shared.lockDir }));
+  const orchestrators = stations.slice(0, 3).map((s) => exec(process.execPath, [path.join(OUT_FIXTURES, 'enqueueRuns.js'), 'hold', String(PER_PROCESS), '40'], s.env));
+  const cliLoops = stations.slice(3).map((s) => exec('bash', ['-c', `for i in $(seq ${PER_PROCESS}); do "${process.execPath}" "${AGENT_JS}" run hold -- $((RANDOM % 40)) >/dev/null || exit 1; done`], s.env));
+  const results = await Promise.all([...orchestrators, ...cliLoops]);
+  for (const r of results) assert.equal(r.code, 0, r.stderr);
+  for (const r of results.slice(0, 3)) assert.deepEqual(new Set(JSON.parse(r.stdout) as string[]), new Set(['completed']));
+
+  const { max, starts, stops } = maxConcurrent(logFile);
+  t.diagnostic(`${starts} runs; at most ${max} holders at once`);
+  assert.equal(starts, 6 * PER_PROCESS);
+  assert.equal(stops, 6 * PER_PROCESS);
+  assert.ok(max <= 3, `saw ${max} holders in a 3-slot pool`);
+  assert.equal(max, 3, 'the stress never filled the pool, so it proved nothing');
+});
+
+test('slots held by util-linux flock count as taken, and flock waits for the agent\'s slots', { timeout: 60000 }, async () => {
+  const station = makeTestEnv([
+    { name: 'until-file', pool: 'heavy-io', argv: [path.join(FIXTURES, 'exitWhenFileExists.sh')] },
+  ]);
+  const poolDir = path.join(station.lockDir, 'heavy-io');
+  fs.mkdirSync(poolDir, { recursive: true });
+  const { orchestrator, close } = openOrchestrator(station);
+  try {
+    // A legacy script takes all three slots: each `flock` holds its file while `cat` waits on stdin.
+    const holders = [0, 1, 2].map((i) => spawn('flock', ['-n', path.join(poolDir, `slot_${i}.lock`), 'cat'], { stdio: ['pipe', 'ignore', 'inherit'] }));
+    await waitFor(() => orchestrator.poolStates().find((p) => p.name === 'heavy-io')!.used === 3, { what: 'flock to hold the 3 slots' });
+    const release = path.join(station.root, 'release');
+    const run = orchestrator.run('until-file', [release, '0'], 'cli');
+    await waitFor(() => orchestrator.runs.get(run.runId)?.wait?.kind === 'pool', { what: 'the run to wait for a slot' });
+    const pool = orchestrator.poolStates().find((p) => p.name === 'heavy-io')!;
+    assert.ok(pool.slots.every((s) => s.holder?.foreign === true), 'script-held slots show as foreign holders');
+    assert.equal(orchestrator.runs.get(run.runId)!.status, 'waiting');
+    // The script lets one slot go: the agent's run takes it.
+    holders[1]!.stdin!.end();
+    await waitFor(() => orchestrator.runs.get(run.runId)?.status === 'running', { what: 'the run to start', timeoutMs: 5000 });
+    assert.equal(orchestrator.runs.get(run.runId)!.slot, 1);
+
+    // Now the script wants that slot back and must wait until the agent's run ends.
+    const waiter = spawn('flock', [path.join(poolDir, 'slot_1.lock'), 'sh', '-c', 'echo got'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let got = '';
+    waiter.stdout.on('data', (d: Buffer) => { got += d.toString(); });
+    const waiterDone = new Promise<void>((resolve) => waiter.on('close', () => resolve()));
+    // The kernel lists a blocked flock(2) waiter as "->" on the slot's inode: the script is waiting.
+    const inode = fs.statSync(path.join(poolDir, 'slot_1.lock')).ino;
+    await waitFor(() => fs.readFileSync('/proc/locks', 'utf8').split('\n').some((l) => l.includes('->') && l.includes(`:${inode} `)), { what: 'flock to block on slot 1' });
+    assert.equal(waiter.exitCode, null, 'flock must not get a slot the agent holds');
+    assert.equal(orchestrator.runs.get(run.runId)!.status, 'running');
+    fs.writeFileSync(release, '');
+    await waiterDone;
+    assert.equal(got.trim(), 'got');
+    assert.equal((await orchestrator.waitRun(run.runId)).status, 'completed');
+    for (const h of holders) h.stdin!.end();
+  } finally {
+    await close();
+  }
+});

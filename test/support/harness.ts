@@ -1,0 +1,150 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import * as readline from 'node:readline';
+import { loadConfig, type Config } from '../../agent/config/config';
+import { memoryLogger } from '../../agent/log/logger';
+import { Orchestrator } from '../../agent/orchestrator';
+import { Spool } from '../../agent/telemetry/spool';
+
+/** The repository root, from out/test/support. */
+export const REPO = path.resolve(__dirname, '..', '..', '..');
+export const AGENT_JS = path.join(REPO, 'dist', 'agent.js');
+export const FIXTURES = path.join(REPO, 'test', 'fixtures');
+export const OUT_FIXTURES = path.join(REPO, 'out', 'test', 'fixtures');
+
+export interface FetcherSpec {
+  name: string;
+  pool: 'heavy-io' | 'cpu-analysis' | 'network-light';
+  argv: string[];
+  env?: Record<string, string>;
+  expectedSizeMb?: number;
+}
+
+export interface TestEnv {
+  root: string;
+  home: string;
+  lockDir: string;
+  dataDir: string;
+  env: NodeJS.ProcessEnv;
+}
+
+/** A private station: its own HOME, lock dir, data dir and catalog, in a temp dir. */
+export function makeTestEnv(fetchers: FetcherSpec[] | null, extra: Record<string, string> = {}, shared?: { lockDir?: string }): TestEnv {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'qt-'));
+  const home = path.join(root, 'home');
+  const lockDir = shared?.lockDir ?? path.join(root, 'locks');
+  const dataDir = path.join(root, 'data');
+  fs.mkdirSync(home, { recursive: true });
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    HOME: home,
+    QUANTILICA_LOCK_DIR: lockDir,
+    DATA_DIR: dataDir,
+    CRON_USE_POOLS: 'true',
+    QUANTILICA_CANCEL_GRACE_SECONDS: '1',
+    QUANTILICA_LOG_LEVEL: 'warn',
+    QUANTILICA_TELEMETRY_SPOOL: path.join(home, '.quantilica', 'telemetry_spool.db'),
+    ...extra,
+  };
+  if (fetchers) {
+    const catalogPath = path.join(root, 'catalog.json');
+    fs.writeFileSync(catalogPath, JSON.stringify({ fetchers }, null, 2));
+    env.QUANTILICA_CATALOG = catalogPath;
+  }
+  return { root, home, lockDir, dataDir, env };
+}
+
+export function testConfig(t: TestEnv): Config {
+  return loadConfig(t.env);
+}
+
+/** An orchestrator in this process, as an in-process CLI run has, with a real spool. */
+export function openOrchestrator(t: TestEnv, overrides: Partial<Config> = {}) {
+  const config = { ...testConfig(t), ...overrides };
+  const logger = memoryLogger();
+  const spool = new Spool({ path: config.telemetrySpool, logger, fallbackPath: path.join(t.root, 'fallback-spool.db') });
+  const orchestrator = new Orchestrator(config, logger, { telemetry: spool, snapshotExtras: () => ({ disk: null, spool: spool.status(), schedule: null }) });
+  return {
+    orchestrator,
+    spool,
+    logger,
+    close: async () => {
+      await orchestrator.close(false);
+      spool.close();
+    },
+  };
+}
+
+export interface CliResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the bundled `quantilica` command as a real process. */
+export function runCli(t: TestEnv | NodeJS.ProcessEnv, args: string[], timeoutMs = 60000): Promise<CliResult> {
+  const env = 'env' in t && typeof t.env === 'object' ? (t as TestEnv).env : (t as NodeJS.ProcessEnv);
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [AGENT_JS, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => { stdout += d.toString(); });
+    child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
+    const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`quantilica ${args.join(' ')} did not end within ${timeoutMs} ms; stderr: ${stderr}`)); }, timeoutMs);
+    child.on('error', reject);
+    child.on('close', (code, signal) => { clearTimeout(timer); resolve({ code, signal, stdout, stderr }); });
+  });
+}
+
+/** Starts `quantilica agent` and resolves once it prints its ready line. */
+export async function startAgent(t: TestEnv, extraArgs: string[] = []): Promise<{ child: ChildProcess; stderr: () => string }> {
+  const child = spawn(process.execPath, [AGENT_JS, 'agent', ...extraArgs], { env: t.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => { stderr += d.toString(); });
+  const lines = readline.createInterface({ input: child.stdout! });
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`agent not ready within 30 s; stderr: ${stderr}`)), 30000);
+    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`agent exited with ${code} before ready; stderr: ${stderr}`)); });
+    lines.on('line', (line) => {
+      if (line.includes('"ready":true')) { clearTimeout(timer); resolve(); }
+    });
+  });
+  child.removeAllListeners('exit');
+  return { child, stderr: () => stderr };
+}
+
+/** True while any process of the group lives. */
+export function groupExists(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** PIDs of every live, non-zombie process in a group (scans /proc). */
+export function groupMembers(pgid: number): number[] {
+  const members: number[] = [];
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(fields[2]) === pgid && fields[0] !== 'Z') members.push(Number(entry));
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return members;
+}
+
+/** Cancels every active run of an orchestrator and waits until each has ended. */
+export async function stopAll(orchestrator: Orchestrator): Promise<void> {
+  const active = orchestrator.runs.activeRuns();
+  for (const run of active) orchestrator.runs.cancel(run.runId);
+  await Promise.all(active.map((run) => orchestrator.waitRun(run.runId)));
+}
