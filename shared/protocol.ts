@@ -160,7 +160,34 @@ export const ErrorCodes = {
   invalidArgument: -32004,
   protocolVersion: -32005,
   unavailable: -32006,
+  /** A request other than `quantilica/hello` arrived before a successful hello. */
+  handshakeRequired: -32007,
 } as const;
+
+/**
+ * What a running agent writes to its connection file (mode 0600): where to connect and the token to
+ * present as `Authorization: Bearer <token>` in the WebSocket upgrade request.
+ */
+export interface ConnectionInfo {
+  port: number;
+  token: string;
+  pid: number;
+  protocolVersion: number;
+}
+
+/**
+ * The value of `$/progress` notifications for a flush's work-done token, shaped like LSP's
+ * WorkDoneProgress (begin / report / end) plus the counts.
+ */
+export interface FlushProgress {
+  kind: 'begin' | 'report' | 'end';
+  title?: string;
+  message: string;
+  /** 0–100 when the total is known. */
+  percentage?: number;
+  sent: number;
+  remaining: number;
+}
 
 // One namespace per message: the literal method name, its params and result.
 

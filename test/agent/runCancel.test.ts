@@ -68,7 +68,7 @@ test('a fetcher writing 100 MB to stdout does not block, and its log is capped',
     assert.equal(ended.exitCode, 0);
     const size = fs.statSync(ended.logPath!).size;
     assert.ok(size <= capMb * 1024 * 1024, `log is ${size} bytes, over its cap`);
-    assert.match(fs.readFileSync(ended.logPath!, 'utf8').split('\n')[0]!, /over its cap of 1048576 bytes; \d+ earlier bytes dropped/);
+    assert.match(fs.readFileSync(ended.logPath!, 'utf8').split('\n')[0], /over its cap of 1048576 bytes; \d+ earlier bytes dropped/);
   } finally {
     await close();
   }
@@ -83,12 +83,12 @@ test('exit codes and signals are recorded as the fetcher ended', async () => {
   const { orchestrator, close } = openOrchestrator(t);
   try {
     const [fails, ok, missing] = await Promise.all(['fails', 'ok', 'missing'].map((f) => orchestrator.waitRun(orchestrator.run(f, [], 'cli').runId)));
-    assert.equal(fails!.status, 'failed');
-    assert.equal(fails!.exitCode, 7);
-    assert.equal(fs.readFileSync(fails!.logPath!, 'utf8'), 'failing\n');
-    assert.equal(ok!.status, 'completed');
-    assert.equal(missing!.status, 'failed');
-    assert.equal(missing!.exitCode, 127);
+    assert.equal(fails.status, 'failed');
+    assert.equal(fails.exitCode, 7);
+    assert.equal(fs.readFileSync(fails.logPath!, 'utf8'), 'failing\n');
+    assert.equal(ok.status, 'completed');
+    assert.equal(missing.status, 'failed');
+    assert.equal(missing.exitCode, 127);
   } finally {
     await close();
   }

@@ -23,10 +23,10 @@ test('kill -9 of a holder frees its slot at once', async () => {
   const { orchestrator, close } = openOrchestrator(t);
   try {
     const [first] = await fillPool(orchestrator);
-    const lockPath = path.join(t.lockDir, 'cpu-analysis', `slot_${first!.slot}.lock`);
+    const lockPath = path.join(t.lockDir, 'cpu-analysis', `slot_${first.slot}.lock`);
     assert.equal(tryLockSlot(lockPath), null, 'the slot is held while its fetcher lives');
-    process.kill(-first!.pid!, 'SIGKILL');
-    const ended = await orchestrator.waitRun(first!.runId);
+    process.kill(-first.pid!, 'SIGKILL');
+    const ended = await orchestrator.waitRun(first.runId);
     assert.equal(ended.status, 'failed');
     assert.equal(ended.signal, 'SIGKILL');
     const lock = tryLockSlot(lockPath);
@@ -43,17 +43,17 @@ test('a stopped holder is reclaimed: its group killed and the event recorded; ru
   const { orchestrator, spool, close } = openOrchestrator(t);
   try {
     const [stopped, running] = await fillPool(orchestrator);
-    process.kill(-stopped!.pid!, 'SIGSTOP');
-    await waitFor(() => readProcInfo(stopped!.pid!)?.state === 'T', { what: 'the holder to stop' });
+    process.kill(-stopped.pid!, 'SIGSTOP');
+    await waitFor(() => readProcInfo(stopped.pid!)?.state === 'T', { what: 'the holder to stop' });
     const next = orchestrator.run('long', [], 'cli');
     await waitFor(() => orchestrator.runs.get(next.runId)?.status === 'running', { what: 'the waiting run to get the reclaimed slot' });
-    assert.equal(orchestrator.runs.get(next.runId)!.slot, stopped!.slot);
-    await waitFor(() => !groupExists(stopped!.pid!), { what: 'the stopped group to be gone' });
-    assert.equal((await orchestrator.waitRun(stopped!.runId)).signal, 'SIGKILL');
-    assert.equal(readProcInfo(running!.pid!)?.state, 'S', 'the running holder is untouched');
+    assert.equal(orchestrator.runs.get(next.runId)!.slot, stopped.slot);
+    await waitFor(() => !groupExists(stopped.pid!), { what: 'the stopped group to be gone' });
+    assert.equal((await orchestrator.waitRun(stopped.runId)).signal, 'SIGKILL');
+    assert.equal(readProcInfo(running.pid!)?.state, 'S', 'the running holder is untouched');
     const reclaimed = spool.readBatch(1000).filter((e) => e.event === 'reclaimed');
     assert.equal(reclaimed.length, 1);
-    assert.equal(reclaimed[0]!.runId, stopped!.runId);
+    assert.equal(reclaimed[0].runId, stopped.runId);
   } finally {
     await stopAll(orchestrator);
     await close();
@@ -87,7 +87,7 @@ test('a record whose PID is alive with another start time is not the holder: the
     assert.equal(holder.exitCode, null, 'the live holder of slot 1 keeps it');
     assert.equal(orchestrator.runs.get(second.runId)!.status, 'waiting');
   } finally {
-    holder.stdin!.end();
+    holder.stdin.end();
     stranger.kill('SIGKILL');
     await stopAll(orchestrator);
     await close();
@@ -118,8 +118,8 @@ test('lowering the pool size while a higher slot is held never over-books', asyn
   const first = openOrchestrator(t);
   const [a, b] = await fillPool(first.orchestrator);
   // The holder of slot 0 ends; slot 1 stays held by a run of the old 2-slot configuration.
-  const low = a!.slot === 1 ? a! : b!;
-  const high = a!.slot === 1 ? b! : a!;
+  const low = a.slot === 1 ? a : b;
+  const high = a.slot === 1 ? b : a;
   await first.orchestrator.cancel({ runId: high.runId });
   await first.orchestrator.waitRun(high.runId);
   const shrunk = makeTestEnv([{ name: 'long', pool: 'cpu-analysis', argv: ['sleep', '600'] }], { CRON_POOL_CPU_ANALYSIS_SLOTS: '1', CRON_POOL_CPU_ANALYSIS_TIMEOUT: '1' }, { lockDir: t.lockDir });

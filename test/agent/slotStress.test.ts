@@ -28,7 +28,7 @@ function exec(cmd: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ co
 function maxConcurrent(logFile: string): { max: number; starts: number; stops: number } {
   const events = fs.readFileSync(logFile, 'utf8').trim().split('\n').map((l) => {
     const [kind, ns] = l.split(' ');
-    return { kind: kind!, at: BigInt(ns!) };
+    return { kind: kind, at: BigInt(ns) };
   });
   // At equal timestamps count the stop first: the slot was free before the next start.
   events.sort((a, b) => (a.at === b.at ? (a.kind === 'stop' ? -1 : 1) : a.at < b.at ? -1 : 1));
@@ -79,7 +79,7 @@ test('slots held by util-linux flock count as taken, and flock waits for the age
     assert.ok(pool.slots.every((s) => s.holder?.foreign === true), 'script-held slots show as foreign holders');
     assert.equal(orchestrator.runs.get(run.runId)!.status, 'waiting');
     // The script lets one slot go: the agent's run takes it.
-    holders[1]!.stdin!.end();
+    holders[1].stdin.end();
     await waitFor(() => orchestrator.runs.get(run.runId)?.status === 'running', { what: 'the run to start', timeoutMs: 5000 });
     assert.equal(orchestrator.runs.get(run.runId)!.slot, 1);
 
@@ -97,7 +97,7 @@ test('slots held by util-linux flock count as taken, and flock waits for the age
     await waiterDone;
     assert.equal(got.trim(), 'got');
     assert.equal((await orchestrator.waitRun(run.runId)).status, 'completed');
-    for (const h of holders) h.stdin!.end();
+    for (const h of holders) h.stdin.end();
   } finally {
     await close();
   }

@@ -103,8 +103,8 @@ export function runCli(t: TestEnv | NodeJS.ProcessEnv, args: string[], timeoutMs
 export async function startAgent(t: TestEnv, extraArgs: string[] = []): Promise<{ child: ChildProcess; stderr: () => string }> {
   const child = spawn(process.execPath, [AGENT_JS, 'agent', ...extraArgs], { env: t.env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => { stderr += d.toString(); });
-  const lines = readline.createInterface({ input: child.stdout! });
+  child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
+  const lines = readline.createInterface({ input: child.stdout });
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`agent not ready within 30 s; stderr: ${stderr}`)), 30000);
     child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`agent exited with ${code} before ready; stderr: ${stderr}`)); });
