@@ -144,6 +144,8 @@ export class Orchestrator implements AgentControl {
   }
 
   private publishPool(name: string): void {
+    // A pool's state reads the kernel's lock table and every lock file: only worth it for a listener.
+    if (!this.hub.hasListeners()) return;
     const pool = this.poolStates().find((p) => p.name === name);
     if (pool) this.hub.publish({ kind: 'pool', pool });
   }

@@ -28,6 +28,10 @@ export class RunStore {
     fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
     this.db = new Database(file);
     this.db.pragma('journal_mode = WAL');
+    // NORMAL in WAL mode survives a crash of the process (kill -9), which is what adoption needs; only
+    // a power cut can lose the last commits, and the telemetry spool (synchronous FULL) is the durable
+    // record of runs. FULL here would cost an fsync on every state change of every run.
+    this.db.pragma('synchronous = NORMAL');
     this.db.pragma('busy_timeout = 5000');
     this.db.exec(`CREATE TABLE IF NOT EXISTS runs (
       run_id TEXT PRIMARY KEY,

@@ -23,6 +23,11 @@ export class StateHub {
     this.emitter.emit('change', params);
   }
 
+  /** True when someone listens; lets a publisher skip building a change nobody will see. */
+  hasListeners(): boolean {
+    return this.emitter.listenerCount('change') > 0;
+  }
+
   snapshot(): Snapshot {
     return { version: this.version, ...this.collect() };
   }

@@ -1,0 +1,41 @@
+import * as fs from 'node:fs';
+
+/** Helpers shared by the benchmarks: percentiles, idle sampling of a process, a printed table. */
+
+export function percentile(values: number[], p: number): number {
+  if (values.length === 0) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[at]!;
+}
+
+/** CPU ticks (user + system) of a process from /proc. */
+function cpuTicks(pid: number): number {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return Number(fields[11]) + Number(fields[12]);
+}
+
+function rssMb(pid: number): number {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
+  return kb / 1024;
+}
+
+/** The CPU share (% of one core) and final RSS of an idle process over a wall-clock window. */
+export async function sampleIdle(pid: number, seconds: number): Promise<{ rssMb: number; cpuPercent: number }> {
+  const ticksPerSecond = 100; // USER_HZ on Linux
+  const before = cpuTicks(pid);
+  const started = Date.now();
+  await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+  const elapsed = (Date.now() - started) / 1000;
+  const used = (cpuTicks(pid) - before) / ticksPerSecond;
+  return { rssMb: rssMb(pid), cpuPercent: (used / elapsed) * 100 };
+}
+
+export function printTable(title: string, rows: Array<[string, string, string]>): void {
+  const w0 = Math.max(...rows.map((r) => r[0].length));
+  const w1 = Math.max(...rows.map((r) => r[1].length));
+  process.stdout.write(`\n${title}\n`);
+  for (const [a, b, c] of rows) process.stdout.write(`  ${a.padEnd(w0)}  ${b.padStart(w1)}  ${c}\n`);
+}
