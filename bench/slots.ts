@@ -31,7 +31,7 @@ async function agentThroughput(): Promise<{ runsPerSecond: number; seconds: numb
   const spool = new Spool({ path: config.telemetrySpool, logger });
   const orchestrator = new Orchestrator(config, logger, { telemetry: spool });
   const started = process.hrtime.bigint();
-  const runs = Array.from({ length: RUNS }, (_, i) => orchestrator.run(POOLS[i % POOLS.length]![0], [], 'cli'));
+  const runs = Array.from({ length: RUNS }, (_, i) => orchestrator.run(POOLS[i % POOLS.length][0], [], 'cli'));
   const done = await Promise.all(runs.map((r) => orchestrator.waitRun(r.runId)));
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   const failed = done.filter((r) => r.status !== 'completed');
