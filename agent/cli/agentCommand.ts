@@ -7,6 +7,7 @@ import { createLogger } from '../log/logger';
 import { createParts } from '../agentParts';
 import { Orchestrator } from '../orchestrator';
 import { checkStationDirs } from '../checkStationDirs';
+import { startAgentServer } from '../server/startAgentServer';
 
 /**
  * The foreground agent. It holds the single-instance lock, adopts runs a previous agent left, serves
@@ -21,12 +22,12 @@ export async function agentCommand(config: Config, stopFetchersFlag: boolean): P
   const orchestrator = new Orchestrator(config, logger, parts);
   orchestrator.runs.adoptLeftovers();
   await parts.start();
+  const server = await startAgentServer(orchestrator, { port: config.port, connectionFile: config.connectionFile, logger });
   // The ready line is what scripts and tests wait for: it comes after the agent can serve.
-  process.stdout.write(`${JSON.stringify({ ready: true, pid: process.pid, mode: config.usePools ? 'pools' : 'serial', catalog: orchestrator.catalog.source })}\n`);
+  process.stdout.write(`${JSON.stringify({ ready: true, pid: process.pid, port: server.port, mode: config.usePools ? 'pools' : 'serial', catalog: orchestrator.catalog.source })}\n`);
   logger.info({ pid: process.pid, lockDir: config.lockDir, dataDir: config.dataDir }, 'agent ready');
 
   const stopFetchers = stopFetchersFlag || config.stopFetchersOnExit;
-  const keepAlive = setInterval(() => {}, 1 << 30);
   await new Promise<void>((resolve) => {
     const stop = (signal: NodeJS.Signals) => {
       logger.info({ signal, stopFetchers }, 'agent stopping');
@@ -35,7 +36,7 @@ export async function agentCommand(config: Config, stopFetchersFlag: boolean): P
     process.once('SIGTERM', stop);
     process.once('SIGINT', stop);
   });
-  clearInterval(keepAlive);
+  await server.close();
   await orchestrator.close(stopFetchers);
   await parts.close();
   await release();

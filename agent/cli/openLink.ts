@@ -1,9 +1,26 @@
+import { connectAgent } from '../client/agentClient';
 import type { Config } from '../config/config';
 import type { Logger } from '../log/logger';
+import { ConnectionFileError, readConnectionFile } from '../server/connectionFile';
+import { readProcInfo } from '../slots/procInfo';
 import type { AgentLink } from './agentLink';
 import { localLink } from './localLink';
+import { remoteLink } from './remoteLink';
 
-/** The running agent when one answers; otherwise this process, with the same slots and state. */
+/**
+ * The running agent when one answers; otherwise this process, with the same slots and state files.
+ * A connection file that is unsafe (wrong mode, a symlink, another owner) is an error, not a reason
+ * to fall back: someone may be tampering with it.
+ */
 export async function openLink(config: Config, logger: Logger): Promise<AgentLink> {
-  return Promise.resolve(localLink(config, logger));
+  let pid: number;
+  try {
+    pid = (await readConnectionFile(config.connectionFile)).pid;
+  } catch (err) {
+    if (err instanceof ConnectionFileError && err.reason === 'missing') return localLink(config, logger);
+    throw err;
+  }
+  // A file left by an agent that was killed: nobody listens, run in-process.
+  if (!readProcInfo(pid)) return localLink(config, logger);
+  return remoteLink(await connectAgent(config.connectionFile, { client: 'quantilica-cli' }));
 }

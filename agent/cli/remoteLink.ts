@@ -1,0 +1,36 @@
+import { ResponseError } from 'vscode-jsonrpc/node';
+import { ErrorCodes } from '../../shared/protocol';
+import type { AgentClient } from '../client/agentClient';
+import { ClientError } from '../errors';
+import { ExitCode } from '../exitCodes';
+import type { AgentLink } from './agentLink';
+
+/** Commands through the running agent; its protocol errors become CLI errors with exit codes. */
+export function remoteLink(client: AgentClient): AgentLink {
+  const call = async <T>(fn: () => Promise<T>): Promise<T> => {
+    try {
+      return await fn();
+    } catch (err) {
+      throw toClientError(err);
+    }
+  };
+  return {
+    remote: true,
+    run: (fetcher, args) => call(() => client.run(fetcher, args, 'cli')),
+    waitRun: (runId) => call(() => client.waitRun(runId)),
+    cancel: (target) => call(() => client.cancel(target)),
+    snapshot: () => call(() => client.getSnapshot()),
+    listRuns: (limit) => call(() => client.listRuns(limit)),
+    flush: (onProgress) => call(() => client.flush((p) => onProgress(p.sent, p.remaining))),
+    setSchedulePaused: (paused, fetcher) => call(() => client.setSchedulePaused(paused, fetcher)),
+    close: () => client.close(),
+  };
+}
+
+function toClientError(err: unknown): unknown {
+  if (!(err instanceof ResponseError)) return err;
+  const exitCode = err.code === ErrorCodes.unknownFetcher || err.code === ErrorCodes.unknownRun ? ExitCode.unknownName
+    : err.code === ErrorCodes.unavailable ? ExitCode.agentUnavailable
+    : ExitCode.usage;
+  return new ClientError(err.code, exitCode, err.message);
+}
