@@ -39,17 +39,17 @@ test('kill -9 of the agent: fetchers keep running and their slots; a new agent a
 
   // One fetcher ends while no agent watches: its status waits on disk for the next agent.
   fs.writeFileSync(release(0), '');
-  await waitFor(() => !groupExists(pids[0]!), { what: 'the first fetcher to end' });
+  await waitFor(() => !groupExists(pids[0]), { what: 'the first fetcher to end' });
 
   const second = await startAgent(station);
   try {
     const adopted = await runs();
     t.diagnostic(`after restart: ${adopted.filter((r) => runIds.includes(r.runId)).map((r) => `${r.runId} ${r.status} ${r.exitCode}`).join(', ')}`);
     const byId = (id: string) => adopted.find((r) => r.runId === id)!;
-    assert.equal(byId(runIds[0]!).status, 'completed');
-    assert.equal(byId(runIds[0]!).exitCode, 0);
-    assert.equal(byId(runIds[1]!).status, 'running');
-    assert.equal(byId(runIds[2]!).status, 'running');
+    assert.equal(byId(runIds[0]).status, 'completed');
+    assert.equal(byId(runIds[0]).exitCode, 0);
+    assert.equal(byId(runIds[1]).status, 'running');
+    assert.equal(byId(runIds[2]).status, 'running');
 
     fs.writeFileSync(release(1), '');
     fs.writeFileSync(release(2), '');
