@@ -116,14 +116,12 @@ export async function startAgent(t: TestEnv, extraArgs: string[] = []): Promise<
   return { child, stderr: () => stderr };
 }
 
-/** True while any process of the group lives. */
+/**
+ * True while any process of the group lives. Zombies do not count: a process whose parent died is
+ * reaped by init, which here may take seconds, and a zombie holds no slot and does no work.
+ */
 export function groupExists(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0);
-    return true;
-  } catch {
-    return false;
-  }
+  return groupMembers(pgid).length > 0;
 }
 
 /** PIDs of every live, non-zombie process in a group (scans /proc). */
