@@ -1,28 +1,66 @@
+import type { Change } from '../shared/protocol';
 import type { Config } from './config/config';
+import { DiskGate } from './disk/diskGate';
+import { InvalidArgumentError } from './errors';
 import type { Logger } from './log/logger';
-import type { AgentParts } from './orchestrator';
+import type { AgentParts, Orchestrator } from './orchestrator';
+import { Schedule } from './schedule/schedule';
+import type { ScheduleTarget } from './schedule/scheduleTarget';
 import { Spool } from './telemetry/spool';
 
 export interface ClosableParts extends AgentParts {
+  /** Called once by the orchestrator that uses these parts, before `start`. */
+  attach(orchestrator: Orchestrator): void;
   /** Starts what runs in the background (disk polling, flushing, the schedule). */
   start(): Promise<void>;
+  /** Stops what makes new runs (the schedule), first thing on shutdown. */
+  stopIntake(): void;
   close(): Promise<void>;
 }
 
 /**
- * The modules around the core: telemetry spool and flush, disk gate, schedule. The agent runs all
- * of them; an in-process CLI run uses the spool and the gate but not the schedule.
+ * The modules around the core: telemetry spool and flush, disk gate, schedule. The agent runs all of
+ * them; an in-process CLI run uses the spool and the gate, but not the schedule (the agent owns it).
  */
 export function createParts(config: Config, logger: Logger, role: 'agent' | 'cli'): ClosableParts {
+  let orchestrator: Orchestrator | null = null;
+  // The hub belongs to the orchestrator, made after the parts: changes are forwarded once it exists.
+  const hub = { publish: (change: Change) => orchestrator?.hub.publish(change) };
   const spool = new Spool({ path: config.telemetrySpool, logger });
-  void role;
+  const gate = new DiskGate({ dataDir: config.dataDir, disk: config.disk, logger, hub });
+  let schedule: Schedule | null = null;
   return {
     telemetry: spool,
-    snapshotExtras: () => ({ disk: null, spool: spool.status(), schedule: null }),
-    start: () => Promise.resolve(),
-    close: () => {
-      spool.close();
-      return Promise.resolve();
+    gate,
+    snapshotExtras: () => ({ disk: gate.status(), spool: spool.status(), schedule: schedule?.status() ?? null }),
+    setSchedulePaused: (paused, fetcher) => {
+      if (!schedule || !orchestrator) throw new InvalidArgumentError('the schedule runs only in the agent');
+      return schedule.setPaused(paused, fetcher === undefined ? undefined : orchestrator.catalog.resolve(fetcher).name);
     },
+    attach(orch) {
+      orchestrator = orch;
+      if (role === 'agent') {
+        schedule = new Schedule({ fetchers: orch.catalog.entries, target: scheduleTarget(orch), logger, homeDir: config.homeDir, catchUp: config.scheduleCatchUp, hub });
+      }
+    },
+    start: async () => {
+      await gate.start();
+      schedule?.start();
+    },
+    stopIntake: () => schedule?.close(),
+    close: async () => {
+      schedule?.close();
+      await gate.close();
+      spool.close();
+    },
+  };
+}
+
+function scheduleTarget(orch: Orchestrator): ScheduleTarget {
+  return {
+    isActive: (fetcher) => orch.runs.activeRunOf(fetcher) !== null,
+    enqueue: (fetcher, trigger) => { orch.run(fetcher, [], trigger); },
+    recordSkipped: (fetcher, reason, trigger) => { orch.runs.recordSkipped(fetcher, reason, trigger); },
+    lastStartedAt: (fetcher) => orch.store.lastStartedAt(fetcher),
   };
 }

@@ -20,6 +20,8 @@ import type { TelemetrySink } from './telemetry/telemetrySink';
 /** Parts that other modules provide; each is optional so the core runs on its embedded defaults. */
 export interface AgentParts {
   gate?: StartGate;
+  /** Called once the orchestrator exists (the schedule needs it as its target). */
+  attach?(orchestrator: Orchestrator): void;
   telemetry: TelemetrySink;
   snapshotExtras?: () => Pick<ReturnType<StateHub['snapshot']>, 'disk' | 'spool' | 'schedule'>;
   flush?: (onProgress: (sent: number, remaining: number) => void) => Promise<FlushResult>;
@@ -54,6 +56,7 @@ export class Orchestrator implements AgentControl {
       onRunChange: (run) => this.hub.publish({ kind: 'run', run }),
       onPoolChange: (pool) => this.publishPool(pool),
     });
+    parts.attach?.(this);
   }
 
   run(fetcher: string, args: string[], trigger: RunInfo['trigger']): RunInfo {

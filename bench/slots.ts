@@ -20,7 +20,7 @@ function station() {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'qbench-'));
   const catalog = path.join(root, 'catalog.json');
   fs.writeFileSync(catalog, JSON.stringify({ fetchers: POOLS.map(([name, pool]) => ({ name, pool, argv: ['true'] })) }));
-  const env = { ...process.env, HOME: path.join(root, 'home'), QUANTILICA_LOCK_DIR: path.join(root, 'locks'), DATA_DIR: path.join(root, 'data'), CRON_USE_POOLS: 'true', QUANTILICA_CATALOG: catalog, QUANTILICA_LOG_LEVEL: 'warn' };
+  const env = { ...process.env, HOME: path.join(root, 'home'), QUANTILICA_LOCK_DIR: path.join(root, 'locks'), DATA_DIR: path.join(root, 'data'), CRON_USE_POOLS: 'true', QUANTILICA_CATALOG: catalog, QUANTILICA_LOG_LEVEL: 'warn', CRON_DISK_PAUSE_GB: '0.0001', CRON_DISK_WARN_GB: '0.0002', CRON_DISK_RESUME_GB: '0.0002' };
   return { root, env };
 }
 

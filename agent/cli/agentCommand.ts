@@ -37,6 +37,7 @@ export async function agentCommand(config: Config, stopFetchersFlag: boolean): P
     process.once('SIGINT', stop);
   });
   await server.close();
+  parts.stopIntake();
   await orchestrator.close(stopFetchers);
   await parts.close();
   await release();

@@ -6,11 +6,12 @@ import { createParts } from '../agentParts';
 import { checkStationDirs } from '../checkStationDirs';
 
 /** Runs commands in this process: used when no agent answers. */
-export function localLink(config: Config, logger: Logger): AgentLink {
+export async function localLink(config: Config, logger: Logger): Promise<AgentLink> {
   checkStationDirs(config);
   const parts = createParts(config, logger, 'cli');
   const orchestrator = new Orchestrator(config, logger, parts);
   orchestrator.runs.adoptLeftovers();
+  await parts.start();
   return {
     remote: false,
     run: (fetcher, args) => Promise.resolve(orchestrator.run(fetcher, args, 'cli')),

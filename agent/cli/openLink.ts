@@ -17,7 +17,7 @@ export async function openLink(config: Config, logger: Logger): Promise<AgentLin
   try {
     pid = (await readConnectionFile(config.connectionFile)).pid;
   } catch (err) {
-    if (err instanceof ConnectionFileError && err.reason === 'missing') return localLink(config, logger);
+    if (err instanceof ConnectionFileError && err.reason === 'missing') return await localLink(config, logger);
     throw err;
   }
   // A file left by an agent that was killed: nobody listens, run in-process.

@@ -46,6 +46,12 @@ export function makeTestEnv(fetchers: FetcherSpec[] | null, extra: Record<string
     QUANTILICA_CANCEL_GRACE_SECONDS: '1',
     QUANTILICA_LOG_LEVEL: 'warn',
     QUANTILICA_TELEMETRY_SPOOL: path.join(home, '.quantilica', 'telemetry_spool.db'),
+    // Tests are about slots and processes, not the machine's free space: the gate stays open.
+    CRON_DISK_PAUSE_GB: '0.0001',
+    CRON_DISK_WARN_GB: '0.0002',
+    CRON_DISK_RESUME_GB: '0.0002',
+    // A test must not start the demo schedule's catch-up runs.
+    QUANTILICA_SCHEDULE_CATCH_UP: 'false',
     ...extra,
   };
   if (fetchers) {

@@ -1,0 +1,14 @@
+/**
+ * What the schedule drives: the agent's run manager implements it. The schedule decides when a
+ * fetcher is due; the target owns runs (queueing, pools, the disk gate, run history).
+ */
+export interface ScheduleTarget {
+  /** A run of this fetcher is running or waiting (then a due run is skipped, not doubled). */
+  isActive(fetcher: string): boolean;
+  /** Queue a run of the fetcher. */
+  enqueue(fetcher: string, trigger: 'schedule' | 'catch-up'): void;
+  /** Record a run that fell due but was not started, as a `skipped` run with this reason. */
+  recordSkipped(fetcher: string, reason: string, trigger: 'schedule' | 'catch-up'): void;
+  /** When the fetcher's most recent run started (from the run history), for catch-up and status. */
+  lastStartedAt(fetcher: string): Date | null;
+}
