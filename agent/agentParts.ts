@@ -20,7 +20,7 @@ export interface ClosableParts extends AgentParts {
 
 /**
  * The modules around the core: telemetry spool and flush, disk gate, schedule. The agent runs all of
- * them; an in-process CLI run uses the spool and the gate, but not the schedule (the agent owns it).
+ * them; an in-process CLI run uses the spool and the gate; only the agent starts the schedule.
  */
 export function createParts(config: Config, logger: Logger, role: 'agent' | 'cli'): ClosableParts {
   let orchestrator: Orchestrator | null = null;
@@ -34,18 +34,18 @@ export function createParts(config: Config, logger: Logger, role: 'agent' | 'cli
     gate,
     snapshotExtras: () => ({ disk: gate.status(), spool: spool.status(), schedule: schedule?.status() ?? null }),
     setSchedulePaused: (paused, fetcher) => {
-      if (!schedule || !orchestrator) throw new InvalidArgumentError('the schedule runs only in the agent');
+      if (!schedule || !orchestrator) throw new InvalidArgumentError('the schedule is not available');
       return schedule.setPaused(paused, fetcher === undefined ? undefined : orchestrator.catalog.resolve(fetcher).name);
     },
     attach(orch) {
       orchestrator = orch;
-      if (role === 'agent') {
-        schedule = new Schedule({ fetchers: orch.catalog.entries, target: scheduleTarget(orch), logger, homeDir: config.homeDir, catchUp: config.scheduleCatchUp, hub });
-      }
+      // The CLI builds the schedule too, to show next due times and to record a pause for the next
+      // agent; only the agent starts it.
+      schedule = new Schedule({ fetchers: orch.catalog.entries, target: scheduleTarget(orch), logger, homeDir: config.homeDir, catchUp: config.scheduleCatchUp, hub });
     },
     start: async () => {
       await gate.start();
-      schedule?.start();
+      if (role === 'agent') schedule?.start();
     },
     stopIntake: () => schedule?.close(),
     close: async () => {

@@ -1,4 +1,4 @@
-import type { PoolState, RunInfo, Snapshot } from '../../shared/protocol';
+import type { PoolState, RunInfo, ScheduleStatus, Snapshot } from '../../shared/protocol';
 
 /** Human-readable views of the state; `--json` prints the protocol types instead. */
 export function formatSlots(pools: PoolState[]): string {
@@ -55,4 +55,15 @@ function waitText(r: RunInfo): string | null {
     case 'admission': return `admission: ${w.freeGb} GB free, ${w.reservedGb} GB reserved`;
     case 'hibernating': return `hibernating until ${w.until}`;
   }
+}
+
+export function formatSchedule(schedule: ScheduleStatus | null): string {
+  if (!schedule) return 'no schedule\n';
+  const rows = [...schedule.entries]
+    .sort((a, b) => (a.nextDue ?? '~').localeCompare(b.nextDue ?? '~'))
+    .map((e) => [e.fetcher, e.cron ?? '-', e.timezone ?? 'local', e.paused ? 'paused' : e.nextDue ?? '-', e.lastRunAt ?? 'never']);
+  const head = ['FETCHER', 'CRON', 'ZONE', 'NEXT', 'LAST RUN'];
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd();
+  return `schedule: ${schedule.paused ? 'PAUSED' : 'active'}, catch-up ${schedule.catchUp ? 'on' : 'off'}\n${[line(head), ...rows.map(line)].join('\n')}\n`;
 }

@@ -7,7 +7,7 @@ import { ExitCode } from '../exitCodes';
 import { createLogger } from '../log/logger';
 import type { AgentLink } from './agentLink';
 import { agentCommand } from './agentCommand';
-import { formatRuns, formatSlots, formatStatus } from './format';
+import { formatRuns, formatSchedule, formatSlots, formatStatus } from './format';
 import { openLink } from './openLink';
 
 const RUN_ID = /^[0-9a-z]{6,12}-[0-9a-f]{8}$/;
@@ -108,6 +108,27 @@ export async function runCli(argv: string[]): Promise<number> {
         return ExitCode.ok;
       });
     });
+
+  const schedule = program.command('schedule').description('next due time per fetcher; pause and resume').addOption(jsonOption())
+    .action(async (opts: { json?: boolean }) => {
+      exitCode = await withLink(async (link) => {
+        const { schedule: status } = await link.snapshot();
+        process.stdout.write(opts.json ? `${JSON.stringify({ schedule: status })}\n` : formatSchedule(status));
+        return ExitCode.ok;
+      });
+    });
+  for (const paused of [true, false]) {
+    schedule.command(paused ? 'pause' : 'resume')
+      .description(`${paused ? 'pause' : 'resume'} the schedule of one fetcher, or the whole schedule`)
+      .argument('[fetcher]', 'catalog name; none for the whole schedule')
+      .action(async (fetcher: string | undefined) => {
+        exitCode = await withLink(async (link) => {
+          const status = await link.setSchedulePaused(paused, fetcher);
+          process.stdout.write(formatSchedule(status));
+          return ExitCode.ok;
+        });
+      });
+  }
 
   program.command('demo-fetch', { hidden: true })
     .argument('<name>')
