@@ -1,0 +1,53 @@
+import type pg from 'pg';
+import type { Logger } from '../log/logger';
+import type { Migration } from './migrations/migration';
+import { MIGRATIONS } from './migrations/migrations';
+
+/** Advisory lock key of schema changes ('quantilica-migrate'); every agent and CLI uses the same one. */
+export const MIGRATION_LOCK_KEY = 0x5175_616e_4d69;
+
+/**
+ * Brings the database to the newest schema: all missing migrations in one transaction, under an advisory
+ * lock so that two agents starting together do not both apply them. Returns the versions applied.
+ */
+export async function migrate(client: pg.ClientBase, logger: Logger, migrations: readonly Migration[] = MIGRATIONS): Promise<number[]> {
+  checkOrder(migrations);
+  // Every flushing process (a CLI flush too) starts here: skip the locked transaction when the schema
+  // is already current, which is nearly always.
+  const known = migrations.length === 0 ? 0 : migrations[migrations.length - 1].version;
+  const exists = await client.query<{ table: string | null }>("SELECT to_regclass('core.schema_migration')::text AS table");
+  if (exists.rows[0]?.table != null) {
+    const current = await client.query<{ version: number | null }>('SELECT max(version) AS version FROM core.schema_migration');
+    if ((current.rows[0]?.version ?? 0) >= known) return [];
+  }
+  await client.query('BEGIN');
+  try {
+    await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
+    await client.query('CREATE SCHEMA IF NOT EXISTS core');
+    await client.query(`CREATE TABLE IF NOT EXISTS core.schema_migration (
+      version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
+    const done = await client.query<{ version: number }>('SELECT version FROM core.schema_migration');
+    const applied = new Set(done.rows.map((r) => r.version));
+    const newest = Math.max(0, ...applied);
+    if (newest > known) logger.warn({ newest, known }, 'the telemetry schema is newer than this agent knows; carrying on with it');
+    const ran: number[] = [];
+    for (const m of migrations) {
+      if (applied.has(m.version)) continue;
+      await client.query(m.sql);
+      await client.query('INSERT INTO core.schema_migration (version, name) VALUES ($1, $2)', [m.version, m.name]);
+      ran.push(m.version);
+    }
+    await client.query('COMMIT');
+    if (ran.length > 0) logger.info({ versions: ran }, 'telemetry schema migrated');
+    return ran;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  }
+}
+
+function checkOrder(migrations: readonly Migration[]): void {
+  migrations.forEach((m, i) => {
+    if (m.version !== i + 1) throw new Error(`migration ${m.name} has version ${m.version}, expected ${i + 1}: the list is append-only and numbered from 1`);
+  });
+}

@@ -1,0 +1,5 @@
+import { migration001 } from './001_core_telemetry';
+import type { Migration } from './migration';
+
+/** Every migration, in order. Append new ones; never edit or reorder a released one. */
+export const MIGRATIONS: readonly Migration[] = [migration001];

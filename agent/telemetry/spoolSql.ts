@@ -1,0 +1,47 @@
+// The spool's SQLite schema and statements. Kept as string constants (not .sql files) because esbuild
+// bundles the agent into one dist/agent.js with no files beside it to read at run time.
+
+/** Bumped when the spool's schema changes; a file with a higher version is from a newer agent. */
+export const SPOOL_SCHEMA_VERSION = 1;
+
+export const SPOOL_SCHEMA = `
+-- AUTOINCREMENT: a seq is never reused after the table empties, so seq order is spool order for good
+-- (PostgreSQL keeps it as spool_seq, and "every row up to seq N" stays a valid batch boundary).
+CREATE TABLE IF NOT EXISTS event (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  event_id TEXT NOT NULL,
+  run_id TEXT NOT NULL,
+  event TEXT NOT NULL,
+  at TEXT NOT NULL,
+  task TEXT NOT NULL,
+  pool TEXT NOT NULL,
+  payload TEXT NOT NULL,
+  spooled_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+-- Several processes write one spool (the agent, CLI emits, a CLI flush): a counter kept by triggers is
+-- right for all of them and cheap to read, where count(*) would scan a million rows.
+CREATE TABLE IF NOT EXISTS counter (name TEXT PRIMARY KEY, n INTEGER NOT NULL);
+INSERT OR IGNORE INTO counter (name, n) SELECT 'pending', count(*) FROM event;
+CREATE TRIGGER IF NOT EXISTS event_added AFTER INSERT ON event
+  BEGIN UPDATE counter SET n = n + 1 WHERE name = 'pending'; END;
+CREATE TRIGGER IF NOT EXISTS event_removed AFTER DELETE ON event
+  BEGIN UPDATE counter SET n = n - 1 WHERE name = 'pending'; END;
+`;
+
+export const INSERT_EVENT = `
+INSERT INTO event (event_id, run_id, event, at, task, pool, payload, spooled_ms)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)`;
+
+export const SELECT_BATCH = `
+SELECT seq, event_id, run_id, event, at, task, pool, payload FROM event ORDER BY seq LIMIT ?`;
+
+export const DELETE_THROUGH = 'DELETE FROM event WHERE seq <= ?';
+
+export const SELECT_PENDING = "SELECT n FROM counter WHERE name = 'pending'";
+
+export const SELECT_OLDEST = 'SELECT spooled_ms FROM event ORDER BY seq LIMIT 1';
+
+export const SELECT_META = 'SELECT value FROM meta WHERE key = ?';
+
+export const UPSERT_META = 'INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value';
