@@ -94,6 +94,8 @@ export interface SpoolStatus {
   lastFlushError: string | null;
   lost: number;
   database: 'connected' | 'down' | 'not-configured';
+  /** The spool's own trouble: a corrupt file moved aside, an unwritable path. */
+  error: string | null;
 }
 
 export interface ScheduleEntry {
@@ -196,6 +198,18 @@ export namespace Hello {
   export const method = 'quantilica/hello' as const;
   export interface Params { protocolVersion: number; client: string }
   export interface Result { protocolVersion: number; snapshot: Snapshot }
+}
+
+export namespace Initialize {
+  // client → agent: LSP's lifecycle handshake, which vscode-languageclient sends before anything
+  // else. The agent has no LSP capabilities; `quantilica/hello` follows and does the real handshake.
+  export const method = 'initialize' as const;
+  export interface Result { capabilities: Record<string, never>; serverInfo: { name: string; version: string } }
+}
+
+export namespace Shutdown {
+  // client → agent: LSP's lifecycle end (vscode-languageclient's stop); the agent goes on serving others.
+  export const method = 'shutdown' as const;
 }
 
 export namespace GetSnapshot {

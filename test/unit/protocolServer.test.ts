@@ -26,7 +26,7 @@ class TestControl implements AgentControl {
     pools: [{ name: 'heavy-io', size: 1, used: 0, waiting: 0, waitTimeoutSeconds: 60, slots: [] }],
     runs: [...this.runs.values()],
     disk: null,
-    spool: { path: null, fallback: false, pending: this.pending, oldestAgeSeconds: null, lastFlushAt: null, lastFlushError: null, lost: 0, database: 'connected' },
+    spool: { path: null, fallback: false, pending: this.pending, oldestAgeSeconds: null, lastFlushAt: null, lastFlushError: null, lost: 0, database: 'connected', error: null },
     schedule: null,
   }));
   private seq = 0;

@@ -1,0 +1,192 @@
+import { createMessageConnection, ProgressType, type MessageConnection } from 'vscode-jsonrpc';
+import { WebSocket, type RawData } from 'ws';
+import {
+  CancelRun,
+  Changed,
+  FlushTelemetry,
+  GetSnapshot,
+  Hello,
+  ListRuns,
+  PROTOCOL_VERSION,
+  RunFetcher,
+  SetSchedulePaused,
+  TailLog,
+  WaitRun,
+  type ChangedParams,
+  type ConnectionInfo,
+  type FlushProgress,
+  type RunInfo,
+  type RunTrigger,
+  type ScheduleStatus,
+  type Snapshot,
+} from '../../shared/protocol';
+import { StateTracker } from '../../shared/stateTracker';
+import { TextMessageReader, TextMessageWriter } from '../../shared/textMessageTransport';
+import { readConnectionFile } from '../server/connectionFile';
+import { wsText } from './wsText';
+
+export interface ConnectOptions {
+  /** Who is connecting, for the agent's log (`quantilica-cli`, `bench`, …). */
+  client: string;
+  /** Give up on the WebSocket handshake after this long (default 5 s). */
+  handshakeTimeoutMs?: number;
+}
+
+export type ClientEvent =
+  | { kind: 'change'; params: ChangedParams; snapshot: Snapshot }
+  /** The state was replaced by a fresh snapshot after a gap in versions. */
+  | { kind: 'resync'; snapshot: Snapshot };
+
+/** Frames from the agent: snapshots with many runs are large, unlike what clients send. */
+const CLIENT_MAX_PAYLOAD = 64 * 1024 * 1024;
+const flushProgress = new ProgressType<FlushProgress>();
+
+/**
+ * A connection to a running agent: typed requests, and a copy of the agent's state kept current by
+ * the ordered change stream (gaps resynchronise from a snapshot, duplicates are ignored).
+ */
+export class AgentClient {
+  private readonly tracker = new StateTracker();
+  private readonly listeners = new Set<(event: ClientEvent) => void>();
+  private readonly closeListeners = new Set<(code: number, reason: string) => void>();
+  private flushSeq = 0;
+
+  private constructor(readonly info: ConnectionInfo, private readonly ws: WebSocket, private readonly rpc: MessageConnection) {}
+
+  /** Opens the socket, says hello and starts tracking state; `info` comes from the connection file. */
+  static async open(info: ConnectionInfo, opts: ConnectOptions): Promise<AgentClient> {
+    const ws = await openSocket(info, opts.handshakeTimeoutMs ?? 5000);
+    const reader = new TextMessageReader((_code, error) => reader.failed(new Error(`the agent sent a bad frame: ${error}`)));
+    const writer = new TextMessageWriter((text) => new Promise((resolve, reject) => ws.send(text, (err) => (err ? reject(err) : resolve()))));
+    ws.on('message', (data: RawData) => reader.receive(wsText(data)));
+    const rpc = createMessageConnection(reader, writer);
+    const client = new AgentClient(info, ws, rpc);
+    ws.on('close', (code: number, reason: Buffer) => {
+      reader.closed();
+      rpc.dispose();
+      for (const listener of client.closeListeners) listener(code, reason.toString('utf8'));
+    });
+    rpc.onNotification(Changed.method, (params: ChangedParams) => client.changed(params));
+    rpc.listen();
+    const hello = await rpc.sendRequest<Hello.Result>(Hello.method, { protocolVersion: PROTOCOL_VERSION, client: opts.client } satisfies Hello.Params);
+    client.reset(hello.snapshot);
+    return client;
+  }
+
+  /** The agent's state as of the last change received. */
+  get snapshot(): Snapshot {
+    const snapshot = this.tracker.snapshot;
+    if (snapshot === null) throw new Error('no snapshot yet');
+    return snapshot;
+  }
+
+  onChanged(listener: (event: ClientEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  onClose(listener: (code: number, reason: string) => void): () => void {
+    this.closeListeners.add(listener);
+    return () => this.closeListeners.delete(listener);
+  }
+
+  getSnapshot(): Promise<Snapshot> {
+    return this.rpc.sendRequest<GetSnapshot.Result>(GetSnapshot.method);
+  }
+
+  async run(fetcher: string, args: string[] = [], trigger: Extract<RunTrigger, 'cli' | 'protocol'> = 'protocol'): Promise<RunInfo> {
+    const result = await this.rpc.sendRequest<RunFetcher.Result>(RunFetcher.method, { fetcher, args, trigger } satisfies RunFetcher.Params);
+    return result.run;
+  }
+
+  async waitRun(runId: string): Promise<RunInfo> {
+    return (await this.rpc.sendRequest<WaitRun.Result>(WaitRun.method, { runId } satisfies WaitRun.Params)).run;
+  }
+
+  async cancel(target: CancelRun.Params): Promise<RunInfo[]> {
+    return (await this.rpc.sendRequest<CancelRun.Result>(CancelRun.method, target)).cancelled;
+  }
+
+  async listRuns(limit?: number): Promise<RunInfo[]> {
+    return (await this.rpc.sendRequest<ListRuns.Result>(ListRuns.method, (limit === undefined ? {} : { limit }) satisfies ListRuns.Params)).runs;
+  }
+
+  tailLog(runId: string, maxBytes?: number): Promise<TailLog.Result> {
+    return this.rpc.sendRequest<TailLog.Result>(TailLog.method, (maxBytes === undefined ? { runId } : { runId, maxBytes }) satisfies TailLog.Params);
+  }
+
+  /** Flushes the spool; `onProgress` sees the agent's work-done progress (begin, reports, end). */
+  async flush(onProgress?: (progress: FlushProgress) => void): Promise<FlushTelemetry.Result> {
+    if (!onProgress) return this.rpc.sendRequest<FlushTelemetry.Result>(FlushTelemetry.method, {});
+    const workDoneToken = `flush-${process.pid}-${++this.flushSeq}`;
+    const subscription = this.rpc.onProgress(flushProgress, workDoneToken, onProgress);
+    try {
+      return await this.rpc.sendRequest<FlushTelemetry.Result>(FlushTelemetry.method, { workDoneToken } satisfies FlushTelemetry.Params);
+    } finally {
+      subscription.dispose();
+    }
+  }
+
+  async setSchedulePaused(paused: boolean, fetcher?: string): Promise<ScheduleStatus> {
+    const params: SetSchedulePaused.Params = fetcher === undefined ? { paused } : { paused, fetcher };
+    return (await this.rpc.sendRequest<SetSchedulePaused.Result>(SetSchedulePaused.method, params)).schedule;
+  }
+
+  /** Closes the socket and waits until it is closed. */
+  close(): Promise<void> {
+    if (this.ws.readyState === WebSocket.CLOSED) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.ws.once('close', () => resolve());
+      this.ws.close(1000, 'client done');
+    });
+  }
+
+  private changed(params: ChangedParams): void {
+    const outcome = this.tracker.apply(params);
+    if (outcome.kind === 'applied') this.emit({ kind: 'change', params, snapshot: outcome.snapshot });
+    else if (outcome.kind === 'gap') void this.resync();
+  }
+
+  private async resync(): Promise<void> {
+    try {
+      this.reset(await this.getSnapshot());
+    } catch {
+      // The connection is going away; its close listeners report that.
+    }
+  }
+
+  private reset(snapshot: Snapshot): void {
+    // Held changes newer than the snapshot are applied inside it; listeners see the result once.
+    const { gap } = this.tracker.reset(snapshot);
+    this.emit({ kind: 'resync', snapshot: this.snapshot });
+    if (gap) void this.resync();
+  }
+
+  private emit(event: ClientEvent): void {
+    for (const listener of this.listeners) listener(event);
+  }
+}
+
+/** Reads and checks the connection file, then connects (see `readConnectionFile` for the checks). */
+export async function connectAgent(connectionFile: string, opts: ConnectOptions): Promise<AgentClient> {
+  return AgentClient.open(await readConnectionFile(connectionFile), opts);
+}
+
+function openSocket(info: ConnectionInfo, handshakeTimeout: number): Promise<WebSocket> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`ws://127.0.0.1:${info.port}/`, {
+      headers: { Authorization: `Bearer ${info.token}` },
+      maxPayload: CLIENT_MAX_PAYLOAD,
+      perMessageDeflate: false,
+      handshakeTimeout,
+    });
+    ws.once('open', () => { ws.removeAllListeners('error'); resolve(ws); });
+    ws.once('unexpected-response', (_req, res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => { body += chunk; });
+      res.on('end', () => reject(new Error(`the agent on port ${info.port} refused the connection (${res.statusCode}): ${body.trim()}`)));
+    });
+    ws.once('error', (err) => reject(new Error(`cannot connect to the agent on port ${info.port}: ${err.message}`)));
+  });
+}

@@ -1,0 +1,94 @@
+import { WebSocket } from 'ws';
+
+export interface SendFlowLimits {
+  /** Past this many bytes not yet taken by the client, it is dropped. */
+  capBytes: number;
+  /** At or above this many bytes the agent stops answering the client's requests until it reads. */
+  highWaterBytes: number;
+  /** A client that takes nothing for this long while over the high-water mark is dropped. */
+  stallTimeoutMs: number;
+}
+
+/** How many waiting requests one completed write lets through; keeps overshoot past high water small. */
+const RELEASE_BATCH = 16;
+
+/**
+ * Sends text frames on one WebSocket and watches how much the client has not taken yet. Requests
+ * wait for `ready()` before they produce an answer, so a client that floods requests gets flow
+ * control instead of growing the agent's memory; pushed changes cannot wait, so a client that stops
+ * reading is dropped, past the cap or after the stall timeout, whichever comes first.
+ */
+export class SendFlow {
+  private readonly waiters: Array<() => void> = [];
+  private stallTimer: NodeJS.Timeout | null = null;
+  private disposed = false;
+
+  constructor(
+    private readonly ws: WebSocket,
+    private readonly limits: SendFlowLimits,
+    private readonly onOverflow: (reason: string) => void,
+  ) {}
+
+  send(text: string): Promise<void> {
+    if (this.disposed || this.ws.readyState !== WebSocket.OPEN) {
+      return Promise.reject(new Error('the connection is closed'));
+    }
+    return new Promise((resolve, reject) => {
+      this.ws.send(text, (err) => {
+        this.written();
+        if (err) reject(err);
+        else resolve();
+      });
+      this.check();
+    });
+  }
+
+  /** Resolves when the client has taken enough of what was sent that one more answer may be made. */
+  ready(): Promise<void> {
+    if (this.waiters.length === 0 && this.ws.bufferedAmount < this.limits.highWaterBytes) return Promise.resolve();
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  dispose(): void {
+    this.disposed = true;
+    if (this.stallTimer) clearTimeout(this.stallTimer);
+    this.stallTimer = null;
+    // Waiting handlers run on and find the connection closed when they answer.
+    for (const release of this.waiters.splice(0)) release();
+  }
+
+  private check(): void {
+    const buffered = this.ws.bufferedAmount;
+    if (buffered > this.limits.capBytes) {
+      this.overflow(`${buffered} bytes not taken by the client, over the cap of ${this.limits.capBytes}`);
+    } else if (buffered >= this.limits.highWaterBytes && this.stallTimer === null) {
+      this.stallTimer = setTimeout(() => {
+        this.overflow(`the client took nothing for ${this.limits.stallTimeoutMs} ms with ${this.ws.bufferedAmount} bytes pending`);
+      }, this.limits.stallTimeoutMs);
+      this.stallTimer.unref();
+    }
+  }
+
+  private written(): void {
+    if (this.disposed) return;
+    const buffered = this.ws.bufferedAmount;
+    if (this.stallTimer) {
+      if (buffered < this.limits.highWaterBytes / 2) {
+        clearTimeout(this.stallTimer);
+        this.stallTimer = null;
+      } else {
+        // The client is taking data, only slowly: that is not a stall.
+        this.stallTimer.refresh();
+      }
+    }
+    if (buffered < this.limits.highWaterBytes) {
+      for (const release of this.waiters.splice(0, RELEASE_BATCH)) release();
+    }
+  }
+
+  private overflow(reason: string): void {
+    if (this.disposed) return;
+    this.dispose();
+    this.onOverflow(reason);
+  }
+}
