@@ -1,0 +1,69 @@
+import * as path from 'node:path';
+import * as vscode from 'vscode';
+import { launchAgent, stopAgent } from './agentProcess';
+import type { AgentSession } from './agentSession';
+import { reportError } from './reportError';
+
+const READY_TIMEOUT_MS = 30_000;
+
+/** Starts and restarts the agent the extension ships (`dist/agent.js`), then waits for the session. */
+export class AgentLauncher {
+  constructor(
+    private readonly context: vscode.ExtensionContext,
+    private readonly session: AgentSession,
+    private readonly log: vscode.LogOutputChannel,
+  ) {}
+
+  get logFile(): string {
+    return path.join(this.context.globalStorageUri.fsPath, 'agent.log');
+  }
+
+  /** Starts an agent unless one is connected; resolves with its pid once the session is connected. */
+  async start(): Promise<number | undefined> {
+    const state = this.session.state;
+    if (state.kind === 'connected') {
+      void vscode.window.showInformationMessage(`The Quantilica agent is running (pid ${state.info.pid}).`);
+      return state.info.pid;
+    }
+    return this.launchAndWait('Starting the Quantilica agent');
+  }
+
+  /** Stops the connected agent (its fetchers go on and are adopted) and starts a new one. */
+  async restart(): Promise<number | undefined> {
+    const state = this.session.state;
+    if (state.kind === 'connected') {
+      this.log.info(`stopping the agent (pid ${state.info.pid})`);
+      try {
+        await stopAgent(state.info.pid);
+      } catch (err) {
+        reportError(this.log, 'Quantilica: the agent did not stop.', err);
+        return undefined;
+      }
+    }
+    return this.launchAndWait('Restarting the Quantilica agent');
+  }
+
+  private async launchAndWait(title: string): Promise<number | undefined> {
+    const agentJs = this.context.asAbsolutePath(path.join('dist', 'agent.js'));
+    const nodePath = vscode.workspace.getConfiguration('quantilica').get<string>('agent.nodePath', 'node') || 'node';
+    return vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title }, async () => {
+      let agentExited: (err: Error) => void = () => undefined;
+      const exitedEarly = new Promise<never>((_resolve, reject) => { agentExited = reject; });
+      // An exit after the agent connected is the session's business (it reconnects), not this wait's.
+      exitedEarly.catch(() => undefined);
+      try {
+        const pid = await launchAgent({ agentJs, nodePath, logFile: this.logFile }, (code, logTail) => {
+          this.log.warn(`agent exited (code ${code ?? 'null'}); its log is ${this.logFile}`);
+          agentExited(new Error(`the agent exited with code ${code ?? 'null'}:\n${logTail}`));
+        });
+        this.log.info(`started the agent: ${nodePath} ${agentJs} agent (pid ${pid}); its log is ${this.logFile}`);
+        this.session.reconnectNow();
+        await Promise.race([this.session.whenConnected(READY_TIMEOUT_MS), exitedEarly]);
+        return pid;
+      } catch (err) {
+        reportError(this.log, 'Quantilica: the agent did not start.', err);
+        return undefined;
+      }
+    });
+  }
+}

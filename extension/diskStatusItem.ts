@@ -1,0 +1,137 @@
+import * as vscode from 'vscode';
+import type { DiskStatus, SpoolStatus } from '../shared/protocol';
+import type { SessionState } from './agentSession';
+import { elapsed, gb } from './describe';
+
+/** Everything the gauge shows comes from exactly one of these. */
+export type GaugeState =
+  | { kind: 'agentDown'; reason: string }
+  | { kind: 'connecting' }
+  /** Connected, but the agent reports no disk status (yet). */
+  | { kind: 'noDisk'; spool: SpoolStatus | null }
+  | { kind: 'disk'; disk: DiskStatus; spool: SpoolStatus | null };
+
+export const SHOW_DETAILS_COMMAND = 'quantilica.showDiskDetails';
+
+export function gaugeState(session: SessionState, disk: DiskStatus | null | undefined, spool: SpoolStatus | null | undefined): GaugeState {
+  if (session.kind === 'down') return { kind: 'agentDown', reason: session.reason };
+  if (session.kind === 'connecting') return { kind: 'connecting' };
+  return disk ? { kind: 'disk', disk, spool: spool ?? null } : { kind: 'noDisk', spool: spool ?? null };
+}
+
+/**
+ * The status-bar disk gauge: free space and the gate's state, the theme's warning background for
+ * `warn`/`unknown` and error background for `paused`, a Markdown tooltip with the thresholds, spool
+ * depth and last flush; a click opens the details (or offers to start the agent when it is down).
+ */
+export class DiskStatusItem implements vscode.Disposable {
+  private readonly item = vscode.window.createStatusBarItem('quantilica.disk', vscode.StatusBarAlignment.Left, 10);
+  private state: GaugeState = { kind: 'connecting' };
+
+  constructor() {
+    this.item.name = 'Quantilica disk gauge';
+    this.render();
+    this.item.show();
+  }
+
+  get current(): GaugeState {
+    return this.state;
+  }
+
+  /** What the item shows now; tests compare it with the agent's state. */
+  get view(): { text: string; background: string | undefined; tooltip: string } {
+    const tooltip = this.item.tooltip;
+    return {
+      text: this.item.text,
+      background: this.item.backgroundColor?.id,
+      tooltip: typeof tooltip === 'string' ? tooltip : tooltip?.value ?? '',
+    };
+  }
+
+  set(state: GaugeState): void {
+    if (JSON.stringify(state) === JSON.stringify(this.state)) return;
+    this.state = state;
+    this.render();
+  }
+
+  dispose(): void {
+    this.item.dispose();
+  }
+
+  private render(): void {
+    const s = this.state;
+    const item = this.item;
+    item.command = s.kind === 'agentDown' ? 'quantilica.startAgent' : SHOW_DETAILS_COMMAND;
+    switch (s.kind) {
+      case 'agentDown':
+        item.text = '$(debug-disconnect) Quantilica: agent down';
+        item.backgroundColor = undefined;
+        item.tooltip = markdown(`**Quantilica agent not connected**\n\n${escape(s.reason)}\n\nClick to start the agent.`);
+        return;
+      case 'connecting':
+        item.text = '$(sync~spin) Quantilica';
+        item.backgroundColor = undefined;
+        item.tooltip = 'Connecting to the Quantilica agent…';
+        return;
+      case 'noDisk':
+        item.text = '$(database) disk ?';
+        item.backgroundColor = undefined;
+        item.tooltip = markdown(`**Disk gate**: no status from the agent yet\n\n${spoolLines(s.spool)}`);
+        return;
+      case 'disk': {
+        const d = s.disk;
+        const free = d.freeGb === null ? '?' : gb(d.freeGb);
+        item.text = `${icon(d.state)} ${free} free · ${d.state}`;
+        item.backgroundColor = background(d.state);
+        item.tooltip = markdown(diskMarkdown(d, s.spool));
+      }
+    }
+  }
+}
+
+function icon(state: DiskStatus['state']): string {
+  return { ok: '$(database)', warn: '$(warning)', paused: '$(debug-pause)', unknown: '$(question)' }[state];
+}
+
+function background(state: DiskStatus['state']): vscode.ThemeColor | undefined {
+  if (state === 'paused') return new vscode.ThemeColor('statusBarItem.errorBackground');
+  if (state === 'warn' || state === 'unknown') return new vscode.ThemeColor('statusBarItem.warningBackground');
+  return undefined;
+}
+
+/** The details a click opens and the tooltip shows. */
+export function diskMarkdown(d: DiskStatus, spool: SpoolStatus | null): string {
+  const lines = [
+    `**Disk gate: ${d.state}** — ${escape(d.path)}`,
+    '',
+    `| | |`,
+    `|---|---|`,
+    `| free | ${d.freeGb === null ? 'unknown' : gb(d.freeGb)}${d.totalGb === null ? '' : ` of ${gb(d.totalGb)}`} |`,
+    `| warn below | ${d.warnGb} GB |`,
+    `| pause below | ${d.pauseGb} GB |`,
+    `| resume at | ${d.resumeGb} GB |`,
+  ];
+  if (d.next) lines.push(`| next: ${d.next.threshold} | ${d.next.gb} GB, ${gb(d.next.distanceGb)} away |`);
+  if (d.error) lines.push('', `Error: ${escape(d.error)}`);
+  lines.push('', `Checked ${elapsed(d.checkedAt)} ago.`, '', spoolLines(spool));
+  return lines.join('\n');
+}
+
+function spoolLines(spool: SpoolStatus | null): string {
+  if (!spool) return '**Telemetry spool**: no status';
+  const oldest = spool.oldestAgeSeconds === null ? '' : `, oldest ${Math.round(spool.oldestAgeSeconds)} s`;
+  const flush = spool.lastFlushAt ? `${elapsed(spool.lastFlushAt)} ago` : 'never';
+  const error = spool.lastFlushError ? ` (error: ${escape(spool.lastFlushError)})` : '';
+  return `**Telemetry spool**: ${spool.pending} pending${oldest}; last flush ${flush}${error}; database ${spool.database}${spool.fallback ? '; using the fallback spool' : ''}`;
+}
+
+function markdown(text: string): vscode.MarkdownString {
+  const md = new vscode.MarkdownString(text);
+  md.isTrusted = false;
+  md.supportThemeIcons = true;
+  return md;
+}
+
+function escape(text: string): string {
+  return text.replace(/[\\`*_{}[\]()#+\-.!|<>]/g, '\\$&');
+}

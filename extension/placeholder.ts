@@ -1,2 +1,0 @@
-// The VS Code extension lives here (issue 5).
-export {};

@@ -1,0 +1,193 @@
+import * as vscode from 'vscode';
+import type { PoolState, RunInfo, Snapshot } from '../shared/protocol';
+import type { StateEvent } from './agentSession';
+import { describeWait, elapsed } from './describe';
+
+export type PoolNode = { kind: 'pool'; id: string; pool: string };
+export type SlotNode = { kind: 'slot'; id: string; pool: string; index: number };
+export type WaitingGroupNode = { kind: 'waiting'; id: string; pool: string };
+export type WaitingRunNode = { kind: 'waitingRun'; id: string; pool: string; runId: string };
+export type TreeNode = PoolNode | SlotNode | WaitingGroupNode | WaitingRunNode;
+
+/**
+ * Pools → slots, plus a "Waiting" group per pool that has waiting runs. Nodes are cached by id, so
+ * the same object stands for the same pool, slot or run across changes and `onDidChangeTreeData`
+ * can name exactly the node that changed; a whole-tree refresh happens only when the state is
+ * replaced (connect, resynchronise, disconnect).
+ */
+export class PoolTreeProvider implements vscode.TreeDataProvider<TreeNode>, vscode.Disposable {
+  private readonly emitter = new vscode.EventEmitter<TreeNode | undefined>();
+  readonly onDidChangeTreeData = this.emitter.event;
+  private readonly nodes = new Map<string, TreeNode>();
+  private snapshot: Snapshot | null = null;
+  /** Elapsed times of running slots go stale; only those nodes are refreshed, once a minute. */
+  private readonly elapsedTimer = setInterval(() => this.refreshRunningSlots(), 60_000);
+
+  update(event: StateEvent): void {
+    if (event.kind === 'reset') {
+      this.snapshot = event.snapshot;
+      this.nodes.clear();
+      this.emitter.fire(undefined);
+      return;
+    }
+    this.snapshot = event.after;
+    for (const node of changedNodes(event, (node) => this.node(node))) this.emitter.fire(node);
+  }
+
+  getTreeItem(node: TreeNode): vscode.TreeItem {
+    const s = this.snapshot;
+    const pool = s?.pools.find((p) => p.name === node.pool);
+    switch (node.kind) {
+      case 'pool':
+        return poolItem(node, pool, s);
+      case 'slot':
+        return slotItem(node, pool, s);
+      case 'waiting': {
+        const waiting = waitingRuns(s, node.pool);
+        const item = new vscode.TreeItem('Waiting', vscode.TreeItemCollapsibleState.Expanded);
+        item.id = node.id;
+        item.description = `${waiting.length}`;
+        item.iconPath = new vscode.ThemeIcon('watch');
+        item.contextValue = 'waitingGroup';
+        return item;
+      }
+      case 'waitingRun': {
+        const run = s?.runs.find((r) => r.runId === node.runId);
+        const item = new vscode.TreeItem(run?.fetcher ?? node.runId, vscode.TreeItemCollapsibleState.None);
+        item.id = node.id;
+        item.description = run ? describeWait(run.wait) : '';
+        item.tooltip = run ? `${run.fetcher} · run ${run.runId}\nwaiting since ${run.enqueuedAt}\n${describeWait(run.wait)}` : undefined;
+        item.iconPath = new vscode.ThemeIcon('clock');
+        item.contextValue = 'run.waiting';
+        return item;
+      }
+    }
+  }
+
+  getChildren(node?: TreeNode): TreeNode[] {
+    const s = this.snapshot;
+    if (!s) return [];
+    if (!node) return s.pools.map((p) => this.node({ kind: 'pool', id: `pool:${p.name}`, pool: p.name }));
+    if (node.kind === 'pool') {
+      const pool = s.pools.find((p) => p.name === node.pool);
+      if (!pool) return [];
+      const slots: TreeNode[] = pool.slots.map((slot) => this.node({ kind: 'slot', id: `slot:${pool.name}:${slot.index}`, pool: pool.name, index: slot.index }));
+      if (waitingRuns(s, pool.name).length > 0) slots.push(this.node({ kind: 'waiting', id: `waiting:${pool.name}`, pool: pool.name }));
+      return slots;
+    }
+    if (node.kind === 'waiting') {
+      return waitingRuns(s, node.pool).map((r) => this.node({ kind: 'waitingRun', id: `run:${r.runId}`, pool: node.pool, runId: r.runId }));
+    }
+    return [];
+  }
+
+  getParent(node: TreeNode): TreeNode | undefined {
+    if (node.kind === 'pool') return undefined;
+    if (node.kind === 'waitingRun') return this.nodes.get(`waiting:${node.pool}`);
+    return this.nodes.get(`pool:${node.pool}`);
+  }
+
+  dispose(): void {
+    clearInterval(this.elapsedTimer);
+    this.emitter.dispose();
+  }
+
+  /** The cached node with this id, so the tree sees one object per pool, slot and run. */
+  private node<T extends TreeNode>(fresh: T): T {
+    const cached = this.nodes.get(fresh.id);
+    if (cached) return cached as T;
+    this.nodes.set(fresh.id, fresh);
+    return fresh;
+  }
+
+  private refreshRunningSlots(): void {
+    for (const pool of this.snapshot?.pools ?? []) {
+      for (const slot of pool.slots) {
+        if (slot.holder) this.emitter.fire(this.node({ kind: 'slot', id: `slot:${pool.name}:${slot.index}`, pool: pool.name, index: slot.index }));
+      }
+    }
+  }
+}
+
+/** The nodes whose rendering differs between `before` and `after`; the fewest that cover the change. */
+function changedNodes(event: Extract<StateEvent, { kind: 'change' }>, node: <T extends TreeNode>(n: T) => T): TreeNode[] {
+  const { before, after, params } = event;
+  const change = params.change;
+  const out: TreeNode[] = [];
+  const poolNode = (name: string) => node({ kind: 'pool', id: `pool:${name}`, pool: name });
+  const slotNode = (pool: string, index: number) => node({ kind: 'slot', id: `slot:${pool}:${index}`, pool, index });
+  if (change.kind === 'pool') {
+    const old = before.pools.find((p) => p.name === change.pool.name);
+    // A new pool, another slot count or another summary line: the pool and its children.
+    if (!old || old.slots.length !== change.pool.slots.length || summary(old) !== summary(change.pool)) return [poolNode(change.pool.name)];
+    change.pool.slots.forEach((slot, i) => {
+      if (JSON.stringify(slot) !== JSON.stringify(old.slots[i])) out.push(slotNode(change.pool.name, slot.index));
+    });
+    return out;
+  }
+  if (change.kind === 'run') {
+    const run = change.run;
+    const wasWaiting = before.runs.some((r) => r.runId === run.runId && r.status === 'waiting');
+    if (run.status === 'waiting' || wasWaiting) {
+      const hadWaiting = waitingRuns(before, run.pool).length;
+      const hasWaiting = waitingRuns(after, run.pool).length;
+      // The count shows on the pool line: a new or finished wait refreshes the pool (and the group
+      // with it); a wait whose reason changed refreshes only its own line.
+      if (hadWaiting !== hasWaiting) return [poolNode(run.pool)];
+      out.push(node({ kind: 'waitingRun', id: `run:${run.runId}`, pool: run.pool, runId: run.runId }));
+    }
+    const pool = after.pools.find((p) => p.name === run.pool);
+    const slot = pool?.slots.find((sl) => sl.holder?.runId === run.runId);
+    if (pool && slot) out.push(slotNode(pool.name, slot.index));
+    return out;
+  }
+  if (change.kind === 'disk' && before.disk?.state !== change.disk.state) {
+    // The gate's state shows on every pool line; it changes rarely (not on each disk poll).
+    return after.pools.map((p) => poolNode(p.name));
+  }
+  return out;
+}
+
+function summary(pool: PoolState): string {
+  return `${pool.used}/${pool.size}/${pool.waiting}`;
+}
+
+function waitingRuns(s: Snapshot | null, pool: string): RunInfo[] {
+  return (s?.runs ?? []).filter((r) => r.pool === pool && r.status === 'waiting').sort((a, b) => a.enqueuedAt.localeCompare(b.enqueuedAt));
+}
+
+function poolItem(node: PoolNode, pool: PoolState | undefined, s: Snapshot | null): vscode.TreeItem {
+  const item = new vscode.TreeItem(node.pool, vscode.TreeItemCollapsibleState.Expanded);
+  item.id = node.id;
+  item.iconPath = new vscode.ThemeIcon('server-process');
+  item.contextValue = 'pool';
+  if (!pool) return item;
+  const gate = s?.disk?.state ?? 'unknown';
+  // Counted from the runs, which change with every enqueue, rather than the pool record's count.
+  const waiting = waitingRuns(s, pool.name).length;
+  item.description = `${pool.used}/${pool.size} slots · ${waiting} waiting · disk ${gate}`;
+  item.tooltip = `${pool.name}: ${pool.used} of ${pool.size} slots in use, ${waiting} waiting (a run waits at most ${pool.waitTimeoutSeconds} s); disk gate ${gate}`;
+  return item;
+}
+
+function slotItem(node: SlotNode, pool: PoolState | undefined, s: Snapshot | null): vscode.TreeItem {
+  const slot = pool?.slots.find((sl) => sl.index === node.index);
+  const item = new vscode.TreeItem(`slot ${node.index}`, vscode.TreeItemCollapsibleState.None);
+  item.id = node.id;
+  const holder = slot?.holder ?? null;
+  if (!holder) {
+    item.description = 'free';
+    item.iconPath = new vscode.ThemeIcon('circle-outline');
+    item.contextValue = 'slot.free';
+    return item;
+  }
+  const run = holder.runId ? s?.runs.find((r) => r.runId === holder.runId) : undefined;
+  const since = run?.startedAt ?? holder.since;
+  const parts = [holder.fetcher ?? 'unknown fetcher', holder.runId ?? 'no run id', since ? elapsed(since) : null, `pid ${holder.pid}`];
+  item.description = parts.filter((p) => p !== null).join(' · ');
+  item.tooltip = `${slot?.lockPath ?? ''}\n${holder.foreign ? 'held by a process outside this agent' : `run ${holder.runId ?? '?'}`} since ${since ?? '?'}`;
+  item.iconPath = new vscode.ThemeIcon(holder.foreign ? 'lock' : 'sync~spin');
+  // Only the agent's own runs can be cancelled from here; a foreign holder is shown, not touched.
+  item.contextValue = holder.foreign || !holder.runId ? 'slot.foreign' : 'run.running';
+  return item;
+}
