@@ -6,7 +6,9 @@ import type { Logger } from './log/logger';
 import type { AgentParts, Orchestrator } from './orchestrator';
 import { Schedule } from './schedule/schedule';
 import type { ScheduleTarget } from './schedule/scheduleTarget';
+import { Flusher } from './telemetry/flusher';
 import { Spool } from './telemetry/spool';
+import { publishSpoolStatus } from './telemetry/spoolStatusPublisher';
 
 export interface ClosableParts extends AgentParts {
   /** Called once by the orchestrator that uses these parts, before `start`. */
@@ -27,12 +29,18 @@ export function createParts(config: Config, logger: Logger, role: 'agent' | 'cli
   // The hub belongs to the orchestrator, made after the parts: changes are forwarded once it exists.
   const hub = { publish: (change: Change) => orchestrator?.hub.publish(change) };
   const spool = new Spool({ path: config.telemetrySpool, logger });
+  const flusher = new Flusher({ spool, databaseUrl: config.databaseUrl, logger });
+  let stopSpoolStatus: (() => void) | null = null;
   const gate = new DiskGate({ dataDir: config.dataDir, disk: config.disk, logger, hub });
   let schedule: Schedule | null = null;
   return {
     telemetry: spool,
     gate,
     snapshotExtras: () => ({ disk: gate.status(), spool: spool.status(), schedule: schedule?.status() ?? null }),
+    flush: async (onProgress) => {
+      const { sent, remaining, error } = await flusher.flushNow(onProgress);
+      return { sent, remaining, error };
+    },
     setSchedulePaused: (paused, fetcher) => {
       if (!schedule || !orchestrator) throw new InvalidArgumentError('the schedule is not available');
       return schedule.setPaused(paused, fetcher === undefined ? undefined : orchestrator.catalog.resolve(fetcher).name);
@@ -44,6 +52,8 @@ export function createParts(config: Config, logger: Logger, role: 'agent' | 'cli
       schedule = new Schedule({ fetchers: orch.catalog.entries, target: scheduleTarget(orch), logger, homeDir: config.homeDir, catchUp: config.scheduleCatchUp, hub });
     },
     start: async () => {
+      stopSpoolStatus = publishSpoolStatus(spool, (status) => hub.publish({ kind: 'spool', spool: status }));
+      flusher.start();
       await gate.start();
       if (role === 'agent') schedule?.start();
     },
@@ -51,6 +61,8 @@ export function createParts(config: Config, logger: Logger, role: 'agent' | 'cli
     close: async () => {
       schedule?.close();
       await gate.close();
+      stopSpoolStatus?.();
+      await flusher.close();
       spool.close();
     },
   };

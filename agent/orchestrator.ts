@@ -36,6 +36,7 @@ export class Orchestrator implements AgentControl {
   readonly runs: RunManager;
   readonly store: RunStore;
   private readonly startedAt = new Date().toISOString();
+  private readonly lastStatus = new Map<string, RunInfo['status']>();
 
   constructor(readonly config: Config, private readonly logger: Logger, private readonly parts: AgentParts) {
     checkStationDirs(config);
@@ -53,7 +54,15 @@ export class Orchestrator implements AgentControl {
       store: this.store,
       logger,
       wrapperPath: distFile('runWrapper.sh'),
-      onRunChange: (run) => this.hub.publish({ kind: 'run', run }),
+      onRunChange: (run) => {
+        this.hub.publish({ kind: 'run', run });
+        // A pool's waiting count moves when a run enters or leaves the queue, not on position updates.
+        if (this.lastStatus.get(run.runId) !== run.status) {
+          this.lastStatus.set(run.runId, run.status);
+          if (run.status !== 'waiting' && run.status !== 'running') this.lastStatus.delete(run.runId);
+          this.publishPool(run.pool);
+        }
+      },
       onPoolChange: (pool) => this.publishPool(pool),
     });
     parts.attach?.(this);

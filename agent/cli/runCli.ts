@@ -5,6 +5,8 @@ import { ConfigError } from '../config/configError';
 import { ClientError, EnvironmentError } from '../errors';
 import { ExitCode } from '../exitCodes';
 import { createLogger } from '../log/logger';
+import { emitFromCli, type TelemetryEmitOptions } from '../telemetry/emitCommand';
+import { Spool } from '../telemetry/spool';
 import type { AgentLink } from './agentLink';
 import { agentCommand } from './agentCommand';
 import { formatRuns, formatSchedule, formatSlots, formatStatus } from './format';
@@ -129,6 +131,40 @@ export async function runCli(argv: string[]): Promise<number> {
         });
       });
   }
+
+  const flushAction = async () => {
+    exitCode = await withLink(async (link) => {
+      const result = await link.flush((sent, remaining) => process.stderr.write(`flush: ${sent} sent, ${remaining} remaining\n`));
+      process.stdout.write(`flush: ${result.sent} sent, ${result.remaining} remaining${result.error ? `; error: ${result.error}` : ''}\n`);
+      return result.error ? ExitCode.agentUnavailable : ExitCode.ok;
+    });
+  };
+  program.command('flush').description('send spooled telemetry to PostgreSQL now (the seed\'s --flush)').action(flushAction);
+  const telemetry = program.command('telemetry').description('run telemetry: emit events from scripts, flush the spool');
+  telemetry.command('flush').description('send spooled telemetry to PostgreSQL now').action(flushAction);
+  telemetry.command('emit')
+    .description('record a start, heartbeat or finish event through the spool (for scripts outside the agent)')
+    .argument('<event>', 'start | heartbeat | finish')
+    .option('--run-id <id>', 'the run (start makes one when absent and prints it)')
+    .option('--task <name>', 'the fetcher or task name')
+    .option('--pool <pool>', 'the pool')
+    .option('--status <status>', 'finish: completed | failed | cancelled')
+    .option('--exit-code <n>', 'finish: the exit code')
+    .option('--signal <name>', 'finish: the signal that ended it')
+    .option('--reason <text>', 'finish: why it failed or was cancelled')
+    .option('--duration <seconds>', 'finish: duration in seconds')
+    .option('--at <iso-time>', 'when it happened (default now)')
+    .action((event: string, opts: TelemetryEmitOptions) => {
+      const config = loadConfig();
+      const spool = new Spool({ path: config.telemetrySpool, logger: createLogger('quantilica-cli', 'warn') });
+      try {
+        const result = emitFromCli(event, opts, spool);
+        (result.ok ? process.stdout : process.stderr).write(`${result.message}\n`);
+        exitCode = result.ok ? ExitCode.ok : result.exitCode === 2 ? ExitCode.usage : 1;
+      } finally {
+        spool.close();
+      }
+    });
 
   program.command('demo-fetch', { hidden: true })
     .argument('<name>')

@@ -246,6 +246,7 @@ export class RunManager {
       return;
     }
     this.deps.gate.runStarted(request);
+    // Published again now that the lock file names this run (the status change came before the record).
     this.deps.onPoolChange(run.pool);
   }
 
@@ -308,10 +309,8 @@ export class RunManager {
     this.emit(run, 'finish', { status, exitCode: exit.exitCode, signal: exit.signal, durationSeconds: duration, reason, message: message ?? null });
     if (message) this.deps.logger.warn({ runId: run.runId, fetcher: run.fetcher, reason }, message);
     this.deps.gate.runEnded(run.runId);
-    if (run.slot !== null) {
-      this.deps.pools.get(run.pool)?.released();
-      this.deps.onPoolChange(run.pool);
-    }
+    // The pool itself was published with the run's status change above.
+    if (run.slot !== null) this.deps.pools.get(run.pool)?.released();
     const waiters = this.finishWaiters.get(run.runId) ?? [];
     this.finishWaiters.delete(run.runId);
     if (this.finishWaiters.size === 0 && this.waitKeepAlive) {

@@ -104,8 +104,10 @@ export class SlotPool {
         },
       };
       this.waiters.push(waiter);
-      onPosition(this.waiters.length);
       this.pump();
+      // Only a run that is still queued after the pump has a position to report.
+      const position = this.waiters.indexOf(waiter);
+      if (position >= 0) onPosition(position + 1);
     });
   }
 
