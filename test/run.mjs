@@ -1,8 +1,9 @@
 // `npm test`: every tier, in order. Unit and agent tests run on node's test runner from the compiled
 // output of `tsc -b` (so the tests are type-checked); the extension suite runs in a real VS Code
-// extension host (test/extension/runOffline.mjs) when that tier exists.
-import { spawnSync } from 'node:child_process';
+// extension host (test/extension/runOffline.mjs). The last line adds both up.
+import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 
 const root = path.resolve(import.meta.dirname, '..');
@@ -18,17 +19,38 @@ function testFiles(dir) {
     .sort();
 }
 
+/** Runs a command with its output shown as it comes, and returns its exit status and output. */
+function run(command, args) {
+  return new Promise((resolve) => {
+    const child = spawn(command, args, { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+    let output = '';
+    child.stdout.on('data', (d) => { output += d.toString(); process.stdout.write(d); });
+    child.on('close', (code, signal) => resolve({ status: code ?? (signal ? 1 : 0), output }));
+  });
+}
+
 const files = [...testFiles('unit'), ...testFiles('agent')];
 if (files.length === 0) {
   console.error('no test files found under out/test: did `tsc -b` run?');
   process.exit(1);
 }
-const result = spawnSync(process.execPath, ['--test', '--test-reporter=spec', ...files], { stdio: 'inherit', cwd: root });
-let status = result.status ?? 1;
+const tap = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'quantilica-test-')), 'node.tap');
+const node = await run(process.execPath, ['--test', '--test-reporter=spec', '--test-reporter-destination=stdout', '--test-reporter=tap', `--test-reporter-destination=${tap}`, ...files]);
+const tapText = fs.readFileSync(tap, 'utf8');
+let passed = Number(/^# pass (\d+)$/m.exec(tapText)?.[1] ?? 0);
+let failed = Number(/^# fail (\d+)$/m.exec(tapText)?.[1] ?? 0) + Number(/^# cancelled (\d+)$/m.exec(tapText)?.[1] ?? 0);
+let status = node.status;
 
 const extensionRunner = path.join(root, 'test', 'extension', 'runOffline.mjs');
-if (only.length === 0 && fs.existsSync(extensionRunner)) {
-  const ext = spawnSync(process.execPath, [extensionRunner], { stdio: 'inherit', cwd: root });
-  if ((ext.status ?? 1) !== 0) status = ext.status ?? 1;
+if (only.length === 0) {
+  const ext = await run(process.execPath, [extensionRunner]);
+  // mocha's own summary lines, one per suite run in the extension host.
+  for (const m of ext.output.matchAll(/(\d+) passing/g)) passed += Number(m[1]);
+  for (const m of ext.output.matchAll(/(\d+) failing/g)) failed += Number(m[1]);
+  if (ext.status !== 0) {
+    status = ext.status;
+    if (!/\d+ failing/.test(ext.output)) failed += 1; // the host itself failed: count it, never hide it
+  }
 }
-process.exit(status);
+console.log(`\ntotal: ${passed} passed, ${failed} failed`);
+process.exit(status !== 0 ? status : failed > 0 ? 1 : 0);

@@ -47,8 +47,9 @@ test('six processes (orchestrators and CLI runs) x 50 acquisitions never put mor
   // Each process is its own station user (own HOME and state) sharing only the lock dir, as several
   // agents and cron-driven CLI runs would.
   const stations: TestEnv[] = Array.from({ length: 6 }, () => makeTestEnv(holdCatalog(logFile), {}, { lockDir: shared.lockDir }));
-  const orchestrators = stations.slice(0, 3).map((s) => exec(process.execPath, [path.join(OUT_FIXTURES, 'enqueueRuns.js'), 'hold', String(PER_PROCESS), '40'], s.env));
-  const cliLoops = stations.slice(3).map((s) => exec('bash', ['-c', `for i in $(seq ${PER_PROCESS}); do "${process.execPath}" "${AGENT_JS}" run hold -- $((RANDOM % 40)) >/dev/null || exit 1; done`], s.env));
+  // Holds of 100–200 ms: long against the fixture's own start-up, so the pool really fills up.
+  const orchestrators = stations.slice(0, 3).map((s) => exec(process.execPath, [path.join(OUT_FIXTURES, 'enqueueRuns.js'), 'hold', String(PER_PROCESS), '100', '100'], s.env));
+  const cliLoops = stations.slice(3).map((s) => exec('bash', ['-c', `for i in $(seq ${PER_PROCESS}); do "${process.execPath}" "${AGENT_JS}" run hold -- $((100 + RANDOM % 100)) >/dev/null || exit 1; done`], s.env));
   const results = await Promise.all([...orchestrators, ...cliLoops]);
   for (const r of results) assert.equal(r.code, 0, r.stderr);
   for (const r of results.slice(0, 3)) assert.deepEqual(new Set(JSON.parse(r.stdout) as string[]), new Set(['completed']));
