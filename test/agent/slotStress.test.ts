@@ -3,7 +3,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { AGENT_JS, FIXTURES, makeTestEnv, openOrchestrator, OUT_FIXTURES, type TestEnv } from '../support/harness';
+import { connectAgent } from '../../agent/client/agentClient';
+import { AGENT_JS, FIXTURES, makeTestEnv, openOrchestrator, OUT_FIXTURES, startAgent, testConfig, type TestEnv } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 
 const PER_PROCESS = 50;
@@ -41,18 +42,33 @@ function maxConcurrent(logFile: string): { max: number; starts: number; stops: n
   return { max, starts: events.filter((e) => e.kind === 'start').length, stops: events.filter((e) => e.kind === 'stop').length };
 }
 
-test('six processes (orchestrators and CLI runs) x 50 acquisitions never put more than 3 holders in a 3-slot pool', { timeout: 300000 }, async (t) => {
+test('six processes (3 agents and 3 loops of CLI runs) x 50 acquisitions never put more than 3 holders in a 3-slot pool', { timeout: 300000 }, async (t) => {
   const shared = makeTestEnv(null);
   const logFile = path.join(shared.root, 'holders.log');
   // Each process is its own station user (own HOME and state) sharing only the lock dir, as several
   // agents and cron-driven CLI runs would.
   const stations: TestEnv[] = Array.from({ length: 6 }, () => makeTestEnv(holdCatalog(logFile), {}, { lockDir: shared.lockDir }));
   // Holds of 100–200 ms: long against the fixture's own start-up, so the pool really fills up.
-  const orchestrators = stations.slice(0, 3).map((s) => exec(process.execPath, [path.join(OUT_FIXTURES, 'enqueueRuns.js'), 'hold', String(PER_PROCESS), '100', '100'], s.env));
+  const hold = () => String(100 + Math.floor(Math.random() * 100));
+  // Three real agents, each given 50 runs at once over its protocol…
+  const agents = await Promise.all(stations.slice(0, 3).map((s) => startAgent(s)));
+  const agentRuns = agents.map(async (_agent, i) => {
+    const client = await connectAgent(testConfig(stations[i]).connectionFile, { client: 'slot-stress' });
+    try {
+      const runs = await Promise.all(Array.from({ length: PER_PROCESS }, () => client.run('hold', [hold()])));
+      return await Promise.all(runs.map((r) => client.waitRun(r.runId)));
+    } finally {
+      await client.close();
+    }
+  });
+  // …and three cron-style loops of CLI runs with no agent, in-process on the same slot files.
   const cliLoops = stations.slice(3).map((s) => exec('bash', ['-c', `for i in $(seq ${PER_PROCESS}); do "${process.execPath}" "${AGENT_JS}" run hold -- $((100 + RANDOM % 100)) >/dev/null || exit 1; done`], s.env));
-  const results = await Promise.all([...orchestrators, ...cliLoops]);
-  for (const r of results) assert.equal(r.code, 0, r.stderr);
-  for (const r of results.slice(0, 3)) assert.deepEqual(new Set(JSON.parse(r.stdout) as string[]), new Set(['completed']));
+  try {
+    for (const runs of await Promise.all(agentRuns)) assert.deepEqual(new Set(runs.map((r) => r.status)), new Set(['completed']));
+    for (const r of await Promise.all(cliLoops)) assert.equal(r.code, 0, r.stderr);
+  } finally {
+    for (const agent of agents) agent.child.kill('SIGTERM');
+  }
 
   const { max, starts, stops } = maxConcurrent(logFile);
   t.diagnostic(`${starts} runs; at most ${max} holders at once`);
