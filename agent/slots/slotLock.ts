@@ -1,5 +1,5 @@
 import * as fs from 'node:fs';
-import { flockSync } from 'fs-ext';
+import { openExclusiveFlock } from './openExclusiveFlock';
 import { formatOwnerRecord, type OwnerRecord } from './ownerRecord';
 
 /**
@@ -35,17 +35,9 @@ export class SlotLock {
  */
 export function tryLockSlot(lockPath: string): SlotLock | null {
   for (let attempt = 0; attempt < 5; attempt++) {
-    // O_RDWR (not append) so the record can be rewritten in place; Node opens with O_CLOEXEC, so the
-    // descriptor leaks into no child but the one it is explicitly handed to.
-    const fd = fs.openSync(lockPath, fs.constants.O_RDWR | fs.constants.O_CREAT, 0o644);
-    try {
-      flockSync(fd, 'exnb');
-    } catch (err) {
-      fs.closeSync(fd);
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'EAGAIN' || code === 'EWOULDBLOCK') return null;
-      throw err;
-    }
+    // O_RDWR (not append) so the record can be rewritten in place.
+    const fd = openExclusiveFlock(lockPath, fs.constants.O_RDWR | fs.constants.O_CREAT);
+    if (fd === null) return null;
     let same = false;
     try {
       const held = fs.fstatSync(fd);

@@ -1,5 +1,6 @@
 import * as fs from 'node:fs';
 import { flockSync } from 'fs-ext';
+import { openExclusiveFlock } from '../slots/openExclusiveFlock';
 
 /**
  * One flusher per spool across processes: an flock(2) on `<spool>.flush-lock`, held from reading a batch
@@ -17,15 +18,8 @@ export class FlushLock {
 
   /** Takes the lock without waiting; null when another process holds it. */
   static tryAcquire(lockPath: string): FlushLock | null {
-    const fd = fs.openSync(lockPath, 'a', 0o644);
-    try {
-      flockSync(fd, 'exnb');
-    } catch (err) {
-      fs.closeSync(fd);
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'EAGAIN' || code === 'EWOULDBLOCK') return null;
-      throw err;
-    }
+    const fd = openExclusiveFlock(lockPath, 'a');
+    if (fd === null) return null;
     return new FlushLock(fd);
   }
 

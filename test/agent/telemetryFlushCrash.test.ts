@@ -1,23 +1,11 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import type pg from 'pg';
+import { test } from 'node:test';
 import { Flusher } from '../../agent/telemetry/flusher';
 import type { FlushStep } from '../../agent/telemetry/faultInjection';
-import { startTestPostgres, type TestPostgres } from '../support/postgres';
 import { spawnFlushOnce } from '../fixtures/telemetryChild';
-import { connect, eventIdsIn, tempSpool } from '../fixtures/telemetryTestBed';
+import { eventIdsIn, tempSpool, usePostgres } from '../fixtures/telemetryTestBed';
 
-let db: TestPostgres;
-let client: pg.Client;
-
-before(async () => {
-  db = await startTestPostgres();
-  client = await connect(db.url);
-});
-after(async () => {
-  await client?.end();
-  await db?.stop();
-});
+const pgdb = usePostgres();
 
 const STEPS: readonly FlushStep[] = ['before-begin', 'after-insert', 'after-commit'];
 const ROUNDS = 50;
@@ -28,7 +16,7 @@ const EVENTS_PER_ROUND = 30;
 test(`kill -9 of the flushing process at every step, ${ROUNDS * PARALLEL} times: PostgreSQL ends with each event exactly once`, async () => {
   const bed = tempSpool();
   const made = new Set<string>();
-  const flusher = new Flusher({ spool: bed.spool, databaseUrl: db.url, logger: bed.logger, batchSize: BATCH });
+  const flusher = new Flusher({ spool: bed.spool, databaseUrl: pgdb.url, logger: bed.logger, batchSize: BATCH });
   try {
     assert.equal((await flusher.flushNow()).error, null, 'schema in place before the loop');
     let overlapBefore = 0;
@@ -43,7 +31,7 @@ test(`kill -9 of the flushing process at every step, ${ROUNDS * PARALLEL} times:
       }
       // Several flushers at once: they queue on the spool's flush lock, and each one that gets it is killed.
       const children = Array.from({ length: PARALLEL }, () => spawnFlushOnce({
-        TEST_SPOOL: bed.spoolPath, TEST_DATABASE_URL: db.url, TEST_BATCH_SIZE: String(BATCH), QUANTILICA_FLUSH_CRASH_AT: `${step}:${nth}`,
+        TEST_SPOOL: bed.spoolPath, TEST_DATABASE_URL: pgdb.url, TEST_BATCH_SIZE: String(BATCH), QUANTILICA_FLUSH_CRASH_AT: `${step}:${nth}`,
       }));
       const exits = await Promise.all(children.map((c) => c.exit));
       for (const exit of exits) {
@@ -53,7 +41,7 @@ test(`kill -9 of the flushing process at every step, ${ROUNDS * PARALLEL} times:
       // After every round: spool ∪ PostgreSQL is everything made. They overlap by exactly the batch
       // committed but not yet deleted after an after-commit crash; a flush that got one batch through
       // whole (nth = 2) removed any overlap; one that died in its first batch changed nothing.
-      const inPg = new Set(await eventIdsIn(client));
+      const inPg = new Set(await eventIdsIn(pgdb.client));
       const inSpool = bed.spool.readBatch(1_000_000).map((e) => e.eventId);
       const union = new Set([...inPg, ...inSpool]);
       assert.equal(union.size, made.size, `round ${round} (${step}): an event was lost`);
@@ -68,10 +56,10 @@ test(`kill -9 of the flushing process at every step, ${ROUNDS * PARALLEL} times:
     const final = await flusher.flushNow();
     assert.equal(final.error, null);
     assert.equal(bed.spool.pending(), 0);
-    const stored = await eventIdsIn(client);
+    const stored = await eventIdsIn(pgdb.client);
     assert.equal(stored.length, made.size, 'each event exactly once');
     assert.deepEqual(new Set(stored), made);
-    const counted = await client.query<{ n: string }>('SELECT sum(event_count) AS n FROM core.task_run');
+    const counted = await pgdb.client.query<{ n: string }>('SELECT sum(event_count) AS n FROM core.task_run');
     assert.equal(Number(counted.rows[0].n), made.size, 'task_run counters count each event once despite the resends');
   } finally {
     await flusher.close();

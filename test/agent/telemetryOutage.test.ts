@@ -6,7 +6,7 @@ import { startTestPostgres, type TestPostgres } from '../support/postgres';
 import { TelemetryProxy } from '../fixtures/telemetryProxy';
 import { emitInterleaved, eventOf, planRuns } from '../fixtures/telemetryRuns';
 import { connect, eventIdsIn, tempSpool } from '../fixtures/telemetryTestBed';
-import { waitFor } from '../fixtures/telemetryWaitFor';
+import { waitFor } from '../support/waitFor';
 
 let db: TestPostgres;
 let proxy: TelemetryProxy;
@@ -37,10 +37,10 @@ test('PostgreSQL down while 50 runs make 5,000 events, then up: all arrive once,
     assert.equal(ids.length, 5_000);
 
     // The automatic flush tried and failed: events wait in the spool and status says why.
-    const down = await waitFor('a failed automatic flush', () => {
+    const down = await waitFor(() => {
       const s = bed.spool.status();
       return s.lastFlushError !== null ? s : null;
-    });
+    }, { what: 'a failed automatic flush', timeoutMs: 20_000 });
     assert.equal(down.database, 'down');
     assert.equal(down.pending, 5_000);
     assert.match(down.lastFlushError ?? '', /unreachable/);
@@ -49,10 +49,10 @@ test('PostgreSQL down while 50 runs make 5,000 events, then up: all arrive once,
 
     // Back up: no emit, no flushNow: the backoff timer alone must bring everything over.
     await proxy.up();
-    const upStatus = await waitFor('the spool to drain', () => {
+    const upStatus = await waitFor(() => {
       const s = bed.spool.status();
       return s.pending === 0 && s.database === 'connected' ? s : null;
-    }, 30_000);
+    }, { what: 'the spool to drain', timeoutMs: 30_000 });
     assert.equal(upStatus.lastFlushError, null);
     assert.notEqual(upStatus.lastFlushAt, null);
 

@@ -2,25 +2,13 @@ import assert from 'node:assert/strict';
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { after, before, test } from 'node:test';
-import type pg from 'pg';
+import { test } from 'node:test';
 import { memoryLogger } from '../../agent/log/logger';
 import { Flusher } from '../../agent/telemetry/flusher';
 import { Spool } from '../../agent/telemetry/spool';
-import { startTestPostgres, type TestPostgres } from '../support/postgres';
-import { connect, eventIdsIn, tempSpool } from '../fixtures/telemetryTestBed';
+import { eventIdsIn, tempSpool, usePostgres } from '../fixtures/telemetryTestBed';
 
-let db: TestPostgres;
-let client: pg.Client;
-
-before(async () => {
-  db = await startTestPostgres();
-  client = await connect(db.url);
-});
-after(async () => {
-  await client?.end();
-  await db?.stop();
-});
+const pgdb = usePostgres();
 
 const event = (i: number) => ({ runId: 'run-corrupt', event: 'heartbeat' as const, task: 'fetcher', pool: 'heavy-io', payload: { i } });
 
@@ -36,7 +24,7 @@ test('a spool file of garbage bytes is moved aside with a timestamp, a new one s
   fs.writeFileSync(bed.spoolPath, garbage);
   const logger = memoryLogger();
   const spool = new Spool({ path: bed.spoolPath, logger, fallbackPath: path.join(bed.dir, 'fallback.db') });
-  const flusher = new Flusher({ spool, databaseUrl: db.url, logger });
+  const flusher = new Flusher({ spool, databaseUrl: pgdb.url, logger });
   try {
     const aside = asideFiles(bed.spoolPath);
     assert.equal(aside.length, 1);
@@ -52,7 +40,7 @@ test('a spool file of garbage bytes is moved aside with a timestamp, a new one s
     const result = await flusher.flushNow();
     assert.equal(result.error, null);
     assert.equal(result.sent, 2);
-    const stored = new Set(await eventIdsIn(client));
+    const stored = new Set(await eventIdsIn(pgdb.client));
     for (const id of ids) assert.ok(id !== null && stored.has(id));
   } finally {
     await flusher.close();

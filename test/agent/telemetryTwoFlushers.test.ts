@@ -1,32 +1,20 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import type pg from 'pg';
+import { test } from 'node:test';
 import { Flusher } from '../../agent/telemetry/flusher';
-import { startTestPostgres, type TestPostgres } from '../support/postgres';
 import { spawnFlushOnce } from '../fixtures/telemetryChild';
 import { emitInterleaved, planRuns } from '../fixtures/telemetryRuns';
-import { connect, eventIdsIn, tempSpool } from '../fixtures/telemetryTestBed';
+import { eventIdsIn, tempSpool, usePostgres } from '../fixtures/telemetryTestBed';
 
-let db: TestPostgres;
-let client: pg.Client;
-
-before(async () => {
-  db = await startTestPostgres();
-  client = await connect(db.url);
-});
-after(async () => {
-  await client?.end();
-  await db?.stop();
-});
+const pgdb = usePostgres();
 
 test('two flushing processes started together on one spool: each event is sent once, not just stored once', async () => {
   const bed = tempSpool();
-  const flusher = new Flusher({ spool: bed.spool, databaseUrl: db.url, logger: bed.logger });
+  const flusher = new Flusher({ spool: bed.spool, databaseUrl: pgdb.url, logger: bed.logger });
   try {
     // Schema first, so that both children go straight to sending.
     assert.equal((await flusher.flushNow()).error, null);
     const ids = emitInterleaved(bed.spool, planRuns(20, 100));
-    const env = { TEST_SPOOL: bed.spoolPath, TEST_DATABASE_URL: db.url, TEST_BATCH_SIZE: '50', TEST_WAIT_FOR_GO: '1' };
+    const env = { TEST_SPOOL: bed.spoolPath, TEST_DATABASE_URL: pgdb.url, TEST_BATCH_SIZE: '50', TEST_WAIT_FOR_GO: '1' };
     const children = [spawnFlushOnce(env), spawnFlushOnce(env)];
     await Promise.all(children.map((c) => c.ready));
     for (const c of children) c.go();
@@ -43,7 +31,7 @@ test('two flushing processes started together on one spool: each event is sent o
     assert.equal(shipped, ids.length, `shipped ${exits.map((e) => e.outcome?.sent).join(' + ')}`);
     assert.equal(inserted, ids.length);
     assert.equal(bed.spool.pending(), 0);
-    const stored = await eventIdsIn(client);
+    const stored = await eventIdsIn(pgdb.client);
     assert.equal(stored.length, ids.length);
     assert.deepEqual(new Set(stored), new Set(ids));
   } finally {
