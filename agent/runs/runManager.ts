@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -6,6 +5,8 @@ import type { RunInfo, RunStatus, RunTrigger, WaitReason } from '../../shared/pr
 import type { Catalog, CatalogEntry } from '../catalog/catalog';
 import type { Config } from '../config/config';
 import { InvalidArgumentError, UnknownRunError } from '../errors';
+import { newRunId } from './newRunId';
+import { validateArgs } from './validateArgs';
 import type { Logger } from '../log/logger';
 import { groupAlive, readProcInfo } from '../slots/procInfo';
 import type { SlotPool } from '../slots/slotPool';
@@ -42,8 +43,6 @@ interface ActiveRun {
 class CancelledError extends Error {}
 
 const TERMINAL: readonly RunStatus[] = ['completed', 'failed', 'cancelled', 'skipped'];
-const MAX_ARGS = 64;
-const MAX_ARG_LENGTH = 4096;
 
 /**
  * A run's life: waiting (disk gate, then a pool slot, in that order) → running (a wrapper process
@@ -382,18 +381,4 @@ function signalGroup(pgid: number, signal: NodeJS.Signals): void {
   } catch {
     // The group is already gone.
   }
-}
-
-function validateArgs(args: unknown): asserts args is string[] {
-  if (!Array.isArray(args) || args.length > MAX_ARGS) throw new InvalidArgumentError(`extra arguments must be a list of at most ${MAX_ARGS} strings`);
-  for (const arg of args) {
-    if (typeof arg !== 'string' || arg.length > MAX_ARG_LENGTH || arg.includes('\0')) {
-      throw new InvalidArgumentError(`each extra argument must be a string of at most ${MAX_ARG_LENGTH} characters without NUL`);
-    }
-  }
-}
-
-/** Sortable by time, unique enough across processes, and safe in file names. */
-function newRunId(): string {
-  return `${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
 }
