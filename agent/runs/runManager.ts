@@ -94,7 +94,6 @@ export class RunManager {
     const state: ActiveRun = { run, entry, abort: new AbortController(), cancelRequested: false, heartbeat: null, stopWatching: null };
     this.active.set(runId, state);
     this.changed(state);
-    this.emit(run, 'waiting', { trigger, args });
     void this.drive(state);
     return { ...run };
   }
@@ -341,6 +340,9 @@ export class RunManager {
   private setWait(state: ActiveRun, reason: WaitReason): void {
     if (state.run.status !== 'waiting') return;
     if (JSON.stringify(state.run.wait) === JSON.stringify(reason)) return;
+    // Telemetry records that a run had to wait, and why, once: a run that starts at once has no
+    // `waiting` event (and costs one durable spool write less on the way to its spawn).
+    if (state.run.wait === null) this.emit(state.run, 'waiting', { trigger: state.run.trigger, args: state.run.args, reason });
     state.run.wait = reason;
     this.changed(state);
   }
