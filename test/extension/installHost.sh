@@ -8,6 +8,9 @@
 # Prints the host folder on its last line.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
+# Under `npm test`, the parent npm exports its own settings as npm_* variables, and the npms run
+# here read them as configuration: its user agent (node/v20) would fail code-server's Node 24 check.
+for var in $(env | grep -o '^npm_[A-Za-z0-9_]*' || true); do unset "$var"; done
 node_version="${QUANTILICA_HOST_NODE_VERSION:-24.22.3}"
 code_server_version="${QUANTILICA_CODE_SERVER_VERSION:-4.139.1}"
 host_dir="${QUANTILICA_VSCODE_HOST:-$root/.cache/vscode-host}"
