@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -303,8 +304,11 @@ export class RunManager {
     if (run.logPath) capLogFile(run.logPath, this.deps.config.logCapBytes);
     const duration = run.startedAt ? (finishedAt.getTime() - Date.parse(run.startedAt)) / 1000 : 0;
     this.active.delete(run.runId);
-    this.changed(state);
+    // The finish event is spooled before the run's terminal state is saved: a crash in between leaves
+    // the run `running` in the store, the next agent adopts it and emits the same finish again, under
+    // the same event id, which PostgreSQL keeps once.
     this.emit(run, 'finish', { status, exitCode: exit.exitCode, signal: exit.signal, durationSeconds: duration, reason, message: message ?? null });
+    this.changed(state);
     if (message) this.deps.logger.warn({ runId: run.runId, fetcher: run.fetcher, reason }, message);
     this.deps.gate.runEnded(run.runId);
     // The pool itself was published with the run's status change above.
@@ -353,7 +357,10 @@ export class RunManager {
   }
 
   private emit(run: StoredRun, event: 'start' | 'heartbeat' | 'finish' | 'waiting' | 'skipped' | 'cancel-requested', payload: Record<string, unknown>): void {
-    this.deps.telemetry.emit({ runId: run.runId, event, task: run.fetcher, pool: run.pool, payload });
+    // A run starts and finishes once: those two events get ids derived from the run, so emitting one
+    // again (after a crash) cannot make a second row.
+    const eventId = event === 'start' || event === 'finish' ? runEventId(run.runId, event) : undefined;
+    this.deps.telemetry.emit({ runId: run.runId, event, task: run.fetcher, pool: run.pool, payload, eventId });
   }
 
   private capLogs(): void {
@@ -365,6 +372,12 @@ export class RunManager {
   private statusDir(): string {
     return path.join(this.deps.config.homeDir, 'runs');
   }
+}
+
+/** A UUID-shaped id that is the same every time for one run's start or finish. */
+function runEventId(runId: string, event: string): string {
+  const h = createHash('sha256').update(`quantilica:${runId}:${event}`).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }
 
 function publicRun(run: StoredRun): RunInfo {

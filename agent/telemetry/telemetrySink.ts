@@ -13,7 +13,12 @@ export interface TelemetryEvent {
   payload: Record<string, unknown>;
 }
 
-export type NewTelemetryEvent = Omit<TelemetryEvent, 'eventId' | 'at'> & { at?: string };
+/**
+ * An event to record. `eventId` is made by the sink unless the caller gives one: a caller that may
+ * emit the same event twice (a finish re-emitted by the agent that adopts a run after a crash) gives
+ * a stable id, so PostgreSQL keeps it once.
+ */
+export type NewTelemetryEvent = Omit<TelemetryEvent, 'eventId' | 'at'> & { at?: string; eventId?: string };
 
 /**
  * Where the run manager sends events. `emit` is synchronous and never throws: a sink that cannot

@@ -9,7 +9,7 @@ export interface SpoolRow { eventId: string; runId: string; event: string; at: s
  * fail its PostgreSQL batch for ever. PostgreSQL text and jsonb cannot hold NUL, so it is dropped.
  */
 export function toSpoolRow(event: NewTelemetryEvent, now: Date): SpoolRow {
-  const eventId = crypto.randomUUID();
+  const eventId = event.eventId !== undefined && /^[0-9a-f-]{36}$/.test(event.eventId) ? event.eventId : crypto.randomUUID();
   const parsed = event.at === undefined ? NaN : Date.parse(event.at);
   const at = Number.isFinite(parsed) ? new Date(parsed).toISOString() : now.toISOString();
   let payload: string;
