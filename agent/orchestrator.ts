@@ -10,7 +10,7 @@ import { checkStationDirs } from './checkStationDirs';
 import { distFile } from './paths';
 import { tailFile } from './runs/logCap';
 import { RunManager } from './runs/runManager';
-import { RunStore } from './runs/runStore';
+import { RunStore, toRunInfo } from './runs/runStore';
 import { openGate, type StartGate } from './runs/startGate';
 import type { AgentControl, FlushResult } from './server/agentControl';
 import { SlotPool, type ReclaimEvent } from './slots/slotPool';
@@ -88,7 +88,7 @@ export class Orchestrator implements AgentControl {
   listRuns(limit: number): RunInfo[] {
     const active = this.runs.activeRuns();
     const ids = new Set(active.map((r) => r.runId));
-    const recent = this.store.recent(limit).filter((r) => !ids.has(r.runId)).map((r) => this.runs.get(r.runId) ?? r);
+    const recent = this.store.recent(limit).filter((r) => !ids.has(r.runId)).map(toRunInfo);
     return [...active, ...recent].slice(0, limit);
   }
 
@@ -150,7 +150,7 @@ export class Orchestrator implements AgentControl {
       agent: this.agentInfo(),
       catalog: this.catalog.entries.map((e) => ({ name: e.name, pool: this.config.usePools ? e.pool : SERIAL_POOL, aliases: e.aliases ?? [], demo: e.demo })),
       pools: this.poolStates(),
-      runs: [...active, ...this.store.recent(50).filter((r) => !ids.has(r.runId))],
+      runs: [...active, ...this.store.recent(50).filter((r) => !ids.has(r.runId)).map(toRunInfo)],
       ...extras,
     };
   }

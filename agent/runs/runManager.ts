@@ -14,7 +14,7 @@ import type { SlotPool } from '../slots/slotPool';
 import type { TelemetrySink } from '../telemetry/telemetrySink';
 import { capLogFile } from './logCap';
 import { spawnRun, watchAdopted, type ExitInfo } from './runProcess';
-import type { RunStore, StoredRun } from './runStore';
+import { toRunInfo, type RunStore, type StoredRun } from './runStore';
 import { RunRefusedError, type GateRequest, type StartGate } from './startGate';
 
 export interface RunManagerDeps {
@@ -96,7 +96,7 @@ export class RunManager {
     this.active.set(runId, state);
     this.changed(state);
     void this.drive(state);
-    return { ...run };
+    return toRunInfo(run);
   }
 
   /** Records a run that was due but not started (the schedule's "already running"). */
@@ -109,18 +109,20 @@ export class RunManager {
       wait: null, logPath: null, startTime: null, statusFile: null, ownerPid: process.pid, ownerStartTime: this.self?.startTime ?? 0,
     };
     this.deps.store.save(run);
-    this.deps.onRunChange({ ...run });
+    this.deps.onRunChange(toRunInfo(run));
     this.emit(run, 'skipped', { reason });
-    return { ...run };
+    return toRunInfo(run);
   }
 
   get(runId: string): RunInfo | null {
     const state = this.active.get(runId);
-    return state ? { ...state.run } : this.deps.store.get(runId);
+    if (state) return toRunInfo(state.run);
+    const stored = this.deps.store.get(runId);
+    return stored ? toRunInfo(stored) : null;
   }
 
   activeRuns(): RunInfo[] {
-    return [...this.active.values()].map((s) => ({ ...s.run }));
+    return [...this.active.values()].map((s) => toRunInfo(s.run));
   }
 
   activeRunOf(fetcher: string): RunInfo | null {
@@ -156,7 +158,7 @@ export class RunManager {
       if (this.deps.store.get(runId)) throw new InvalidArgumentError(`run ${runId} is not active; nothing to cancel`);
       throw new UnknownRunError(runId);
     }
-    if (state.cancelRequested) return { ...state.run };
+    if (state.cancelRequested) return toRunInfo(state.run);
     state.cancelRequested = true;
     this.emit(state.run, 'cancel-requested', {});
     if (state.run.status === 'waiting') {
@@ -164,7 +166,7 @@ export class RunManager {
     } else if (state.run.pid) {
       this.terminateGroup(state.run.pid, state.run.runId);
     }
-    return { ...state.run };
+    return toRunInfo(state.run);
   }
 
   /** Stops taking new runs; running fetchers go on unless `stopFetchers`. */
@@ -319,7 +321,7 @@ export class RunManager {
       clearInterval(this.waitKeepAlive);
       this.waitKeepAlive = null;
     }
-    for (const resolve of waiters) resolve({ ...run });
+    for (const resolve of waiters) resolve(toRunInfo(run));
   }
 
   private terminateGroup(pgid: number, runId: string): void {
@@ -353,7 +355,7 @@ export class RunManager {
 
   private changed(state: ActiveRun): void {
     this.deps.store.save(state.run);
-    this.deps.onRunChange(publicRun(state.run));
+    this.deps.onRunChange(toRunInfo(state.run));
   }
 
   private emit(run: StoredRun, event: 'start' | 'heartbeat' | 'finish' | 'waiting' | 'skipped' | 'cancel-requested', payload: Record<string, unknown>): void {
@@ -380,10 +382,6 @@ function runEventId(runId: string, event: string): string {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }
 
-function publicRun(run: StoredRun): RunInfo {
-  const { startTime: _s, statusFile: _f, ownerPid: _p, ownerStartTime: _o, ...info } = run;
-  return info;
-}
 
 function ownerAlive(run: StoredRun): boolean {
   const info = readProcInfo(run.ownerPid);

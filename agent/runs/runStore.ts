@@ -15,6 +15,12 @@ export interface StoredRun extends RunInfo {
 
 const KEEP_FINISHED = 5000;
 
+/** What clients see of a stored run: without the fields only a later agent needs to adopt it. */
+export function toRunInfo(run: StoredRun): RunInfo {
+  const { startTime: _s, statusFile: _f, ownerPid: _p, ownerStartTime: _o, ...info } = run;
+  return info;
+}
+
 /**
  * The agent's local record of runs (SQLite, WAL). It outlives the agent: a new agent reads which runs
  * were left running and adopts them; `quantilica runs` reads recent ones.
