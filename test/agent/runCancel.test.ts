@@ -96,3 +96,25 @@ test('exit codes and signals are recorded as the fetcher ended', async () => {
     await close();
   }
 });
+
+test('waiting runs of a pool are served first come, first served', async () => {
+  const t = makeTestEnv([{ name: 'until-file', pool: 'cpu-analysis', argv: [path.join(FIXTURES, 'exitWhenFileExists.sh')] }], { CRON_POOL_CPU_ANALYSIS_SLOTS: '1' });
+  const { orchestrator, close } = openOrchestrator(t);
+  try {
+    const go = path.join(t.root, 'go');
+    const holder = orchestrator.run('until-file', [go, '0'], 'cli');
+    await waitFor(() => orchestrator.runs.get(holder.runId)?.status === 'running', { what: 'the holder to run' });
+    const queued = Array.from({ length: 4 }, () => orchestrator.run('until-file', [go, '0'], 'cli'));
+    const started: string[] = [];
+    const stop = orchestrator.hub.onChange(({ change }) => {
+      if (change.kind === 'run' && change.run.status === 'running') started.push(change.run.runId);
+    });
+    fs.writeFileSync(go, '');
+    await Promise.all(queued.map((r) => orchestrator.waitRun(r.runId)));
+    stop();
+    assert.deepEqual(started, queued.map((r) => r.runId));
+  } finally {
+    await stopAll(orchestrator);
+    await close();
+  }
+});
