@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as readline from 'node:readline';
@@ -31,6 +31,17 @@ export class AgentProcesses {
     child.removeAllListeners('exit');
     child.once('exit', () => this.children.delete(child));
     return child;
+  }
+
+  /**
+   * Records a telemetry event through `quantilica telemetry emit`, a process of its own writing into
+   * the agent's spool file, as a script outside the agent would; returns the run id it was filed under.
+   */
+  emitEvent(task: string): string {
+    const out = execFileSync(this.nodePath, [this.agentJs, 'telemetry', 'emit', 'start', '--task', task, '--pool', 'heavy-io'], { env: process.env, encoding: 'utf8' });
+    const runId = / of run ([0-9a-f-]{36}) /.exec(out)?.[1];
+    if (!runId) throw new Error(`telemetry emit printed no run id: ${out}`);
+    return runId;
   }
 
   /** Sends `signal` to the agent with this pid (ours or one the extension started) and waits for its end. */
