@@ -5,12 +5,13 @@ import { ConfigError } from '../config/configError';
 import { ClientError, EnvironmentError } from '../errors';
 import { ExitCode } from '../exitCodes';
 import { createLogger } from '../log/logger';
-import { emitFromCli, type TelemetryEmitOptions } from '../telemetry/emitCommand';
+import type { FlushResult } from '../server/agentControl';
+import { emitFromCli, flushFromCli, type TelemetryEmitOptions } from '../telemetry/emitCommand';
 import { Spool } from '../telemetry/spool';
 import type { AgentLink } from './agentLink';
 import { agentCommand } from './agentCommand';
 import { formatRuns, formatSchedule, formatSlots, formatStatus } from './format';
-import { openLink } from './openLink';
+import { openLink, openRemoteLink } from './openLink';
 
 const RUN_ID = /^[0-9a-z]{6,12}-[0-9a-f]{8}$/;
 
@@ -132,12 +133,21 @@ export async function runCli(argv: string[]): Promise<number> {
       });
   }
 
+  // A flush needs only the spool: without an agent it opens the spool itself rather than a whole
+  // in-process orchestrator (which would also adopt runs and start the disk gate).
   const flushAction = async () => {
-    exitCode = await withLink(async (link) => {
-      const result = await link.flush((sent, remaining) => process.stderr.write(`flush: ${sent} sent, ${remaining} remaining\n`));
-      process.stdout.write(`flush: ${result.sent} sent, ${result.remaining} remaining${result.error ? `; error: ${result.error}` : ''}\n`);
-      return result.error ? ExitCode.agentUnavailable : ExitCode.ok;
-    });
+    const config = loadConfig();
+    const logger = createLogger('quantilica-cli', process.env.QUANTILICA_LOG_LEVEL ?? 'warn');
+    const progress = (sent: number, remaining: number) => process.stderr.write(`flush: ${sent} sent, ${remaining} remaining\n`);
+    const link = await openRemoteLink(config);
+    let result: FlushResult;
+    try {
+      result = link ? await link.flush(progress) : await flushFromCli(config, logger, progress);
+    } finally {
+      await link?.close();
+    }
+    process.stdout.write(`flush: ${result.sent} sent, ${result.remaining} remaining${result.error ? `; error: ${result.error}` : ''}\n`);
+    exitCode = result.error ? ExitCode.agentUnavailable : ExitCode.ok;
   };
   program.command('flush').description('send spooled telemetry to PostgreSQL now (the seed\'s --flush)').action(flushAction);
   const telemetry = program.command('telemetry').description('run telemetry: emit events from scripts, flush the spool');

@@ -54,3 +54,17 @@ test('every started run has exactly one start and one finish in PostgreSQL, acro
     await new Promise((resolve) => second.child.once('exit', resolve));
   }
 });
+
+test('with no agent, `quantilica telemetry emit` then `quantilica flush` carry an event to PostgreSQL, touching nothing else', async () => {
+  const station = makeTestEnv(null, { QUANTILICA_DATABASE_URL: pgdb.url });
+  const emitted = await runCli(station, ['telemetry', 'emit', 'start', '--task', 'script', '--pool', 'heavy-io']);
+  assert.equal(emitted.code, 0, emitted.stderr);
+  const runId = / of run ([0-9a-f-]{36}) /.exec(emitted.stdout)?.[1];
+  assert.ok(runId, emitted.stdout);
+  const flushed = await runCli(station, ['flush']);
+  assert.equal(flushed.code, 0, flushed.stderr + flushed.stdout);
+  assert.match(flushed.stdout, /flush: 1 sent, 0 remaining/);
+  const rows = (await pgdb.client.query<{ event: string }>('SELECT event FROM core.task_run_log WHERE run_id = $1', [runId])).rows;
+  assert.deepEqual(rows, [{ event: 'start' }]);
+  assert.equal(fs.existsSync(path.join(station.home, '.quantilica', 'state.db')), false, 'a flush needs no run state');
+});
