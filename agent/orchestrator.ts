@@ -13,6 +13,7 @@ import { RunManager } from './runs/runManager';
 import { RunStore, toRunInfo } from './runs/runStore';
 import { openGate, type StartGate } from './runs/startGate';
 import type { AgentControl, FlushResult } from './server/agentControl';
+import { readKernelFlocks, type KernelLock } from './slots/procLocks';
 import { SlotPool, type ReclaimEvent } from './slots/slotPool';
 import { StateHub } from './state/stateHub';
 import type { TelemetrySink } from './telemetry/telemetrySink';
@@ -111,17 +112,20 @@ export class Orchestrator implements AgentControl {
 
   poolStates(): PoolState[] {
     const active = this.runs.activeRuns();
-    return [...this.pools.values()].map((pool) => {
-      const slots = pool.state((runId) => this.runs.isOwnRun(runId));
-      return {
-        name: pool.name,
-        size: pool.size,
-        used: slots.filter((s) => s.holder !== null).length,
-        waiting: active.filter((r) => r.pool === pool.name && r.status === 'waiting').length,
-        waitTimeoutSeconds: pool.waitTimeoutSeconds,
-        slots,
-      };
-    });
+    const locks = readKernelFlocks();
+    return [...this.pools.values()].map((pool) => this.poolState(pool, locks, active));
+  }
+
+  private poolState(pool: SlotPool, locks: Map<string, KernelLock>, active: RunInfo[]): PoolState {
+    const slots = pool.state((runId) => this.runs.isOwnRun(runId), locks);
+    return {
+      name: pool.name,
+      size: pool.size,
+      used: slots.filter((s) => s.holder !== null).length,
+      waiting: active.filter((r) => r.pool === pool.name && r.status === 'waiting').length,
+      waitTimeoutSeconds: pool.waitTimeoutSeconds,
+      slots,
+    };
   }
 
   agentInfo(): AgentInfo {
@@ -158,8 +162,8 @@ export class Orchestrator implements AgentControl {
   private publishPool(name: string): void {
     // A pool's state reads the kernel's lock table and every lock file: only worth it for a listener.
     if (!this.hub.hasListeners()) return;
-    const pool = this.poolStates().find((p) => p.name === name);
-    if (pool) this.hub.publish({ kind: 'pool', pool });
+    const pool = this.pools.get(name);
+    if (pool) this.hub.publish({ kind: 'pool', pool: this.poolState(pool, readKernelFlocks(), this.runs.activeRuns()) });
   }
 
   private createPools(): void {

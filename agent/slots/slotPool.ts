@@ -5,7 +5,7 @@ import type { Logger } from '../log/logger';
 import { RunRefusedError } from '../runs/startGate';
 import { parseOwnerRecord, type OwnerRecord } from './ownerRecord';
 import { childrenOf, isStopped, readProcInfo } from './procInfo';
-import { kernelLockOf, readKernelFlocks } from './procLocks';
+import { kernelLockOf, readKernelFlocks, type KernelLock } from './procLocks';
 import { SlotLock, tryLockSlot } from './slotLock';
 
 export interface SlotGrant {
@@ -67,10 +67,6 @@ export class SlotPool {
 
   lockPath(index: number): string {
     return path.join(this.opts.dir, this.fileName(index));
-  }
-
-  get waiting(): number {
-    return this.waiters.length;
   }
 
   /**
@@ -223,9 +219,11 @@ export class SlotPool {
     this.opts.onReclaim({ pool: this.name, index, lockPath, record, killedGroup: group });
   }
 
-  /** What each slot's lock file says now, checked against the kernel's lock table and /proc. */
-  state(isOwnRun: (runId: string) => boolean): SlotState[] {
-    const locks = readKernelFlocks();
+  /**
+   * What each slot's lock file says now, checked against the kernel's lock table (read once by the
+   * caller for all pools) and /proc.
+   */
+  state(isOwnRun: (runId: string) => boolean, locks: Map<string, KernelLock> = readKernelFlocks()): SlotState[] {
     const count = Math.max(this.size, this.highestFileIndex() + 1);
     const slots: SlotState[] = [];
     for (let index = 0; index < count; index++) {

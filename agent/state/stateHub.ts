@@ -32,10 +32,6 @@ export class StateHub {
     return { version: this.version, ...this.collect() };
   }
 
-  currentVersion(): number {
-    return this.version;
-  }
-
   onChange(listener: (params: ChangedParams) => void): () => void {
     this.emitter.on('change', listener);
     return () => this.emitter.off('change', listener);
