@@ -18,6 +18,10 @@ test('schedule lists the demo grid, pauses persist, bad names are refused', asyn
   assert.equal(status.schedule!.entries.find((e) => e.fetcher === 'tesouro-direto')!.paused, true);
   assert.equal(status.schedule!.entries.find((e) => e.fetcher === 'comex')!.paused, false);
   assert.equal(status.disk!.state, 'ok', 'the gate measured the data dir');
+  // Spool health is in status too: no database configured, nothing lost, a real spool path.
+  assert.equal(status.spool!.database, 'not-configured');
+  assert.equal(status.spool!.lost, 0);
+  assert.equal(status.spool!.path, t.env.QUANTILICA_TELEMETRY_SPOOL);
 
   const bad = await runCli(t, ['schedule', 'pause', '../etc']);
   assert.equal(bad.code, 65);
