@@ -38,6 +38,8 @@ export interface Config {
   port: number;
   connectionFile: string;
   demo: { seconds: number; rateMb: number };
+  /** How long and how many ended runs' logs and status files are kept (runs/retention.ts). */
+  retention: { days: number; runs: number };
   /** Where the values came from, for `quantilica status`. */
   configFile: string | null;
 }
@@ -111,6 +113,7 @@ export function loadConfig(env: Env = process.env): Config {
     port: get('QUANTILICA_PORT'),
     connectionFile: get<string | null>('QUANTILICA_CONNECTION_FILE') ?? path.join(homeDir, 'agent.json'),
     demo: { seconds: get('QUANTILICA_DEMO_SECONDS'), rateMb: get('QUANTILICA_DEMO_RATE_MB') },
+    retention: { days: get('QUANTILICA_RETENTION_DAYS'), runs: get('QUANTILICA_RETENTION_RUNS') },
     configFile: fromFile.used ? configFile : null,
   };
 }

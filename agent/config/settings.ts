@@ -73,6 +73,8 @@ export const SETTINGS = [
   { name: 'QUANTILICA_PORT', default: '0', description: 'loopback port of the protocol (0 picks a free one)', parse: number(0, 65535, true) },
   { name: 'QUANTILICA_DEMO_SECONDS', default: '30', description: 'how long a demo fetcher runs', parse: number(0, 86400, false) },
   { name: 'QUANTILICA_DEMO_RATE_MB', default: '1', description: 'MB per second a demo fetcher writes into DATA_DIR', parse: number(0, 10000, false) },
+  { name: 'QUANTILICA_RETENTION_DAYS', default: '14', description: 'days run logs and exit-status files of ended runs are kept', parse: number(0.001, 36500, false) },
+  { name: 'QUANTILICA_RETENTION_RUNS', default: '5000', description: 'most ended runs whose log and exit-status files are kept (newest first)', parse: number(1, 10000000, true) },
   { name: 'QUANTILICA_CONNECTION_FILE', default: '', description: 'port and token of the running agent (default QUANTILICA_HOME/agent.json)', parse: optionalDir },
 ] as const satisfies readonly Setting[];
 

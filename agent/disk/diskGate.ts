@@ -36,6 +36,8 @@ export class DiskGate implements StartGate {
   private readonly waiters: Waiter[] = [];
   private current: DiskStatus;
   private freeBytes: number | null = null;
+  /** Size of DATA_DIR's filesystem at the last good measurement (it outlives an `unknown` spell). */
+  private totalBytes: number | null = null;
   /** Paused and not yet back at the resume level; survives an `unknown` spell (see nextDiskState). */
   private latched = false;
   private measured = false;
@@ -119,8 +121,6 @@ export class DiskGate implements StartGate {
         const i = this.waiters.indexOf(waiter);
         if (i >= 0) this.waiters.splice(i, 1);
         waiter.dispose();
-        // The head may have blocked others (admission is served in order): re-run admission.
-        if (i === 0 && this.waiters.length > 0) void this.checkNow();
         this.arm();
       };
       // Not unref'd: a waiting run is something the process exists for (an in-process CLI run).
@@ -139,6 +139,8 @@ export class DiskGate implements StartGate {
       };
       signal.addEventListener('abort', onAbort, { once: true });
       this.waiters.push(waiter);
+      // Refused at once when the last measurement already shows it can never fit.
+      this.refuseImpossible();
       this.arm();
       void this.checkNow();
     });
@@ -181,6 +183,7 @@ export class DiskGate implements StartGate {
     // the flag in place, and whoever reads ok finds it gone.
     await this.syncFlag(next);
     this.freeBytes = freeBytes;
+    if (totalBytes !== null) this.totalBytes = totalBytes;
     this.current = next;
     this.publishIfChanged();
     await this.admit();
@@ -188,6 +191,7 @@ export class DiskGate implements StartGate {
   }
 
   private async admit(): Promise<void> {
+    this.refuseImpossible();
     if (this.waiters.length === 0) return;
     const s = this.current;
     if (s.state === 'paused' || s.state === 'unknown' || this.freeBytes === null) {
@@ -198,22 +202,49 @@ export class DiskGate implements StartGate {
     const freeBytes = this.freeBytes;
     const pauseBytes = s.pauseGb * BYTES_PER_GB;
     let outstanding = this.reservations.size() > 0 ? await this.reservations.outstandingBytes() : 0;
-    // Strictly in order: a large run at the head is not overtaken by smaller ones forever.
-    while (this.waiters.length > 0) {
-      const head = this.waiters[0];
-      const own = head.request.expectedBytes ?? 0;
+    // In arrival order, but a run that does not fit now does not hold back those behind it that do
+    // (no head-of-line blocking: one big run must not stop every pool). A big run waits until the
+    // space is there, or until CRON_DISK_MAX_WAIT_SECONDS; one that can never fit was refused above.
+    const blocked: Waiter[] = [];
+    for (const w of this.waiters.splice(0)) {
+      const own = w.request.expectedBytes ?? 0;
       if (freeBytes - outstanding - own < pauseBytes) {
-        const reason: WaitReason = { kind: 'admission', freeGb: round(freeBytes / BYTES_PER_GB), reservedGb: round(outstanding / BYTES_PER_GB), pauseGb: s.pauseGb };
-        for (const w of this.waiters) tell(w, reason);
-        return;
+        blocked.push(w);
+        continue;
       }
-      this.waiters.shift();
-      head.dispose();
-      this.reservations.add(head.request.runId, head.request.fetcher, head.request.expectedBytes);
+      w.dispose();
+      this.reservations.add(w.request.runId, w.request.fetcher, w.request.expectedBytes);
       outstanding += own;
-      head.resolve();
+      w.resolve();
     }
+    this.waiters.push(...blocked);
+    const reason: WaitReason = { kind: 'admission', freeGb: round(freeBytes / BYTES_PER_GB), reservedGb: round(outstanding / BYTES_PER_GB), pauseGb: s.pauseGb };
+    for (const w of blocked) tell(w, reason);
     this.arm();
+  }
+
+  /**
+   * A run that can never be admitted fails at once with `admission-impossible`: its expected size is
+   * more than the whole filesystem of DATA_DIR can hold above the pause level (total size minus
+   * CRON_DISK_PAUSE_GB). Nothing running or waiting can change that: fetchers only add data, and even
+   * an emptied disk would not make room. (Free space plus what others would release is no such bound:
+   * other files can be deleted at any time, so a run that fits the filesystem waits instead.)
+   */
+  private refuseImpossible(): void {
+    const total = this.totalBytes;
+    if (total === null) return;
+    const pauseBytes = this.options.disk.pauseGb * BYTES_PER_GB;
+    for (const w of [...this.waiters]) {
+      const own = w.request.expectedBytes ?? 0;
+      if (own === 0 || own <= total - pauseBytes) continue;
+      this.waiters.splice(this.waiters.indexOf(w), 1);
+      w.dispose();
+      const message = `run expects ${round(own / BYTES_PER_GB)} GB (expectedSizeMb ${Math.round(own / 1024 / 1024)}), but the filesystem of ` +
+        `DATA_DIR ${this.options.dataDir} holds ${round(total / BYTES_PER_GB)} GB in total and the gate keeps ${this.options.disk.pauseGb} GB free ` +
+        `(CRON_DISK_PAUSE_GB): at most ${round(Math.max(0, total - pauseBytes) / BYTES_PER_GB)} GB can ever be admitted`;
+      this.options.logger.warn({ runId: w.request.runId, fetcher: w.request.fetcher, expectedGb: round(own / BYTES_PER_GB), totalGb: round(total / BYTES_PER_GB), pauseGb: this.options.disk.pauseGb }, message);
+      w.reject(new RunRefusedError('admission-impossible', message));
+    }
   }
 
   private logTransition(from: DiskGateState | null, s: DiskStatus): void {

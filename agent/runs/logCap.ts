@@ -29,6 +29,58 @@ export function capLogFile(logPath: string, capBytes: number): boolean {
   return true;
 }
 
+/**
+ * Caps the logs of running fetchers as they grow. A timer alone let a fast writer put hundreds of MB
+ * into a log between two checks; an inotify watch (fs.watch) on each log wakes the agent on every
+ * write, and the check truncates at once. The overshoot is bounded by what the fetcher writes
+ * between its write and the agent's next turn of the event loop (README, "Log cap"). The timer stays
+ * as a backstop for filesystems without inotify.
+ */
+export class LogCapper {
+  private readonly watched = new Map<string, fs.FSWatcher | null>();
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(private readonly capBytes: number, backstopMs = 1000) {
+    this.timer = setInterval(() => { for (const p of this.watched.keys()) capLogFile(p, this.capBytes); }, backstopMs);
+    this.timer.unref();
+  }
+
+  watch(logPath: string): void {
+    if (this.watched.has(logPath)) return;
+    let watcher: fs.FSWatcher | null = null;
+    try {
+      watcher = fs.watch(logPath, { persistent: false }, () => { capQuietly(logPath, this.capBytes); });
+      watcher.on('error', () => { /* the log went away; the backstop timer and unwatch deal with it */ });
+    } catch {
+      watcher = null;
+    }
+    this.watched.set(logPath, watcher);
+    capQuietly(logPath, this.capBytes);
+  }
+
+  /** Stops watching and caps once more (the last writes of the run). */
+  unwatch(logPath: string): void {
+    const watcher = this.watched.get(logPath);
+    watcher?.close();
+    this.watched.delete(logPath);
+    capQuietly(logPath, this.capBytes);
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+    for (const w of this.watched.values()) w?.close();
+    this.watched.clear();
+  }
+}
+
+function capQuietly(logPath: string, capBytes: number): void {
+  try {
+    capLogFile(logPath, capBytes);
+  } catch {
+    // A log that cannot be opened now (deleted, permissions) is tried again on the next event.
+  }
+}
+
 /** Reads at most the last `maxBytes` of a log. */
 export function tailFile(logPath: string, maxBytes: number): { text: string; truncated: boolean } {
   const fd = fs.openSync(logPath, 'r');

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -9,11 +8,14 @@ import { InvalidArgumentError, UnknownRunError } from '../errors';
 import { newRunId } from './newRunId';
 import { validateArgs } from './validateArgs';
 import type { Logger } from '../log/logger';
-import { groupAlive, readProcInfo } from '../slots/procInfo';
+import { readProcInfo } from '../slots/procInfo';
 import type { SlotPool } from '../slots/slotPool';
 import type { TelemetrySink } from '../telemetry/telemetrySink';
-import { capLogFile } from './logCap';
-import { spawnRun, watchAdopted, type ExitInfo } from './runProcess';
+import { CancelledError, groupOf, newActiveRun, ownerAlive, runEventId, type ActiveRun } from './activeRun';
+import { LogCapper } from './logCap';
+import { Retention } from './retention';
+import { runMembers, signalRunGroup } from './runGroup';
+import { spawnRun, watchRun, type ExitInfo } from './runProcess';
 import { toRunInfo, type RunStore, type StoredRun } from './runStore';
 import { RunRefusedError, type GateRequest, type StartGate } from './startGate';
 
@@ -32,17 +34,6 @@ export interface RunManagerDeps {
   onPoolChange(pool: string): void;
 }
 
-interface ActiveRun {
-  run: StoredRun;
-  entry: CatalogEntry;
-  abort: AbortController;
-  cancelRequested: boolean;
-  heartbeat: NodeJS.Timeout | null;
-  stopWatching: (() => void) | null;
-}
-
-class CancelledError extends Error {}
-
 const TERMINAL: readonly RunStatus[] = ['completed', 'failed', 'cancelled', 'skipped'];
 
 /**
@@ -53,7 +44,8 @@ export class RunManager {
   private readonly active = new Map<string, ActiveRun>();
   private readonly finishWaiters = new Map<string, Array<(run: RunInfo) => void>>();
   private readonly self = readProcInfo(process.pid);
-  private logTimer: NodeJS.Timeout | null = null;
+  private readonly logCapper: LogCapper;
+  private retention: Retention | null = null;
   /** Held while someone awaits a run's end: the fetcher and the timers are unref'd, the answer is not. */
   private waitKeepAlive: NodeJS.Timeout | null = null;
   private intake = true;
@@ -61,8 +53,7 @@ export class RunManager {
 
   constructor(private readonly deps: RunManagerDeps) {
     fs.mkdirSync(this.statusDir(), { recursive: true, mode: 0o700 });
-    this.logTimer = setInterval(() => this.capLogs(), 1000);
-    this.logTimer.unref();
+    this.logCapper = new LogCapper(deps.config.logCapBytes);
   }
 
   enqueue(fetcher: string, args: string[], trigger: RunTrigger): RunInfo {
@@ -92,10 +83,10 @@ export class RunManager {
       ownerPid: process.pid,
       ownerStartTime: this.self?.startTime ?? 0,
     };
-    const state: ActiveRun = { run, entry, abort: new AbortController(), cancelRequested: false, heartbeat: null, stopWatching: null };
+    const state = newActiveRun(run, entry);
     this.active.set(runId, state);
     this.changed(state);
-    void this.drive(state);
+    state.driving = this.drive(state);
     return toRunInfo(run);
   }
 
@@ -162,29 +153,52 @@ export class RunManager {
     state.cancelRequested = true;
     this.emit(state.run, 'cancel-requested', {});
     if (state.run.status === 'waiting') {
-      state.abort.abort(new CancelledError('cancelled while waiting'));
+      state.abort.abort(new CancelledError('cancelled', 'cancelled while waiting'));
     } else if (state.run.pid) {
-      this.terminateGroup(state.run.pid, state.run.runId);
+      this.terminateGroup(state);
     }
     return toRunInfo(state.run);
   }
 
-  /** Stops taking new runs; running fetchers go on unless `stopFetchers`. */
+  /**
+   * Stops taking new runs; running fetchers go on unless `stopFetchers`. Runs still waiting end
+   * `cancelled` with reason `agent-stopping` (state, telemetry and waiting clients all learn it) before
+   * the manager closes: a queued run belongs to whoever asked for it, and starting it later, when a
+   * next agent happens to come up, could run a fetcher hours after its requester (a cron line, a
+   * waiting CLI) gave up on it, or twice when the schedule asks again.
+   */
   async shutdown(stopFetchers: boolean): Promise<void> {
     this.intake = false;
+    const drives: Array<Promise<void>> = [];
     for (const state of this.active.values()) {
-      if (state.run.status === 'waiting') state.abort.abort(new CancelledError('agent stopping'));
-      else if (stopFetchers) this.cancel(state.run.runId);
+      if (state.run.status === 'waiting') {
+        state.abort.abort(new CancelledError('agent-stopping', 'the agent stopped while the run waited'));
+        if (state.driving) drives.push(state.driving);
+      } else if (stopFetchers) this.cancel(state.run.runId);
     }
+    await Promise.all(drives);
     if (stopFetchers) await Promise.all([...this.active.keys()].map((id) => this.waitRun(id)));
-    if (this.logTimer) clearInterval(this.logTimer);
+    this.logCapper.close();
+    this.retention?.close();
     if (this.waitKeepAlive) clearInterval(this.waitKeepAlive);
     // From here on the runs belong to whoever adopts them next; this process records nothing more.
     this.closed = true;
-    for (const state of this.active.values()) {
-      if (state.heartbeat) clearInterval(state.heartbeat);
-      state.stopWatching?.();
-    }
+    for (const state of this.active.values()) this.stopTimers(state);
+  }
+
+  /** The agent's periodic pruning of ended runs' logs and status files (applied now, then hourly). */
+  startRetention(): void {
+    const { config } = this.deps;
+    this.retention ??= new Retention({
+      logDir: config.logDir,
+      statusDir: this.statusDir(),
+      days: config.retention.days,
+      runs: config.retention.runs,
+      // Runs of any process (an in-process CLI run, a run another agent left) keep their files.
+      activeRunIds: () => new Set([...this.active.keys(), ...this.deps.store.active().map((r) => r.runId)]),
+      logger: this.deps.logger,
+    });
+    this.retention.start();
   }
 
   /**
@@ -200,7 +214,7 @@ export class RunManager {
       } catch {
         entry = { name: stored.fetcher, pool: stored.pool, argv: ['?'], demo: false };
       }
-      const state: ActiveRun = { run: { ...stored }, entry, abort: new AbortController(), cancelRequested: false, heartbeat: null, stopWatching: null };
+      const state = newActiveRun({ ...stored }, entry);
       if (stored.status === 'waiting') {
         this.finish(state, 'failed', 'owner-exited-while-waiting', { exitCode: null, signal: null });
         continue;
@@ -209,11 +223,12 @@ export class RunManager {
       state.run.ownerStartTime = this.self?.startTime ?? 0;
       this.active.set(stored.runId, state);
       this.deps.logger.info({ runId: stored.runId, fetcher: stored.fetcher, pid: stored.pid }, 'adopted a run left by a previous agent');
-      const watch = watchAdopted(stored.pid ?? 0, stored.startTime ?? 0, stored.statusFile ?? '');
-      state.stopWatching = watch.stop;
+      const watch = watchRun(groupOf(state.run), stored.statusFile ?? '', null, (pids) => this.onLingering(state, pids));
+      state.watch = watch;
+      if (stored.logPath) this.logCapper.watch(stored.logPath);
       this.startHeartbeat(state);
       this.changed(state);
-      void watch.exited.then((exit) => this.onExit(state, exit));
+      void watch.ended.then((exit) => this.onExit(state, exit));
     }
   }
 
@@ -225,11 +240,12 @@ export class RunManager {
       if (!pool) throw new RunRefusedError('no-such-pool', `pool ${run.pool} is not configured`);
       await this.deps.gate.waitToStart(request, state.abort.signal, (reason) => this.setWait(state, reason));
       const grant = await pool.acquire(run.runId, state.abort.signal, (position) => this.setWait(state, { kind: 'pool', position }));
-      if (state.cancelRequested) {
-        // Cancelled between the grant and this continuation: give the slot straight back.
+      if (state.abort.signal.aborted || state.cancelRequested) {
+        // Cancelled (or the agent stopping) between the grant and this continuation: give the slot straight back.
         grant.lock.closeOwnCopy();
         pool.released();
-        throw new CancelledError('cancelled while waiting');
+        const reason: unknown = state.abort.signal.reason;
+        throw reason instanceof CancelledError ? reason : new CancelledError('cancelled', 'cancelled while waiting');
       }
       try {
         this.start(state, grant.index, grant.lock.fd);
@@ -241,7 +257,7 @@ export class RunManager {
       if (state.run.status === 'running') {
         // The fetcher runs; only its owner record could not be written. It is still watched and finished.
         this.deps.logger.error({ err, runId: run.runId }, 'could not write the slot owner record');
-      } else if (err instanceof CancelledError) this.finish(state, 'cancelled', err.message, { exitCode: null, signal: null });
+      } else if (err instanceof CancelledError) this.finish(state, 'cancelled', err.reason, { exitCode: null, signal: null });
       else if (err instanceof RunRefusedError) this.finish(state, 'failed', err.reason, { exitCode: null, signal: null }, err.message);
       else this.finish(state, 'failed', 'start-error', { exitCode: null, signal: null }, (err as Error).message);
       return;
@@ -272,39 +288,60 @@ export class RunManager {
       this.changed(state);
       this.emit(run, 'start', { slot, argv: [...entry.argv, ...run.args], host: os.hostname(), pid: proc.pid, trigger: run.trigger });
       this.startHeartbeat(state);
-      void proc.exited.then((exit) => this.onExit(state, exit));
+      this.logCapper.watch(logPath);
+      state.watch = watchRun(groupOf(run), statusFile, proc.exited, (pids) => this.onLingering(state, pids));
+      void state.watch.ended.then((exit) => this.onExit(state, exit));
     } finally {
       fs.closeSync(logFd);
     }
   }
 
   private startHeartbeat(state: ActiveRun): void {
-    state.heartbeat = setInterval(() => this.emit(state.run, 'heartbeat', { pid: state.run.pid }), this.deps.config.heartbeatSeconds * 1000);
+    state.heartbeat = setInterval(() => this.emit(state.run, 'heartbeat', state.lingering.length > 0 ? { pid: state.run.pid, lingering: this.refreshLingering(state) } : { pid: state.run.pid }), this.deps.config.heartbeatSeconds * 1000);
     state.heartbeat.unref();
   }
 
-  private async onExit(state: ActiveRun, exit: ExitInfo): Promise<void> {
+  /**
+   * The wrapper has ended but processes of the run live on and hold its slot (`sleep 300 & exit 0`,
+   * or the wrapper was killed): the run stays `running`, with reason `lingering`, until they are
+   * gone, so the slot is accounted for and `cancel` can still reach them (README, "How a run works").
+   */
+  private onLingering(state: ActiveRun, pids: number[]): void {
     if (this.closed) return;
-    if (state.heartbeat) clearInterval(state.heartbeat);
-    if (state.cancelRequested && state.run.pid) {
-      // "Cancelled" promises that nothing of the run is left: wait for the group, killed after grace.
-      await this.waitGroupGone(state.run.pid);
+    state.lingering = pids;
+    state.run.reason = 'lingering';
+    this.changed(state);
+    this.emit(state.run, 'heartbeat', { pid: state.run.pid, lingering: pids });
+    this.deps.logger.warn({ runId: state.run.runId, fetcher: state.run.fetcher, lingering: pids }, `the run's wrapper has ended but ${pids.length} of its processes still live and hold its slot; the run ends when they do (cancel stops them)`);
+  }
+
+  private refreshLingering(state: ActiveRun): number[] {
+    state.lingering = runMembers(groupOf(state.run));
+    return state.lingering;
+  }
+
+  private onExit(state: ActiveRun, exit: ExitInfo): void {
+    // Closed, or already finished (a watch stopped by `finish` resolves too).
+    if (this.closed || this.active.get(state.run.runId) !== state) return;
+    if (state.cancelRequested) {
+      // The watch ended only once no process of the group was left (killed after the grace period).
       this.finish(state, 'cancelled', 'cancelled', exit);
       return;
     }
     if (exit.unknown) this.finish(state, 'failed', 'exit-status-unknown', exit, 'the run ended while no agent watched it and left no exit status');
-    else this.finish(state, exit.exitCode === 0 ? 'completed' : 'failed', exit.exitCode === 0 ? null : exit.signal ? `signal ${exit.signal}` : `exit code ${exit.exitCode}`, exit);
+    else this.finish(state, exit.exitCode === 0 ? 'completed' : 'failed', exit.exitCode === 0 ? null : exit.signal ? 'signal' : 'exit-code', exit);
   }
 
   private finish(state: ActiveRun, status: RunStatus, reason: string | null, exit: ExitInfo, message?: string): void {
     if (this.closed) return;
     const { run } = state;
-    const finishedAt = new Date();
+    // A run that ended while no agent watched it ended when its status file was written, not when
+    // it was noticed.
+    const finishedAt = exit.endedAt ?? new Date();
     Object.assign(run, { status, reason, exitCode: exit.exitCode, signal: exit.signal, finishedAt: finishedAt.toISOString(), wait: null });
-    if (state.heartbeat) clearInterval(state.heartbeat);
-    state.stopWatching?.();
-    if (run.logPath) capLogFile(run.logPath, this.deps.config.logCapBytes);
-    const duration = run.startedAt ? (finishedAt.getTime() - Date.parse(run.startedAt)) / 1000 : 0;
+    this.stopTimers(state);
+    if (run.logPath) this.logCapper.unwatch(run.logPath);
+    const duration = run.startedAt ? Math.max(0, (finishedAt.getTime() - Date.parse(run.startedAt)) / 1000) : 0;
     this.active.delete(run.runId);
     // The finish event is spooled before the run's terminal state is saved: a crash in between leaves
     // the run `running` in the store, the next agent adopts it and emits the same finish again, under
@@ -324,23 +361,30 @@ export class RunManager {
     for (const resolve of waiters) resolve(toRunInfo(run));
   }
 
-  private terminateGroup(pgid: number, runId: string): void {
-    signalGroup(pgid, 'SIGTERM');
-    const grace = setTimeout(() => {
-      if (groupAlive(pgid)) {
-        this.deps.logger.warn({ runId, pgid }, 'fetcher group outlived the cancel grace period; sending SIGKILL');
-        signalGroup(pgid, 'SIGKILL');
+  /**
+   * SIGTERM to the run's group now, SIGKILL after the grace period. Each signal goes only to a group
+   * that is still provably the run's (runGroup.ts), and the SIGKILL timer is the run's: `finish`
+   * clears it, so it can never hit a later process that was given the same number as its group.
+   */
+  private terminateGroup(state: ActiveRun): void {
+    const group = groupOf(state.run);
+    signalRunGroup(group, 'SIGTERM');
+    if (state.grace) clearTimeout(state.grace);
+    state.grace = setTimeout(() => {
+      state.grace = null;
+      if (signalRunGroup(group, 'SIGKILL')) {
+        this.deps.logger.warn({ runId: state.run.runId, pgid: group.pgid }, 'fetcher group outlived the cancel grace period; sent SIGKILL');
       }
     }, this.deps.config.cancelGraceSeconds * 1000);
-    grace.unref();
+    state.grace.unref();
   }
 
-  private async waitGroupGone(pgid: number): Promise<void> {
-    const deadline = Date.now() + (this.deps.config.cancelGraceSeconds + 5) * 1000;
-    while (groupAlive(pgid)) {
-      if (Date.now() > deadline) signalGroup(pgid, 'SIGKILL');
-      await new Promise((r) => setTimeout(r, 50));
-    }
+  private stopTimers(state: ActiveRun): void {
+    if (state.heartbeat) clearInterval(state.heartbeat);
+    state.heartbeat = null;
+    if (state.grace) clearTimeout(state.grace);
+    state.grace = null;
+    state.watch?.stop();
   }
 
   private setWait(state: ActiveRun, reason: WaitReason): void {
@@ -365,33 +409,7 @@ export class RunManager {
     this.deps.telemetry.emit({ runId: run.runId, event, task: run.fetcher, pool: run.pool, payload, eventId });
   }
 
-  private capLogs(): void {
-    for (const state of this.active.values()) {
-      if (state.run.logPath) capLogFile(state.run.logPath, this.deps.config.logCapBytes);
-    }
-  }
-
   private statusDir(): string {
     return path.join(this.deps.config.homeDir, 'runs');
-  }
-}
-
-/** A UUID-shaped id that is the same every time for one run's start or finish. */
-function runEventId(runId: string, event: string): string {
-  const h = createHash('sha256').update(`quantilica:${runId}:${event}`).digest('hex');
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
-}
-
-
-function ownerAlive(run: StoredRun): boolean {
-  const info = readProcInfo(run.ownerPid);
-  return info !== null && info.startTime === run.ownerStartTime && info.state !== 'Z';
-}
-
-function signalGroup(pgid: number, signal: NodeJS.Signals): void {
-  try {
-    process.kill(-pgid, signal);
-  } catch {
-    // The group is already gone.
   }
 }

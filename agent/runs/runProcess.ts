@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import { readProcInfo } from '../slots/procInfo';
+import { runMembers, type RunGroup } from './runGroup';
 
 /** How a run's process ended. `signal` is set when the fetcher (or the wrapper) died of a signal. */
 export interface ExitInfo {
@@ -9,6 +10,8 @@ export interface ExitInfo {
   signal: string | null;
   /** Set when the exit status could not be learned (the wrapper itself was killed while the agent was down). */
   unknown?: boolean;
+  /** When the run ended, if that was before anyone noticed (the status file's time). */
+  endedAt?: Date;
 }
 
 export interface SpawnOptions {
@@ -52,42 +55,82 @@ export function spawnRun(opts: SpawnOptions): RunProcess {
   return { pid, startTime: readProcInfo(pid)?.startTime ?? 0, exited };
 }
 
+/** How often the end of a run's group is polled once its wrapper is gone (or not ours to wait for). */
+const GROUP_POLL_MS = 250;
+
+export interface RunWatch {
+  /** Resolves once no process of the run is left, with the fetcher's exit. */
+  ended: Promise<ExitInfo>;
+  stop(): void;
+}
+
 /**
- * Watches a run this process did not start (adopted after an agent restart): it has ended when its
- * PID is gone or names another process; its status is then in the wrapper's status file.
+ * Follows a run to its real end: the wrapper's exit (when this process started it) is not enough,
+ * because processes of the run may outlive it (`sleep 300 & exit 0`, a wrapper killed while its
+ * fetcher lives) and they hold the slot. The run has ended once its group is empty; its exit status
+ * is then the one the wrapper's subshell recorded in the status file, or else how the wrapper ended.
+ *
+ * `wrapperExit` is null for a run adopted from an earlier agent: then the wrapper is polled too, and a
+ * run whose group was already gone when the watch began ended while nobody watched: its end time is
+ * the status file's time.
  */
-export function watchAdopted(pid: number, startTime: number, statusFile: string, pollMs = 250): { exited: Promise<ExitInfo>; stop: () => void } {
+export function watchRun(group: RunGroup, statusFile: string, wrapperExit: Promise<ExitInfo> | null, onLingering: (pids: number[]) => void): RunWatch {
   let timer: NodeJS.Timeout | null = null;
-  const exited = new Promise<ExitInfo>((resolve) => {
-    const check = () => {
-      const info = readProcInfo(pid);
-      if (info && info.startTime === startTime && info.state !== 'Z') {
-        timer = setTimeout(check, pollMs);
-        timer.unref();
-        return;
+  let stopped = false;
+  const ended = (async (): Promise<ExitInfo> => {
+    const byWrapper = wrapperExit ? await wrapperExit : null;
+    let first = true;
+    let noticed = false;
+    for (;;) {
+      if (stopped) return { exitCode: null, signal: null, unknown: true };
+      const members = runMembers(group);
+      if (members.length === 0) break;
+      if (!noticed && !wrapperAlive(group)) {
+        noticed = true;
+        onLingering(members);
       }
-      resolve(readStatusFile(statusFile));
-    };
-    check();
-  });
-  return { exited, stop: () => { if (timer) clearTimeout(timer); } };
+      first = false;
+      await new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, GROUP_POLL_MS);
+        timer.unref();
+      });
+    }
+    const recorded = readStatusFile(statusFile);
+    if (!recorded.unknown) return byWrapper === null && first ? recorded : { ...recorded, endedAt: undefined };
+    return byWrapper ?? recorded;
+  })();
+  return { ended, stop: () => { stopped = true; if (timer) clearTimeout(timer); } };
+}
+
+function wrapperAlive(group: RunGroup): boolean {
+  const info = readProcInfo(group.pgid);
+  return info !== null && info.startTime === group.startTime && info.state !== 'Z';
 }
 
 /** The wrapper writes the fetcher's status as one line; an incomplete file counts as missing. */
 export function readStatusFile(statusFile: string): ExitInfo {
   let text: string;
+  let endedAt: Date;
   try {
     text = fs.readFileSync(statusFile, 'utf8');
+    endedAt = fs.statSync(statusFile).mtime;
   } catch {
     return { exitCode: null, signal: null, unknown: true };
   }
   if (!text.endsWith('\n') || !/^\d+\n$/.test(text)) return { exitCode: null, signal: null, unknown: true };
-  return decodeExit(Number(text.trim()), null);
+  return { ...decodeExit(Number(text.trim()), null), endedAt };
 }
 
-/** sh reports a child killed by signal N as status 128+N; the wrapper exits with that status. */
+/**
+ * sh reports a child killed by signal N as status 128+N, and the shell convention is kept when the
+ * wrapper itself died of a signal (`fuser -k -KILL` on the slot file): exit code 128+N and the
+ * signal's name, so `quantilica run` exits 137 as a shell would.
+ */
 function decodeExit(code: number | null, signal: NodeJS.Signals | null): ExitInfo {
-  if (signal) return { exitCode: null, signal };
+  if (signal) {
+    const n = os.constants.signals[signal] as number | undefined;
+    return { exitCode: n === undefined ? null : 128 + n, signal };
+  }
   if (code !== null && code > 128 && code < 128 + 65) {
     const name = Object.entries(os.constants.signals).find(([, n]) => n === code - 128)?.[0] ?? null;
     return { exitCode: code, signal: name };

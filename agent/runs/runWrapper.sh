@@ -2,20 +2,31 @@
 # The parent of every fetcher the agent starts: usage runWrapper.sh STATUS_FILE PROGRAM [ARGS...]
 #
 # Why it exists: the agent may die or restart while a fetcher runs, and only a process's parent can
-# learn its exit status. This wrapper is that parent; it writes the status to STATUS_FILE, where the
-# next agent finds it. It is a POSIX sh script, not node, because it runs once per fetcher and must
-# cost next to nothing.
+# learn its exit status. The status is written to STATUS_FILE, where the next agent finds it. It is a
+# POSIX sh script, not node, because it runs once per fetcher and must cost next to nothing.
 #
-# fd 3 is the slot lock (a flock(2)ed descriptor the agent handed over): the wrapper and the fetcher
-# both inherit it, so the slot stays taken exactly while the run's processes live.
+# Two shells, so the status survives this wrapper being killed: this outer shell (the process group
+# leader, the pid the agent records) waits for an inner subshell, and the subshell is the fetcher's
+# parent and writes the status. A `kill -9` of the wrapper's pid leaves the subshell running: it still
+# learns the fetcher's exit code and records it. (A foreground subshell, not `&`: a background job of
+# a non-interactive sh would start the fetcher with SIGINT ignored.)
+#
+# fd 3 is the slot lock (a flock(2)ed descriptor the agent handed over): every process of the run
+# inherits it, so the slot stays taken exactly while the run's processes live.
 status_file=$1
 shift
-# The agent cancels by signalling the whole process group. With a trap set, sh lets the fetcher finish
-# first and then records its status; the fetcher itself gets default signal handling (POSIX resets
-# caught signals on exec).
+# The agent cancels by signalling the whole process group. With a trap set, sh lets its child finish
+# first (and the fetcher, whose caught signals are reset to the default on exec, gets the signal too).
 trap 'cancelled=1' TERM INT HUP
-"$@"
+(
+  trap 'cancelled=1' TERM INT HUP
+  "$@"
+  code=$?
+  # The trailing newline marks a complete record: a reader ignores the file until it is there.
+  printf '%s\n' "$code" > "$status_file"
+  exit "$code"
+)
 code=$?
-# The trailing newline marks a complete record: a reader ignores the file until it is there.
-printf '%s\n' "$code" > "$status_file"
+# The subshell was killed before it could write: record how it ended rather than nothing.
+[ -s "$status_file" ] || printf '%s\n' "$code" > "$status_file"
 exit "$code"

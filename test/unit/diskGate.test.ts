@@ -94,36 +94,41 @@ test('a run waiting past CRON_DISK_MAX_WAIT_SECONDS fails with disk-backpressure
   assert.equal(gate.waiting(), 0);
 });
 
-test('a timed-out head of the queue no longer blocks the runs behind it', async (t) => {
+test('a run that can never fit fails at once with admission-impossible and the numbers; the runs behind it start', async (t) => {
   const dataDir = tempDir(t);
-  const { freeBytes } = await statfsProbe(dataDir);
-  const gate = new DiskGate({ dataDir, disk: { ...tiny, maxWaitSeconds: 0.2 }, logger: memoryLogger() });
-  t.after(() => gate.close());
-  await gate.start();
-  // Admission is served strictly in order, so a run that can never fit holds the queue until it
-  // times out; if its place leaked, the next run would wait forever behind it.
-  const big = arrive(gate, req('big', 'rfb-cnpj', freeBytes * 10));
-  await big.done;
-  assert.equal((big.refused as RunRefusedError).reason, 'disk-backpressure-timeout');
-  const next = arrive(gate, req('next', 'sidra'));
-  await waitFor(() => next.admitted, { what: 'the next run to start' });
-});
-
-test('an aborted wait rejects at once and frees its place', async (t) => {
-  const dataDir = tempDir(t);
-  const { freeBytes } = await statfsProbe(dataDir);
+  const { totalBytes } = await statfsProbe(dataDir);
   const gate = new DiskGate({ dataDir, disk: tiny, logger: memoryLogger() });
   t.after(() => gate.close());
   await gate.start();
-  const abort = new AbortController();
-  const big = arrive(gate, req('big', 'rfb-cnpj', freeBytes * 10), abort.signal);
-  const small = arrive(gate, req('small', 'sidra'));
-  await waitFor(() => small.reasons.find((r) => r.kind === 'admission'), { what: 'the small run to wait behind the big one' });
-  assert.equal(small.admitted, false);
-  abort.abort(new Error('cancelled by the operator'));
+  // More than the whole filesystem holds: no free space it could ever have would admit it.
+  const big = arrive(gate, req('big', 'rfb-cnpj', totalBytes * 2));
+  const next = arrive(gate, req('next', 'sidra'));
   await big.done;
-  assert.match(String(big.refused), /cancelled by the operator/);
-  await waitFor(() => small.admitted, { what: 'the small run to start once the big one left' });
+  assert.ok(big.refused instanceof RunRefusedError, `refused with ${String(big.refused)}`);
+  assert.equal(big.refused.reason, 'admission-impossible');
+  assert.match(big.refused.message, /run expects [\d.]+ GB .*holds [\d.]+ GB in total and the gate keeps 0.001 GB free \(CRON_DISK_PAUSE_GB\): at most [\d.]+ GB can ever be admitted/);
+  await waitFor(() => next.admitted, { what: 'the next run to start' });
+  assert.equal(gate.waiting(), 0);
+});
+
+test('a run that does not fit now waits without blocking the runs behind it; an aborted wait rejects at once', async (t) => {
+  const dataDir = tempDir(t);
+  const { freeBytes, totalBytes } = await statfsProbe(dataDir);
+  const gate = new DiskGate({ dataDir, disk: tiny, logger: memoryLogger() });
+  t.after(() => gate.close());
+  await gate.start();
+  // Fits the filesystem (half of the used space would have to go), not today's free space.
+  const big = Math.floor(freeBytes - tiny.pauseGb * BYTES_PER_GB + (totalBytes - freeBytes) / 2);
+  const abort = new AbortController();
+  const waiting = arrive(gate, req('big', 'rfb-cnpj', big), abort.signal);
+  const small = arrive(gate, req('small', 'sidra'));
+  await waitFor(() => small.admitted, { what: 'the small run to start while the big one waits' });
+  await waitFor(() => waiting.reasons.find((r) => r.kind === 'admission'), { what: 'the big run to wait for admission' });
+  assert.equal(waiting.admitted, false);
+  abort.abort(new Error('cancelled by the operator'));
+  await waiting.done;
+  assert.match(String(waiting.refused), /cancelled by the operator/);
+  assert.equal(gate.waiting(), 0);
 });
 
 test('admission: two heavy fetchers each declaring over half of the space above pause do not start together', async (t) => {

@@ -1,0 +1,71 @@
+import * as fs from 'node:fs';
+import { readProcInfo } from '../slots/procInfo';
+
+/** The process group of one run: the wrapper is its leader, so the group id is the wrapper's pid. */
+export interface RunGroup {
+  runId: string;
+  /** The wrapper's pid (= the group id) and its /proc start time. */
+  pgid: number;
+  startTime: number;
+}
+
+/**
+ * The live (non-zombie) processes of a run's group, or [] when the group is not the run's any more.
+ *
+ * A group id is a pid: once every process of the group is gone, the kernel may hand the number to a
+ * new process that makes its own group. So the group counts as the run's only while it provably is:
+ * the wrapper still lives with its recorded start time (a pid cannot be reused as a group id while
+ * its group has a member), or a member carries this run's id in its environment (every process the
+ * run started inherits `QUANTILICA_RUN_ID`; /proc/<pid>/environ is readable only by the same user).
+ */
+export function runMembers(group: RunGroup): number[] {
+  if (group.pgid <= 1 || group.pgid === process.pid) return [];
+  try {
+    process.kill(-group.pgid, 0);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return [];
+  }
+  const members: number[] = [];
+  for (const entry of fs.readdirSync('/proc')) {
+    if (entry.charCodeAt(0) < 48 || entry.charCodeAt(0) > 57) continue;
+    const info = readProcInfo(Number(entry));
+    if (info && info.pgid === group.pgid && info.state !== 'Z') members.push(info.pid);
+  }
+  if (members.length === 0) return [];
+  const leader = readProcInfo(group.pgid);
+  if (leader && leader.startTime === group.startTime && leader.pgid === group.pgid && leader.state !== 'Z') return members;
+  const marker = `QUANTILICA_RUN_ID=${group.runId}`;
+  return members.some((pid) => hasEnv(pid, marker)) ? members : [];
+}
+
+/**
+ * Signals the run's whole group, but only after checking, right before the signal, that the group
+ * is still the run's (see runMembers). Returns whether a signal was sent.
+ */
+export function signalRunGroup(group: RunGroup, signal: NodeJS.Signals): boolean {
+  if (runMembers(group).length === 0) return false;
+  try {
+    process.kill(-group.pgid, signal);
+    return true;
+  } catch {
+    // The group ended between the check and the signal.
+    return false;
+  }
+}
+
+function hasEnv(pid: number, entry: string): boolean {
+  let env: Buffer;
+  try {
+    env = fs.readFileSync(`/proc/${pid}/environ`);
+  } catch {
+    return false;
+  }
+  let start = 0;
+  for (let i = 0; i <= env.length; i++) {
+    if (i === env.length || env[i] === 0) {
+      if (i - start === entry.length && env.toString('utf8', start, i) === entry) return true;
+      start = i + 1;
+    }
+  }
+  return false;
+}
