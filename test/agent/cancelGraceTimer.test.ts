@@ -24,7 +24,8 @@ async function processWithPid(pid: number): Promise<ChildProcess> {
 }
 
 test('the cancel grace timer ends with its run: a process that later gets the pid as its group id is not killed', { timeout: 60000 }, async () => {
-  const graceSeconds = 2;
+  // Long enough to put the new process in place before the old timer would fire, even under load.
+  const graceSeconds = 6;
   const t = makeTestEnv([{ name: 'sleeper', pool: 'network-light', argv: ['sleep', '300'] }], { QUANTILICA_CANCEL_GRACE_SECONDS: String(graceSeconds) });
   const { orchestrator, close } = openOrchestrator(t);
   let victim: ChildProcess | null = null;
@@ -42,6 +43,7 @@ test('the cancel grace timer ends with its run: a process that later gets the pi
     assert.ok(Date.now() - cancelledAt < graceSeconds * 1000, 'the run ended within its grace period');
 
     victim = await processWithPid(running.pid!);
+    assert.ok(Date.now() < cancelledAt + graceSeconds * 1000, 'the new process was in place before the grace period ended (else this test proves nothing)');
     let killedBy: NodeJS.Signals | null = null;
     victim.once('exit', (_code, signal) => { killedBy = signal; });
     // Proving that nothing happens takes waiting past the moment it would have: the grace period
