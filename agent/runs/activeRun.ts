@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { CatalogEntry } from '../catalog/catalog';
 import { readProcInfo } from '../slots/procInfo';
-import type { RunGroup } from './runGroup';
+import type { Logger } from '../log/logger';
+import { signalRunGroup, type RunGroup } from './runGroup';
 import type { RunWatch } from './runProcess';
 import type { StoredRun } from './runStore';
 
@@ -29,7 +30,6 @@ export class CancelledError extends Error {
   }
 }
 
-
 /** A UUID-shaped id that is the same every time for one run's start or finish. */
 export function runEventId(runId: string, event: string): string {
   const h = createHash('sha256').update(`quantilica:${runId}:${event}`).digest('hex');
@@ -48,4 +48,32 @@ export function newActiveRun(run: StoredRun, entry: CatalogEntry): ActiveRun {
 
 export function groupOf(run: StoredRun): RunGroup {
   return { runId: run.runId, pgid: run.pid ?? 0, startTime: run.startTime ?? 0 };
+}
+
+/**
+ * SIGTERM to the run's group now, SIGKILL after the grace period. Each signal goes only to a group
+ * that is still provably the run's (runGroup.ts), and the SIGKILL timer is the run's: `stopTimers`
+ * (called when the run finishes) clears it, so it can never hit a later process that was given the
+ * same number as its group.
+ */
+export function terminateGroup(state: ActiveRun, graceSeconds: number, logger: Logger): void {
+  const group = groupOf(state.run);
+  signalRunGroup(group, 'SIGTERM');
+  if (state.grace) clearTimeout(state.grace);
+  state.grace = setTimeout(() => {
+    state.grace = null;
+    if (signalRunGroup(group, 'SIGKILL')) {
+      logger.warn({ runId: state.run.runId, pgid: group.pgid }, 'fetcher group outlived the cancel grace period; sent SIGKILL');
+    }
+  }, graceSeconds * 1000);
+  state.grace.unref();
+}
+
+/** Ends everything that runs on a timer for the run: heartbeat, grace SIGKILL, group watch. */
+export function stopTimers(state: ActiveRun): void {
+  if (state.heartbeat) clearInterval(state.heartbeat);
+  state.heartbeat = null;
+  if (state.grace) clearTimeout(state.grace);
+  state.grace = null;
+  state.watch?.stop();
 }

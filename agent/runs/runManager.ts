@@ -11,10 +11,10 @@ import type { Logger } from '../log/logger';
 import { readProcInfo } from '../slots/procInfo';
 import type { SlotPool } from '../slots/slotPool';
 import type { TelemetrySink } from '../telemetry/telemetrySink';
-import { CancelledError, groupOf, newActiveRun, ownerAlive, runEventId, type ActiveRun } from './activeRun';
+import { CancelledError, groupOf, newActiveRun, ownerAlive, runEventId, stopTimers, terminateGroup, type ActiveRun } from './activeRun';
 import { LogCapper } from './logCap';
 import { Retention } from './retention';
-import { runMembers, signalRunGroup } from './runGroup';
+import { runMembers } from './runGroup';
 import { spawnRun, watchRun, type ExitInfo } from './runProcess';
 import { toRunInfo, type RunStore, type StoredRun } from './runStore';
 import { RunRefusedError, type GateRequest, type StartGate } from './startGate';
@@ -155,7 +155,7 @@ export class RunManager {
     if (state.run.status === 'waiting') {
       state.abort.abort(new CancelledError('cancelled', 'cancelled while waiting'));
     } else if (state.run.pid) {
-      this.terminateGroup(state);
+      terminateGroup(state, this.deps.config.cancelGraceSeconds, this.deps.logger);
     }
     return toRunInfo(state.run);
   }
@@ -183,7 +183,7 @@ export class RunManager {
     if (this.waitKeepAlive) clearInterval(this.waitKeepAlive);
     // From here on the runs belong to whoever adopts them next; this process records nothing more.
     this.closed = true;
-    for (const state of this.active.values()) this.stopTimers(state);
+    for (const state of this.active.values()) stopTimers(state);
   }
 
   /** The agent's periodic pruning of ended runs' logs and status files (applied now, then hourly). */
@@ -339,7 +339,7 @@ export class RunManager {
     // it was noticed.
     const finishedAt = exit.endedAt ?? new Date();
     Object.assign(run, { status, reason, exitCode: exit.exitCode, signal: exit.signal, finishedAt: finishedAt.toISOString(), wait: null });
-    this.stopTimers(state);
+    stopTimers(state);
     if (run.logPath) this.logCapper.unwatch(run.logPath);
     const duration = run.startedAt ? Math.max(0, (finishedAt.getTime() - Date.parse(run.startedAt)) / 1000) : 0;
     this.active.delete(run.runId);
@@ -359,32 +359,6 @@ export class RunManager {
       this.waitKeepAlive = null;
     }
     for (const resolve of waiters) resolve(toRunInfo(run));
-  }
-
-  /**
-   * SIGTERM to the run's group now, SIGKILL after the grace period. Each signal goes only to a group
-   * that is still provably the run's (runGroup.ts), and the SIGKILL timer is the run's: `finish`
-   * clears it, so it can never hit a later process that was given the same number as its group.
-   */
-  private terminateGroup(state: ActiveRun): void {
-    const group = groupOf(state.run);
-    signalRunGroup(group, 'SIGTERM');
-    if (state.grace) clearTimeout(state.grace);
-    state.grace = setTimeout(() => {
-      state.grace = null;
-      if (signalRunGroup(group, 'SIGKILL')) {
-        this.deps.logger.warn({ runId: state.run.runId, pgid: group.pgid }, 'fetcher group outlived the cancel grace period; sent SIGKILL');
-      }
-    }, this.deps.config.cancelGraceSeconds * 1000);
-    state.grace.unref();
-  }
-
-  private stopTimers(state: ActiveRun): void {
-    if (state.heartbeat) clearInterval(state.heartbeat);
-    state.heartbeat = null;
-    if (state.grace) clearTimeout(state.grace);
-    state.grace = null;
-    state.watch?.stop();
   }
 
   private setWait(state: ActiveRun, reason: WaitReason): void {
