@@ -131,3 +131,30 @@ test('a wrapper killed while no agent watches: the next agent waits for the fetc
     await new Promise((resolve) => second.child.once('exit', resolve));
   }
 });
+
+test('a wrapper killed while the agent watches: the run goes on until its fetcher ends, with the fetcher\'s exit code', { timeout: 60000 }, async () => {
+  const t = makeTestEnv([{ name: 'until-file', pool: 'network-light', argv: [path.join(FIXTURES, 'exitWhenFileExists.sh')] }]);
+  const { orchestrator, close } = openOrchestrator(t);
+  const go = path.join(t.root, 'go');
+  try {
+    const run = orchestrator.run('until-file', [go, '7'], 'cli');
+    const running = await waitFor(() => {
+      const r = orchestrator.runs.get(run.runId);
+      return r?.status === 'running' && groupMembers(r.pid!).length >= 3 ? r : null;
+    }, { what: 'the wrapper, its subshell and the fetcher to run' });
+    process.kill(running.pid!, 'SIGKILL');
+    const lingering = await waitFor(() => {
+      const r = orchestrator.runs.get(run.runId);
+      return r?.reason === 'lingering' ? r : null;
+    }, { what: 'the run to note that its wrapper is gone', timeoutMs: 20000 });
+    assert.equal(lingering.status, 'running', 'the fetcher still runs, so the run does');
+    assert.equal(slotFree(t.lockDir, 'network-light', running.slot!), false);
+    fs.writeFileSync(go, '');
+    const ended = await orchestrator.waitRun(run.runId);
+    assert.deepEqual([ended.status, ended.exitCode, ended.signal, ended.reason], ['failed', 7, null, 'exit-code']);
+    assert.ok(slotFree(t.lockDir, 'network-light', running.slot!));
+  } finally {
+    await stopAll(orchestrator);
+    await close();
+  }
+});
