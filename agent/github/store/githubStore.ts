@@ -96,20 +96,25 @@ export class GithubStore {
     await this.saveCheckpoint(this.db, syncId, repo, stage, state, null, reason);
   }
 
-  async upsertPullRequests(syncId: string, repo: string, records: PullRequestRecord[], nextCursor: string | null): Promise<number> {
-    return this.writePage(syncId, repo, 'changes', 'pull_request', records, nextCursor);
+  /**
+   * A page of pull requests, the cursor to continue from and the counters, in one transaction: a
+   * resume continues after the last page stored and never asks for it again. `extra` carries counters
+   * gathered since the last write (requests made and saved), added in the same increment.
+   */
+  async upsertPullRequests(syncId: string, repo: string, records: PullRequestRecord[], nextCursor: string | null, extra: Partial<Counters> = {}): Promise<number> {
+    return this.writePage(syncId, repo, 'changes', 'pull_request', records, nextCursor, extra);
   }
 
-  async upsertWorkflowRuns(syncId: string, repo: string, records: WorkflowRunRecord[], nextCursor: string | null): Promise<number> {
-    return this.writePage(syncId, repo, 'checks', 'workflow_run', records, nextCursor);
+  async upsertWorkflowRuns(syncId: string, repo: string, records: WorkflowRunRecord[], nextCursor: string | null, extra: Partial<Counters> = {}): Promise<number> {
+    return this.writePage(syncId, repo, 'checks', 'workflow_run', records, nextCursor, extra);
   }
 
   /** A run's jobs and the mark that they are stored, in one transaction: a resume trusts the mark. */
-  async storeJobs(syncId: string, runId: number, records: WorkflowJobRecord[]): Promise<number> {
+  async storeJobs(syncId: string, runId: number, records: WorkflowJobRecord[], extra: Partial<Counters> = {}): Promise<number> {
     return this.db.transaction(async (tx) => {
       const created = await this.upsert(tx, 'workflow_job', records, [syncId]);
       await tx.query('UPDATE github.workflow_run SET jobs_stored_at = $2 WHERE id = $1', [runId, this.now()]);
-      await this.increment(syncId, { records_collected: records.length, records_created: created }, tx);
+      await this.increment(syncId, { ...extra, records_collected: records.length, records_created: created }, tx);
       return created;
     });
   }
@@ -130,11 +135,11 @@ export class GithubStore {
     return rows.map((r) => r.id);
   }
 
-  private async writePage(syncId: string, repo: string, stage: Stage, entity: EntityName, records: object[], nextCursor: string | null): Promise<number> {
+  private async writePage(syncId: string, repo: string, stage: Stage, entity: EntityName, records: object[], nextCursor: string | null, extra: Partial<Counters>): Promise<number> {
     return this.db.transaction(async (tx) => {
       const created = await this.upsert(tx, entity, records, [syncId, repo]);
       await this.saveCheckpoint(tx, syncId, repo, stage, 'in-progress', nextCursor, null);
-      await this.increment(syncId, { records_collected: records.length, records_created: created }, tx);
+      await this.increment(syncId, { ...extra, records_collected: records.length, records_created: created }, tx);
       return created;
     });
   }
