@@ -56,8 +56,13 @@ export async function runGithubSync(ctx: GithubSyncContext): Promise<GithubSyncO
   budgets.secondaryStreak = row.secondaryBackoffs;
   const pending = new PendingCounters();
   const client = new GithubClient(ctx.client, budgets, () => pending.requestMade());
-  const progress = async () => {
-    await store.saveQuota(syncId, budgets.snapshot());
+  let quotaSavedAt = 0;
+  const progress = async (force = false) => {
+    // The quota is for the status: once a second is enough (and keeps the database off the hot path).
+    if (force || Date.now() - quotaSavedAt >= 1000) {
+      quotaSavedAt = Date.now();
+      await store.saveQuota(syncId, budgets.snapshot());
+    }
     if (ctx.onProgress) {
       const status = await githubSyncStatus(store, syncId);
       if (status) ctx.onProgress(status);
@@ -103,7 +108,7 @@ export async function runGithubSync(ctx: GithubSyncContext): Promise<GithubSyncO
       }
     }
     await store.finish(syncId, 'completed', null);
-    await progress();
+    await progress(true);
     return { kind: 'completed', syncId, summary: (await githubSyncStatus(store, syncId))! };
   } catch (err) {
     // Only the database can get here (tasks' errors are outcomes): the sync cannot record its work.

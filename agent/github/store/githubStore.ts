@@ -39,6 +39,12 @@ export interface CheckpointRow { repo: string; stage: Stage; state: 'in-progress
 // The one statement that changes counters; progress_at moves with it (the stuck-sync reconciler reads it).
 const INCREMENT = `UPDATE github.sync SET ${COUNTERS.map((c, i) => `${c} = ${c} + $${i + 2}`).join(', ')}, progress_at = $${COUNTERS.length + 2} WHERE id = $1`;
 
+// PostgreSQL's one-statement page write: the counters grow by what the `up` CTE wrote ($3: now,
+// and the given placeholders). Still an increment in SQL, never a value computed in the agent.
+const pgCountUp = (now: string, made: string, saved: string) => `UPDATE github.sync SET records_collected = records_collected + (SELECT count(*) FROM up),
+  records_created = records_created + (SELECT count(*) FROM up WHERE created),
+  requests_made = requests_made + ${made}, requests_saved = requests_saved + ${saved}, progress_at = ${now}`;
+
 /** The GitHub sync's storage, the same statements on PostgreSQL and on the embedded SQLite file. */
 export class GithubStore {
   constructor(readonly db: GithubDb, private readonly now: () => number = Date.now) {}
@@ -111,6 +117,14 @@ export class GithubStore {
 
   /** A run's jobs and the mark that they are stored, in one transaction: a resume trusts the mark. */
   async storeJobs(syncId: string, runId: number, records: WorkflowJobRecord[], extra: Partial<Counters> = {}): Promise<number> {
+    if (this.db.dialect === 'postgres') {
+      // One statement (atomic by itself): a round trip per run instead of five, on the hot path.
+      const rows = await this.db.query<{ created: number }>(`WITH up AS (${upsertSql('workflow_job', 'postgres')}),
+        mark AS (UPDATE github.workflow_run SET jobs_stored_at = $3 WHERE id = $4)
+        ${pgCountUp('$3', '$5', '$6')} WHERE id = $2 RETURNING (SELECT count(*) FROM up WHERE created)::int AS created`,
+      [JSON.stringify(records), syncId, this.now(), runId, extra.requests_made ?? 0, extra.requests_saved ?? 0]);
+      return Number(rows[0]?.created ?? 0);
+    }
     return this.db.transaction(async (tx) => {
       const created = await this.upsert(tx, 'workflow_job', records, [syncId]);
       await tx.query('UPDATE github.workflow_run SET jobs_stored_at = $2 WHERE id = $1', [runId, this.now()]);
@@ -136,6 +150,14 @@ export class GithubStore {
   }
 
   private async writePage(syncId: string, repo: string, stage: Stage, entity: EntityName, records: object[], nextCursor: string | null, extra: Partial<Counters>): Promise<number> {
+    if (this.db.dialect === 'postgres') {
+      const rows = await this.db.query<{ created: number }>(`WITH up AS (${upsertSql(entity, 'postgres')}),
+        cp AS (INSERT INTO github.checkpoint (sync_id, repo, stage, state, cursor, reason, updated_at) VALUES ($2, $3, $4, 'in-progress', $5, NULL, $6)
+          ON CONFLICT (sync_id, repo, stage) DO UPDATE SET state = excluded.state, cursor = excluded.cursor, reason = NULL, updated_at = excluded.updated_at)
+        ${pgCountUp('$6', '$7', '$8')} WHERE id = $2 RETURNING (SELECT count(*) FROM up WHERE created)::int AS created`,
+      [JSON.stringify(records), syncId, repo, stage, nextCursor, this.now(), extra.requests_made ?? 0, extra.requests_saved ?? 0]);
+      return Number(rows[0]?.created ?? 0);
+    }
     return this.db.transaction(async (tx) => {
       const created = await this.upsert(tx, entity, records, [syncId, repo]);
       await this.saveCheckpoint(tx, syncId, repo, stage, 'in-progress', nextCursor, null);
