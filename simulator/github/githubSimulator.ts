@@ -101,6 +101,11 @@ export class GithubSimulator {
   }
 
   private handle(req: http.IncomingMessage, res: http.ServerResponse): void {
+    // The simulator's own account, for a test or benchmark running it as a separate process; not GitHub's.
+    if (req.method === 'GET' && req.url === '/_simulator/served') {
+      this.send(res, 200, { 'content-type': 'application/json' }, { served: this.served, drained: this.drained });
+      return;
+    }
     let body = '';
     req.setEncoding('utf8');
     req.on('data', (chunk: string) => { body += chunk; });
