@@ -42,21 +42,24 @@ async function runOne<T, R>(item: T, options: BoundedOptions, task: (item: T, si
   const onCancel = () => controller.abort(options.signal?.reason);
   options.signal?.addEventListener('abort', onCancel, { once: true });
   let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<TaskOutcome<R>>((resolve) => {
-    timer = setTimeout(() => {
-      controller.abort(new Error('task timeout'));
-      resolve({ kind: 'failed', error: new Error(`task timed out after ${options.timeoutMs} ms`), timedOut: true });
-    }, options.timeoutMs);
+  const timedOut = new Promise<'timeout'>((resolve) => {
+    timer = setTimeout(() => resolve('timeout'), options.timeoutMs);
   });
+  const work = (async (): Promise<TaskOutcome<R>> => {
+    try {
+      return { kind: 'done', value: await task(item, controller.signal) };
+    } catch (error) {
+      return { kind: 'failed', error, timedOut: false };
+    }
+  })();
   try {
-    const work = (async (): Promise<TaskOutcome<R>> => {
-      try {
-        return { kind: 'done', value: await task(item, controller.signal) };
-      } catch (error) {
-        return { kind: 'failed', error, timedOut: false };
-      }
-    })();
-    return await Promise.race([work, timeout]);
+    const first = await Promise.race([work, timedOut]);
+    if (first !== 'timeout') return first;
+    // Kill the task: abort its requests, and let it settle before reporting, so that no write of
+    // its own lands after its "not reached" (aborted requests end at once; a query has its timeout).
+    controller.abort(new Error('task timeout'));
+    await work;
+    return { kind: 'failed', error: new Error(`task timed out after ${options.timeoutMs} ms`), timedOut: true };
   } finally {
     clearTimeout(timer);
     options.signal?.removeEventListener('abort', onCancel);

@@ -1,6 +1,7 @@
 import type * as OctokitCore from '@octokit/core' with { 'resolution-mode': 'import' };
 import type * as PaginateGraphql from '@octokit/plugin-paginate-graphql' with { 'resolution-mode': 'import' };
 import type * as PaginateRest from '@octokit/plugin-paginate-rest' with { 'resolution-mode': 'import' };
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { BudgetTracker } from './budgetTracker';
 import { PULL_REQUESTS_QUERY } from './queries';
 import { RateLimitedError } from './rateLimited';
@@ -36,7 +37,17 @@ const RUNS_ROUTE: string = 'GET /repos/{owner}/{repo}/actions/runs';
 const JOBS_ROUTE: string = 'GET /repos/{owner}/{repo}/actions/runs/{run_id}/jobs';
 type SyncOctokit = InstanceType<typeof SyncOctokit>;
 
-interface RequestOptionsLike { method?: string; url?: string; baseUrl?: string }
+interface RequestOptionsLike { method?: string; url?: string; baseUrl?: string; request?: { signal?: AbortSignal } }
+
+// plugin-paginate-rest's iterator passes only method, url and headers to each page's request, so a
+// signal given to it never reaches fetch. The task's signal rides along its async context instead, and
+// the request hook puts it on every request the task makes.
+const taskSignal = new AsyncLocalStorage<AbortSignal>();
+
+/** Runs `fn` so that every GitHub request it makes is aborted with `signal` (timeout, cancel). */
+export function withTaskSignal<T>(signal: AbortSignal, fn: () => Promise<T>): Promise<T> {
+  return taskSignal.run(signal, fn);
+}
 interface ResponseLike { headers: Record<string, string | number | undefined>; data?: unknown }
 
 /**
@@ -62,6 +73,9 @@ export class GithubClient {
     this.octokit.hook.wrap('request', async (request, options) => {
       const opts = options as RequestOptionsLike;
       const budget: Budget = /\/graphql$/.test(opts.url ?? '') ? 'graphql' : 'core';
+      const signal = taskSignal.getStore();
+      if (signal !== undefined && opts.request?.signal === undefined) opts.request = { ...opts.request, signal };
+      signal?.throwIfAborted();
       budgets.reserve(budget);
       onRequest(budget);
       let response: ResponseLike;

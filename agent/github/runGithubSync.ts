@@ -2,7 +2,7 @@ import type { Logger } from '../log/logger';
 import { runBounded } from './boundedTasks';
 import { BudgetTracker } from './budgetTracker';
 import { GITHUB_SYNC_CONCURRENCY, GITHUB_TASK_TIMEOUT_MS, validateConcurrency } from './concurrency';
-import { GithubClient, type GithubClientConfig } from './githubClient';
+import { GithubClient, withTaskSignal, type GithubClientConfig } from './githubClient';
 import { githubSyncStatus, type GithubSyncStatus } from './githubSyncStatus';
 import { notReachedReason } from './notReachedReason';
 import { PendingCounters } from './pendingCounters';
@@ -76,7 +76,7 @@ export async function runGithubSync(ctx: GithubSyncContext): Promise<GithubSyncO
       let stop: RateLimitedError | null = null;
       await runBounded(todo, {
         concurrency, timeoutMs: ctx.taskTimeoutMs ?? GITHUB_TASK_TIMEOUT_MS, mayStart: () => stop === null, signal: ctx.signal,
-      }, (repo, signal) => STAGE_WORK[stage]({ store, client, syncId, pending, checkpoint: checkpoints.get(repo) }, repo, signal), async (repo, outcome) => {
+      }, (repo, signal) => withTaskSignal(signal, () => STAGE_WORK[stage]({ store, client, syncId, pending, checkpoint: checkpoints.get(repo) }, repo, signal)), async (repo, outcome) => {
         if (outcome.kind === 'done') {
           await store.markStage(syncId, repo, stage, 'done', null);
         } else if (outcome.kind === 'failed') {

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { QuotaWindows, type Resource } from './quotaWindows';
 import { pullRequest, repoNames, runId, workflowJob, workflowRun, type SimRepoData } from './simulatorData';
 
-export type FaultKind = 'server-error' | 'malformed' | 'drop';
+export type FaultKind = 'server-error' | 'malformed' | 'drop' | 'slow';
 export interface FaultSpec { kind: FaultKind; stage: 'changes' | 'checks' }
 
 export interface SimulatorOptions {
@@ -18,10 +18,11 @@ export interface SimulatorOptions {
   latencyMs?: number;
   /** The server's clock minus the real one, in ms (a positive value: the server is ahead). */
   clockOffsetMs?: number;
-  /** Faults per repository full name. */
+  /** Faults per repository full name; `slow` answers after `slowMs`. */
   faults?: Record<string, FaultSpec>;
   /** Primary limits answer 403 (GitHub's usual) or 429. */
   primaryStatus?: 403 | 429;
+  slowMs?: number;
   /** After this many requests served on `resource`, another consumer drains that window's quota. */
   drainAfter?: { resource: Resource; requests: number };
   /** Answer every request from the n-th one on with a secondary limit (403, retry-after or not). */
@@ -111,10 +112,17 @@ export class GithubSimulator {
     req.on('data', (chunk: string) => { body += chunk; });
     req.on('end', () => {
       const answer = () => { this.answer(req, res, body); };
-      const latency = this.options.latencyMs ?? 0;
+      const latency = (this.options.latencyMs ?? 0) + (this.isSlow(req, body) ? this.options.slowMs ?? 5_000 : 0);
       if (latency > 0) setTimeout(answer, latency);
       else answer();
     });
+  }
+
+  private isSlow(req: http.IncomingMessage, body: string): boolean {
+    const faults = Object.entries(this.options.faults ?? {}).filter(([, f]) => f.kind === 'slow');
+    if (faults.length === 0) return false;
+    const route = this.route(req.method ?? 'GET', new URL(req.url ?? '/', 'http://127.0.0.1'), body);
+    return faults.some(([repo, f]) => route.repo?.fullName === repo && route.stage === f.stage);
   }
 
   private answer(req: http.IncomingMessage, res: http.ServerResponse, body: string): void {

@@ -25,9 +25,9 @@ const program = new Command('github-simulator')
 const opts = program.opts<{ port: number; repos: number; pullRequests: number; runs: number; jobs: number; limit: number; window: number; latency: number; clockOffset: number; fault?: string[] }>();
 const faults: Record<string, FaultSpec> = {};
 for (const f of opts.fault ?? []) {
-  const m = /^([^=]+)=(server-error|malformed|drop):(changes|checks)$/.exec(f);
+  const m = /^([^=]+)=(server-error|malformed|drop|slow):(changes|checks)$/.exec(f);
   if (!m) {
-    process.stderr.write(`--fault ${f}: expected owner/name=server-error|malformed|drop:changes|checks\n`);
+    process.stderr.write(`--fault ${f}: expected owner/name=server-error|malformed|drop|slow:changes|checks\n`);
     process.exit(64);
   }
   faults[m[1]] = { kind: m[2] as FaultKind, stage: m[3] as FaultSpec['stage'] };

@@ -4,6 +4,7 @@ import type { StageProgress } from '../../agent/github/githubSyncStatus';
 import { runGithubSync } from '../../agent/github/runGithubSync';
 import { startTestPostgres, type TestPostgres } from '../support/postgres';
 import { githubBed, storedCounts } from '../support/githubTestBed';
+import { waitFor } from '../support/waitFor';
 
 // The sync against the simulator on a real PostgreSQL: a whole run, a task that raises, and faults.
 
@@ -87,6 +88,41 @@ test('5xx, malformed records and dropped connections are recorded per repository
     const rows = await storedCounts(bed.store);
     assert.equal(outcome.summary.counters.records_collected, rows.pullRequests + rows.runs + rows.jobs);
     assert.equal(outcome.summary.counters.requests_made, bed.sim.served.length);
+  } finally {
+    await bed.close();
+  }
+});
+
+test('a task past its declared timeout is killed and counted not reached (timeout); the others complete', { timeout: 120_000 }, async () => {
+  const bed = await githubBed(server.url, { repos: 4, ...shape, slowMs: 20_000, faults: { 'sim-org/repo-002': { kind: 'slow', stage: 'checks' } } });
+  try {
+    const started = Date.now();
+    const outcome = await runGithubSync({ store: bed.store, client: { baseUrl: bed.url, token: null, pageSize: 50 }, repos: bed.sim.repoNames, taskTimeoutMs: 3_000 });
+    assert.ok(Date.now() - started < 19_000, 'the slow task held the stage');
+    assert.equal(outcome.kind, 'completed');
+    if (outcome.kind !== 'completed') return;
+    assert.deepEqual(outcome.summary.stages.checks.notReachedRepos, [{ repo: 'sim-org/repo-002', reason: 'timeout' }]);
+    assert.equal(outcome.summary.stages.checks.done, 3);
+    assert.equal(outcome.summary.stages.changes.done, 4);
+  } finally {
+    await bed.close();
+  }
+});
+
+test('cancel: the signal aborts the sync; the row ends cancelled and nothing is counted not reached', { timeout: 120_000 }, async () => {
+  const bed = await githubBed(server.url, { repos: 10, ...shape, latencyMs: 100 });
+  try {
+    const controller = new AbortController();
+    const running = runGithubSync({ store: bed.store, client: { baseUrl: bed.url, token: null, pageSize: 5 }, repos: bed.sim.repoNames, signal: controller.signal });
+    await waitFor(() => bed.sim.served.length >= 10, { timeoutMs: 30_000, what: 'ten requests served' });
+    controller.abort(new Error('cancelled'));
+    const outcome = await running;
+    assert.deepEqual(outcome.kind === 'failed' ? outcome.reason : outcome.kind, 'cancelled');
+    const row = (await bed.store.latestSync())!;
+    assert.equal(row.status, 'cancelled');
+    assert.equal((await bed.store.checkpoints(row.id)).filter((c) => c.state === 'not-reached').length, 0);
+    const served = bed.sim.served.length;
+    assert.ok(served < 10 * 12, `${served} requests: the cancel did not stop the sync`);
   } finally {
     await bed.close();
   }
