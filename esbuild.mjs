@@ -25,6 +25,8 @@ const builds = [
     external: nativeExternals,
     banner: { js: '#!/usr/bin/env node' },
   }),
+  // The GitHub API simulator: its own bundle, so that the demo (and `npm run simulate:github`) can start it.
+  esbuild.build({ ...common, entryPoints: ['simulator/github/main.ts'], outfile: 'dist/githubSimulator.js' }),
 ];
 if (fs.existsSync('extension/extension.ts')) {
   builds.push(esbuild.build({

@@ -6,6 +6,7 @@ import { ClientError, EnvironmentError } from '../errors';
 import { ExitCode } from '../exitCodes';
 import { createLogger } from '../log/logger';
 import type { FlushResult } from '../server/agentControl';
+import { registerGithubCommands } from '../github/githubCommand'; // GitHub sync (issue 11)
 import { emitFromCli, flushFromCli, type TelemetryEmitOptions } from '../telemetry/emitCommand';
 import { Spool } from '../telemetry/spool';
 import type { AgentLink } from './agentLink';
@@ -175,6 +176,8 @@ export async function runCli(argv: string[]): Promise<number> {
         spool.close();
       }
     });
+
+  registerGithubCommands(program, (code) => { exitCode = code; }); // GitHub sync (issue 11)
 
   program.command('demo-fetch', { hidden: true })
     .argument('<name>')

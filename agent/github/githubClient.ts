@@ -1,0 +1,150 @@
+import type * as OctokitCore from '@octokit/core' with { 'resolution-mode': 'import' };
+import type * as PaginateGraphql from '@octokit/plugin-paginate-graphql' with { 'resolution-mode': 'import' };
+import type * as PaginateRest from '@octokit/plugin-paginate-rest' with { 'resolution-mode': 'import' };
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { BudgetTracker } from './budgetTracker';
+import { PULL_REQUESTS_QUERY } from './queries';
+import { RateLimitedError } from './rateLimited';
+import { MalformedAnswerError, parseAll, pullRequestSchema, workflowJobSchema, workflowRunSchema, type PullRequestRecord, type WorkflowJobRecord, type WorkflowRunRecord } from './records';
+import type { Budget } from './store/githubStore';
+
+export const DEFAULT_GITHUB_API_URL = 'https://api.github.com';
+
+/** Where the API is and how to be let in. The token is held here and nowhere that is logged or shown. */
+export interface GithubClientConfig {
+  baseUrl: string;
+  token: string | null;
+  pageSize?: number;
+}
+
+/** GITHUB_TOKEN and QUANTILICA_GITHUB_API_URL (GitHub Enterprise, the simulator). */
+export function githubClientConfigFromEnv(env: NodeJS.ProcessEnv = process.env): GithubClientConfig {
+  const base = env.QUANTILICA_GITHUB_API_URL;
+  const token = env.GITHUB_TOKEN;
+  return { baseUrl: (base === undefined || base === '' ? DEFAULT_GITHUB_API_URL : base).replace(/\/+$/, ''), token: token === undefined || token === '' ? null : token };
+}
+
+// The Octokit packages are ES modules; Node 20.19+ require()s them from this CommonJS output (tsc's and
+// esbuild's alike), which keeps client construction synchronous.
+/* eslint-disable @typescript-eslint/no-require-imports */
+const { Octokit } = require('@octokit/core') as typeof OctokitCore;
+const { paginateRest } = require('@octokit/plugin-paginate-rest') as typeof PaginateRest;
+const { paginateGraphQL } = require('@octokit/plugin-paginate-graphql') as typeof PaginateGraphql;
+/* eslint-enable @typescript-eslint/no-require-imports */
+const SyncOctokit = Octokit.plugin(paginateRest, paginateGraphQL);
+// Routes as plain strings: the typed routes' parameters have no room for `request: { signal }`.
+const RUNS_ROUTE: string = 'GET /repos/{owner}/{repo}/actions/runs';
+const JOBS_ROUTE: string = 'GET /repos/{owner}/{repo}/actions/runs/{run_id}/jobs';
+type SyncOctokit = InstanceType<typeof SyncOctokit>;
+
+interface RequestOptionsLike { method?: string; url?: string; baseUrl?: string; request?: { signal?: AbortSignal } }
+
+// plugin-paginate-rest's iterator passes only method, url and headers to each page's request, so a
+// signal given to it never reaches fetch. The task's signal rides along its async context instead, and
+// the request hook puts it on every request the task makes.
+const taskSignal = new AsyncLocalStorage<AbortSignal>();
+
+/** Runs `fn` so that every GitHub request it makes is aborted with `signal` (timeout, cancel). */
+export function withTaskSignal<T>(signal: AbortSignal, fn: () => Promise<T>): Promise<T> {
+  return taskSignal.run(signal, fn);
+}
+interface ResponseLike { headers: Record<string, string | number | undefined>; data?: unknown }
+
+/**
+ * @octokit/core with the pagination plugins, and one hook around every request: it reserves the
+ * budget first (throwing instead of sending when the budget is spent), counts the request, reads the
+ * rate-limit headers of every answer, and turns GitHub's ways of saying "rate limited" (403/429 with
+ * remaining 0, a secondary limit, GraphQL RATE_LIMITED) into RateLimitedError. No throttling plugin:
+ * nothing here waits.
+ */
+export class GithubClient {
+  private readonly octokit: SyncOctokit;
+  private readonly pageSize: number;
+
+  constructor(config: GithubClientConfig, readonly budgets: BudgetTracker, onRequest: (budget: Budget) => void) {
+    this.pageSize = config.pageSize ?? 100;
+    this.octokit = new SyncOctokit({
+      baseUrl: config.baseUrl,
+      userAgent: 'quantilica-orchestrator-github-sync',
+      ...(config.token !== null ? { auth: config.token } : {}),
+      // Octokit logs deprecations and warnings to the console by default; the sync has its own logger.
+      log: { debug: () => {}, info: () => {}, warn: () => {}, error: () => {} },
+    });
+    this.octokit.hook.wrap('request', async (request, options) => {
+      const opts = options as RequestOptionsLike;
+      const budget: Budget = /\/graphql$/.test(opts.url ?? '') ? 'graphql' : 'core';
+      const signal = taskSignal.getStore();
+      if (signal !== undefined && opts.request?.signal === undefined) opts.request = { ...opts.request, signal };
+      signal?.throwIfAborted();
+      budgets.reserve(budget);
+      onRequest(budget);
+      let response: ResponseLike;
+      try {
+        response = await request(options) as ResponseLike;
+      } catch (err) {
+        const failed = (err as { response?: ResponseLike; status?: number }).response;
+        if (failed) throw this.classify(budget, err as { status: number; response: ResponseLike }) ?? err;
+        throw err;
+      }
+      budgets.observe(response.headers);
+      if (budget === 'graphql') {
+        const body = response.data as { errors?: Array<{ type?: string }>; data?: { rateLimit?: Record<string, unknown> } } | undefined;
+        if (body?.data?.rateLimit) budgets.observeGraphql(body.data.rateLimit);
+        if (body?.errors?.some((e) => e.type === 'RATE_LIMITED')) throw budgets.limited('graphql', response.headers, 'graphql');
+      }
+      return response as Awaited<ReturnType<typeof request>>;
+    });
+  }
+
+  private classify(budget: Budget, err: { status: number; response: ResponseLike }): RateLimitedError | null {
+    const headers = err.response.headers;
+    this.budgets.observe(headers);
+    if (err.status !== 403 && err.status !== 429) return null;
+    const message = JSON.stringify(err.response.data ?? '');
+    if (/secondary rate limit|abuse/i.test(message) || (headers['retry-after'] !== undefined && headers['x-ratelimit-remaining'] !== '0')) {
+      return this.budgets.limited(budget, headers, 'secondary');
+    }
+    if (String(headers['x-ratelimit-remaining']) === '0' || err.status === 429) return this.budgets.limited(budget, headers, 'primary');
+    return null;
+  }
+
+  /** The pull requests from `cursor` on, one page at a time, each with the cursor to continue from. */
+  async *pullRequestPages(repo: string, cursor: string | null, signal: AbortSignal): AsyncGenerator<{ records: PullRequestRecord[]; endCursor: string | null; hasNextPage: boolean }> {
+    const [owner, name] = repo.split('/');
+    const pages = this.octokit.graphql.paginate.iterator<PullRequestsAnswer>(PULL_REQUESTS_QUERY, { owner, name, first: this.pageSize, cursor, request: { signal } });
+    for await (const page of pages) {
+      const connection = page.repository?.pullRequests;
+      if (!connection) throw new MalformedAnswerError(`${repo}: no pullRequests in the answer`);
+      yield {
+        records: parseAll(pullRequestSchema, connection.nodes, `${repo} pullRequests`),
+        endCursor: connection.pageInfo?.endCursor ?? null,
+        hasNextPage: connection.pageInfo?.hasNextPage === true,
+      };
+    }
+  }
+
+  /** Workflow runs from the first page, or from a stored `next` URL, each page with the next URL. */
+  async *workflowRunPages(repo: string, fromUrl: string | null, signal: AbortSignal): AsyncGenerator<{ records: WorkflowRunRecord[]; nextUrl: string | null }> {
+    const [owner, name] = repo.split('/');
+    const pages = fromUrl !== null
+      ? this.octokit.paginate.iterator(`GET ${fromUrl}`, { request: { signal } })
+      : this.octokit.paginate.iterator(RUNS_ROUTE, { owner, repo: name, per_page: this.pageSize, request: { signal } });
+    for await (const response of pages) {
+      const next = /<([^>]+)>;\s*rel="next"/.exec(String(response.headers.link ?? ''))?.[1] ?? null;
+      yield { records: parseAll(workflowRunSchema, response.data, `${repo} workflow_runs`), nextUrl: next };
+    }
+  }
+
+  /** Every job of one run (all its pages). */
+  async jobs(repo: string, runId: number, signal: AbortSignal): Promise<WorkflowJobRecord[]> {
+    const [owner, name] = repo.split('/');
+    const all: WorkflowJobRecord[] = [];
+    const pages = this.octokit.paginate.iterator(JOBS_ROUTE, { owner, repo: name, run_id: runId, per_page: this.pageSize, request: { signal } });
+    for await (const response of pages) all.push(...parseAll(workflowJobSchema, response.data, `${repo} run ${runId} jobs`));
+    return all;
+  }
+}
+
+interface PullRequestsAnswer {
+  repository?: { pullRequests?: { nodes?: unknown; pageInfo?: { hasNextPage?: boolean; endCursor?: string | null } } } | null;
+}

@@ -1,0 +1,90 @@
+/**
+ * The `github` schema, one numbered, append-only list for both engines: each step has its PostgreSQL
+ * text and the SQLite text of the same tables (SQLite has no schemas; the file is attached as `github`).
+ * Times are epoch milliseconds (bigint) on both sides, so no statement depends on an engine's clock.
+ */
+export interface GithubMigration {
+  version: number;
+  name: string;
+  postgres: string;
+  sqlite: string;
+}
+
+const tables = `
+CREATE TABLE github.sync (
+  id text PRIMARY KEY,
+  status text NOT NULL CHECK (status IN ('running', 'completed', 'failed', 'cancelled')),
+  reason text,
+  repos text NOT NULL,
+  records_collected bigint NOT NULL DEFAULT 0,
+  records_created bigint NOT NULL DEFAULT 0,
+  requests_made bigint NOT NULL DEFAULT 0,
+  requests_saved bigint NOT NULL DEFAULT 0,
+  hibernations bigint NOT NULL DEFAULT 0,
+  secondary_backoffs bigint NOT NULL DEFAULT 0,
+  started_at bigint NOT NULL,
+  finished_at bigint,
+  progress_at bigint NOT NULL,
+  hibernating_until bigint,
+  budget text,
+  quota text
+);
+CREATE INDEX sync_status ON github.sync (status, started_at);
+
+-- One row per (sync, repository, stage). state 'done' is the checkpoint; 'in-progress' keeps the page
+-- cursor so that a resume never asks again for a page already stored; 'not-reached' keeps the reason.
+CREATE TABLE github.checkpoint (
+  sync_id text NOT NULL REFERENCES github.sync (id) ON DELETE CASCADE,
+  repo text NOT NULL,
+  stage text NOT NULL CHECK (stage IN ('changes', 'checks')),
+  state text NOT NULL CHECK (state IN ('in-progress', 'done', 'not-reached')),
+  cursor text,
+  reason text,
+  updated_at bigint NOT NULL,
+  PRIMARY KEY (sync_id, repo, stage)
+);
+
+CREATE TABLE github.pull_request (
+  id text PRIMARY KEY,
+  repo text NOT NULL,
+  number integer NOT NULL,
+  title text NOT NULL,
+  state text NOT NULL,
+  created_at text NOT NULL,
+  updated_at text NOT NULL,
+  merged_at text,
+  sync_id text NOT NULL
+);
+
+CREATE TABLE github.workflow_run (
+  id bigint PRIMARY KEY,
+  repo text NOT NULL,
+  name text,
+  status text,
+  conclusion text,
+  created_at text NOT NULL,
+  updated_at text NOT NULL,
+  jobs_stored_at bigint,
+  sync_id text NOT NULL
+);
+CREATE INDEX workflow_run_repo ON github.workflow_run (repo);
+
+CREATE TABLE github.workflow_job (
+  id bigint PRIMARY KEY,
+  run_id bigint NOT NULL,
+  name text NOT NULL,
+  status text NOT NULL,
+  conclusion text,
+  started_at text,
+  completed_at text,
+  sync_id text NOT NULL
+);
+`;
+
+// SQLite puts the schema on the index's name, not the table's, and references within the same file.
+const sqliteTables = tables.replace(/CREATE INDEX (\w+) ON github\.(\w+)/g, 'CREATE INDEX github.$1 ON $2')
+  .replace(/REFERENCES github\.(\w+)/g, 'REFERENCES $1');
+
+export const GITHUB_MIGRATIONS: readonly GithubMigration[] = [
+  { version: 1, name: 'github_sync', postgres: tables, sqlite: sqliteTables },
+];

@@ -1,0 +1,204 @@
+import * as crypto from 'node:crypto';
+import type { PullRequestRecord, WorkflowJobRecord, WorkflowRunRecord } from '../records';
+import type { GithubDb, SqlRunner } from './githubDb';
+import { existingSql, upsertSql, type EntityName } from './upsertSql';
+
+export type Stage = 'changes' | 'checks';
+export const STAGES: readonly Stage[] = ['changes', 'checks'];
+export type SyncStatus = 'running' | 'completed' | 'failed' | 'cancelled';
+export type Budget = 'graphql' | 'core';
+
+/** The counters of a sync; they change only by `SET n = n + $k` (ADR 0006 item 2). */
+export interface Counters {
+  records_collected: number;
+  records_created: number;
+  requests_made: number;
+  requests_saved: number;
+  hibernations: number;
+}
+const COUNTERS: ReadonlyArray<keyof Counters> = ['records_collected', 'records_created', 'requests_made', 'requests_saved', 'hibernations'];
+
+export interface QuotaSnapshot { remaining: number; limit: number; resetAt: number }
+
+export interface SyncRow extends Counters {
+  id: string;
+  status: SyncStatus;
+  reason: string | null;
+  repos: string[];
+  secondaryBackoffs: number;
+  startedAt: number;
+  finishedAt: number | null;
+  progressAt: number;
+  hibernatingUntil: number | null;
+  budget: Budget | null;
+  quota: Partial<Record<Budget, QuotaSnapshot>>;
+}
+
+export interface CheckpointRow { repo: string; stage: Stage; state: 'in-progress' | 'done' | 'not-reached'; cursor: string | null; reason: string | null }
+
+// The one statement that changes counters; progress_at moves with it (the stuck-sync reconciler reads it).
+const INCREMENT = `UPDATE github.sync SET ${COUNTERS.map((c, i) => `${c} = ${c} + $${i + 2}`).join(', ')}, progress_at = $${COUNTERS.length + 2} WHERE id = $1`;
+
+// PostgreSQL's one-statement page write: the counters grow by what the `up` CTE wrote ($3: now,
+// and the given placeholders). Still an increment in SQL, never a value computed in the agent.
+const pgCountUp = (now: string, made: string, saved: string) => `UPDATE github.sync SET records_collected = records_collected + (SELECT count(*) FROM up),
+  records_created = records_created + (SELECT count(*) FROM up WHERE created),
+  requests_made = requests_made + ${made}, requests_saved = requests_saved + ${saved}, progress_at = ${now}`;
+
+/** The GitHub sync's storage, the same statements on PostgreSQL and on the embedded SQLite file. */
+export class GithubStore {
+  constructor(readonly db: GithubDb, private readonly now: () => number = Date.now) {}
+
+  async createSync(repos: readonly string[]): Promise<string> {
+    const id = `${new Date(this.now()).toISOString().slice(0, 10).replace(/-/g, '')}-${crypto.randomBytes(4).toString('hex')}`;
+    const at = this.now();
+    await this.db.query('INSERT INTO github.sync (id, status, repos, started_at, progress_at) VALUES ($1, $2, $3, $4, $4)', [id, 'running', JSON.stringify(repos), at]);
+    return id;
+  }
+
+  async getSync(id: string): Promise<SyncRow | null> {
+    const rows = await this.db.query<RawSync>('SELECT * FROM github.sync WHERE id = $1', [id]);
+    return rows.length > 0 ? toSync(rows[0]) : null;
+  }
+
+  /** The newest sync, or the newest one still running (hibernating included). */
+  async latestSync(onlyRunning = false): Promise<SyncRow | null> {
+    const rows = await this.db.query<RawSync>(`SELECT * FROM github.sync ${onlyRunning ? "WHERE status = 'running'" : ''} ORDER BY started_at DESC, id DESC LIMIT 1`);
+    return rows.length > 0 ? toSync(rows[0]) : null;
+  }
+
+  async increment(syncId: string, deltas: Partial<Counters>, runner: SqlRunner = this.db): Promise<void> {
+    await runner.query(INCREMENT, [syncId, ...COUNTERS.map((c) => deltas[c] ?? 0), this.now()]);
+  }
+
+  async saveQuota(syncId: string, quota: Partial<Record<Budget, QuotaSnapshot>>): Promise<void> {
+    await this.db.query('UPDATE github.sync SET quota = $2 WHERE id = $1', [syncId, JSON.stringify(quota)]);
+  }
+
+  /** The sync stays running; it sleeps nowhere: the wake-up time is data for whoever schedules it. */
+  async hibernate(syncId: string, until: number, budget: Budget, secondaryBackoff: boolean): Promise<void> {
+    await this.db.transaction(async (tx) => {
+      await tx.query(`UPDATE github.sync SET hibernating_until = $2, budget = $3,
+        secondary_backoffs = CASE WHEN $4 = 1 THEN secondary_backoffs + 1 ELSE 0 END WHERE id = $1 AND status = 'running'`,
+      [syncId, until, budget, secondaryBackoff ? 1 : 0]);
+      await this.increment(syncId, { hibernations: 1 }, tx);
+    });
+  }
+
+  async wake(syncId: string): Promise<void> {
+    await this.db.query("UPDATE github.sync SET hibernating_until = NULL, budget = NULL, progress_at = $2 WHERE id = $1 AND status = 'running'", [syncId, this.now()]);
+  }
+
+  async finish(syncId: string, status: Exclude<SyncStatus, 'running'>, reason: string | null): Promise<void> {
+    await this.db.query(`UPDATE github.sync SET status = $2, reason = $3, finished_at = $4, hibernating_until = NULL, budget = NULL
+      WHERE id = $1 AND status = 'running'`, [syncId, status, reason, this.now()]);
+  }
+
+  async checkpoints(syncId: string): Promise<CheckpointRow[]> {
+    return this.db.query<CheckpointRow>('SELECT repo, stage, state, cursor, reason FROM github.checkpoint WHERE sync_id = $1 ORDER BY repo, stage', [syncId]);
+  }
+
+  async markStage(syncId: string, repo: string, stage: Stage, state: 'done' | 'not-reached', reason: string | null): Promise<void> {
+    await this.saveCheckpoint(this.db, syncId, repo, stage, state, null, reason);
+  }
+
+  /**
+   * A page of pull requests, the cursor to continue from and the counters, in one transaction: a
+   * resume continues after the last page stored and never asks for it again. `extra` carries counters
+   * gathered since the last write (requests made and saved), added in the same increment.
+   */
+  async upsertPullRequests(syncId: string, repo: string, records: PullRequestRecord[], nextCursor: string | null, extra: Partial<Counters> = {}): Promise<number> {
+    return this.writePage(syncId, repo, 'changes', 'pull_request', records, nextCursor, extra);
+  }
+
+  async upsertWorkflowRuns(syncId: string, repo: string, records: WorkflowRunRecord[], nextCursor: string | null, extra: Partial<Counters> = {}): Promise<number> {
+    return this.writePage(syncId, repo, 'checks', 'workflow_run', records, nextCursor, extra);
+  }
+
+  /** A run's jobs and the mark that they are stored, in one transaction: a resume trusts the mark. */
+  async storeJobs(syncId: string, runId: number, records: WorkflowJobRecord[], extra: Partial<Counters> = {}): Promise<number> {
+    if (this.db.dialect === 'postgres') {
+      // One statement (atomic by itself): a round trip per run instead of five, on the hot path.
+      const rows = await this.db.query<{ created: number }>(`WITH up AS (${upsertSql('workflow_job', 'postgres')}),
+        mark AS (UPDATE github.workflow_run SET jobs_stored_at = $3 WHERE id = $4)
+        ${pgCountUp('$3', '$5', '$6')} WHERE id = $2 RETURNING (SELECT count(*) FROM up WHERE created)::int AS created`,
+      [JSON.stringify(records), syncId, this.now(), runId, extra.requests_made ?? 0, extra.requests_saved ?? 0]);
+      return Number(rows[0]?.created ?? 0);
+    }
+    return this.db.transaction(async (tx) => {
+      const created = await this.upsert(tx, 'workflow_job', records, [syncId]);
+      await tx.query('UPDATE github.workflow_run SET jobs_stored_at = $2 WHERE id = $1', [runId, this.now()]);
+      await this.increment(syncId, { ...extra, records_collected: records.length, records_created: created }, tx);
+      return created;
+    });
+  }
+
+  /** The repository's runs, each with whether its jobs are already stored (by any sync). */
+  async runsOf(repo: string): Promise<Array<{ id: number; jobsStored: boolean }>> {
+    const rows = await this.db.query<{ id: number; stored: number | null }>('SELECT id, jobs_stored_at AS stored FROM github.workflow_run WHERE repo = $1 ORDER BY id', [repo]);
+    return rows.map((r) => ({ id: Number(r.id), jobsStored: r.stored !== null }));
+  }
+
+  /**
+   * Running syncs without progress for longer than `stuckAfterMs` that are not hibernating become
+   * failed (reason `stuck-no-progress`). A hibernating sync is never touched: it waits on purpose.
+   */
+  async reconcileStuck(stuckAfterMs: number): Promise<string[]> {
+    const rows = await this.db.query<{ id: string }>(`UPDATE github.sync SET status = 'failed', reason = 'stuck-no-progress', finished_at = $1
+      WHERE status = 'running' AND hibernating_until IS NULL AND progress_at < $2 RETURNING id`, [this.now(), this.now() - stuckAfterMs]);
+    return rows.map((r) => r.id);
+  }
+
+  private async writePage(syncId: string, repo: string, stage: Stage, entity: EntityName, records: object[], nextCursor: string | null, extra: Partial<Counters>): Promise<number> {
+    if (this.db.dialect === 'postgres') {
+      const rows = await this.db.query<{ created: number }>(`WITH up AS (${upsertSql(entity, 'postgres')}),
+        cp AS (INSERT INTO github.checkpoint (sync_id, repo, stage, state, cursor, reason, updated_at) VALUES ($2, $3, $4, 'in-progress', $5, NULL, $6)
+          ON CONFLICT (sync_id, repo, stage) DO UPDATE SET state = excluded.state, cursor = excluded.cursor, reason = NULL, updated_at = excluded.updated_at)
+        ${pgCountUp('$6', '$7', '$8')} WHERE id = $2 RETURNING (SELECT count(*) FROM up WHERE created)::int AS created`,
+      [JSON.stringify(records), syncId, repo, stage, nextCursor, this.now(), extra.requests_made ?? 0, extra.requests_saved ?? 0]);
+      return Number(rows[0]?.created ?? 0);
+    }
+    return this.db.transaction(async (tx) => {
+      const created = await this.upsert(tx, entity, records, [syncId, repo]);
+      await this.saveCheckpoint(tx, syncId, repo, stage, 'in-progress', nextCursor, null);
+      await this.increment(syncId, { ...extra, records_collected: records.length, records_created: created }, tx);
+      return created;
+    });
+  }
+
+  private async upsert(tx: SqlRunner, entity: EntityName, records: object[], params: Array<string>): Promise<number> {
+    if (records.length === 0) return 0;
+    const json = JSON.stringify(records);
+    if (tx.dialect === 'postgres') {
+      const rows = await tx.query<{ created: boolean }>(upsertSql(entity, 'postgres'), [json, ...params]);
+      return rows.filter((r) => r.created).length;
+    }
+    const existing = await tx.query<{ n: number }>(existingSql(entity), [json]);
+    await tx.query(upsertSql(entity, 'sqlite'), [json, ...params]);
+    return records.length - Number(existing[0]?.n ?? 0);
+  }
+
+  private async saveCheckpoint(runner: SqlRunner, syncId: string, repo: string, stage: Stage, state: CheckpointRow['state'], cursor: string | null, reason: string | null): Promise<void> {
+    await runner.query(`INSERT INTO github.checkpoint (sync_id, repo, stage, state, cursor, reason, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
+      ON CONFLICT (sync_id, repo, stage) DO UPDATE SET state = excluded.state, cursor = excluded.cursor, reason = excluded.reason, updated_at = excluded.updated_at`,
+    [syncId, repo, stage, state, cursor, reason, this.now()]);
+  }
+}
+
+interface RawSync extends Counters {
+  id: string; status: SyncStatus; reason: string | null; repos: string; secondary_backoffs: number;
+  started_at: number; finished_at: number | null; progress_at: number; hibernating_until: number | null;
+  budget: Budget | null; quota: string | null;
+}
+
+function toSync(r: RawSync): SyncRow {
+  const num = (v: number | null) => (v === null ? null : Number(v));
+  return {
+    id: r.id, status: r.status, reason: r.reason, repos: JSON.parse(r.repos) as string[],
+    records_collected: Number(r.records_collected), records_created: Number(r.records_created),
+    requests_made: Number(r.requests_made), requests_saved: Number(r.requests_saved), hibernations: Number(r.hibernations),
+    secondaryBackoffs: Number(r.secondary_backoffs), startedAt: Number(r.started_at), finishedAt: num(r.finished_at),
+    progressAt: Number(r.progress_at), hibernatingUntil: num(r.hibernating_until), budget: r.budget,
+    quota: r.quota === null ? {} : JSON.parse(r.quota) as SyncRow['quota'],
+  };
+}

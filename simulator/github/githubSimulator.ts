@@ -1,0 +1,282 @@
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { QuotaWindows, type Resource } from './quotaWindows';
+import { pullRequest, repoNames, runId, workflowJob, workflowRun, type SimRepoData } from './simulatorData';
+
+export type FaultKind = 'server-error' | 'malformed' | 'drop' | 'slow';
+export interface FaultSpec { kind: FaultKind; stage: 'changes' | 'checks' }
+
+export interface SimulatorOptions {
+  /** How many repositories (named sim-org/repo-001…), or their names. */
+  repos: number | string[];
+  pullRequestsPerRepo?: number;
+  runsPerRepo?: number;
+  jobsPerRun?: number;
+  limits?: Partial<Record<Resource, number>>;
+  windowSeconds?: number;
+  /** Milliseconds before each answer. */
+  latencyMs?: number;
+  /** The server's clock minus the real one, in ms (a positive value: the server is ahead). */
+  clockOffsetMs?: number;
+  /** Faults per repository full name; `slow` answers after `slowMs`. */
+  faults?: Record<string, FaultSpec>;
+  /** Primary limits answer 403 (GitHub's usual) or 429. */
+  primaryStatus?: 403 | 429;
+  slowMs?: number;
+  /** After this many requests served on `resource`, another consumer drains that window's quota. */
+  drainAfter?: { resource: Resource; requests: number };
+  /** Answer every request from the n-th one on with a secondary limit (403, retry-after or not). */
+  secondaryFrom?: { requests: number; retryAfterSeconds: number | null };
+}
+
+export interface ServedRequest {
+  /** The simulator process's real clock, ms. */
+  at: number;
+  method: string;
+  path: string;
+  resource: Resource;
+  status: number;
+  repo: string | null;
+  /** Answered with a rate limit (primary, secondary or GraphQL RATE_LIMITED). */
+  limited: boolean;
+}
+
+const MAX_PER_PAGE = 100;
+
+/**
+ * A GitHub API on 127.0.0.1 with GitHub's shapes for what the sync uses: GraphQL `repository {
+ * pullRequests }` with cursor pagination and `rateLimit`, REST workflow runs and jobs with `Link`
+ * pagination, rate-limit headers on every answer, primary and secondary limits, and faults. It records
+ * every request it served.
+ */
+export class GithubSimulator {
+  readonly served: ServedRequest[] = [];
+  /** When the drain happened (real ms) and the reset it drained to (server epoch s). */
+  drained: { at: number; reset: number } | null = null;
+  private readonly repos = new Map<string, SimRepoData>();
+  private readonly quota: QuotaWindows;
+  private readonly server: http.Server;
+  private readonly counts: Record<Resource, number> = { graphql: 0, core: 0 };
+  private total = 0;
+
+  constructor(private readonly options: SimulatorOptions) {
+    const names = typeof options.repos === 'number' ? repoNames(options.repos) : options.repos;
+    names.forEach((fullName, i) => this.repos.set(fullName.toLowerCase(), {
+      index: i + 1, fullName, pullRequests: options.pullRequestsPerRepo ?? 30, runs: options.runsPerRepo ?? 20, jobsPerRun: options.jobsPerRun ?? 3,
+    }));
+    this.quota = new QuotaWindows({ graphql: options.limits?.graphql ?? 5000, core: options.limits?.core ?? 5000 }, options.windowSeconds ?? 3600);
+    this.server = http.createServer((req, res) => { this.handle(req, res); });
+    this.server.keepAliveTimeout = 5_000;
+  }
+
+  get repoNames(): string[] {
+    return [...this.repos.values()].map((r) => r.fullName);
+  }
+
+  async start(port = 0): Promise<string> {
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(port, '127.0.0.1', () => resolve());
+    });
+    return this.url;
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  async stop(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  serverNow(): number {
+    return Date.now() + (this.options.clockOffsetMs ?? 0);
+  }
+
+  /** Another consumer spends the rest of the current window (for tests and the demo). */
+  drain(resource: Resource): number {
+    const reset = this.quota.drain(resource, this.serverNow());
+    this.drained = { at: Date.now(), reset };
+    return reset;
+  }
+
+  private handle(req: http.IncomingMessage, res: http.ServerResponse): void {
+    // The simulator's own account, for a test or benchmark running it as a separate process; not GitHub's.
+    if (req.method === 'GET' && req.url === '/_simulator/served') {
+      this.send(res, 200, { 'content-type': 'application/json' }, { served: this.served, drained: this.drained });
+      return;
+    }
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (chunk: string) => { body += chunk; });
+    req.on('end', () => {
+      const answer = () => { this.answer(req, res, body); };
+      const latency = (this.options.latencyMs ?? 0) + (this.isSlow(req, body) ? this.options.slowMs ?? 5_000 : 0);
+      if (latency > 0) setTimeout(answer, latency);
+      else answer();
+    });
+  }
+
+  private isSlow(req: http.IncomingMessage, body: string): boolean {
+    const faults = Object.entries(this.options.faults ?? {}).filter(([, f]) => f.kind === 'slow');
+    if (faults.length === 0) return false;
+    const route = this.route(req.method ?? 'GET', new URL(req.url ?? '/', 'http://127.0.0.1'), body);
+    return faults.some(([repo, f]) => route.repo?.fullName === repo && route.stage === f.stage);
+  }
+
+  private answer(req: http.IncomingMessage, res: http.ServerResponse, body: string): void {
+    const url = new URL(req.url ?? '/', `http://${req.headers.host ?? '127.0.0.1'}`);
+    const resource: Resource = url.pathname === '/graphql' ? 'graphql' : 'core';
+    const route = this.route(req.method ?? 'GET', url, body);
+    const record = (status: number, limited: boolean) => {
+      this.served.push({ at: Date.now(), method: req.method ?? 'GET', path: `${url.pathname}${url.search}`, resource, status, repo: route.repo?.fullName ?? null, limited });
+    };
+    this.total += 1;
+    this.counts[resource] += 1;
+    const now = this.serverNow();
+    const drainAfter = this.options.drainAfter;
+    if (drainAfter && drainAfter.resource === resource && this.counts[resource] === drainAfter.requests + 1) this.drain(resource);
+
+    const fault = route.repo ? this.options.faults?.[route.repo.fullName] : undefined;
+    if (fault && fault.stage === route.stage && fault.kind === 'drop') {
+      record(0, false);
+      req.socket.destroy();
+      return;
+    }
+    const secondary = this.options.secondaryFrom;
+    if (secondary && this.total >= secondary.requests) {
+      const s = this.quota.state(resource, now);
+      const headers = this.headers(resource, now, s);
+      if (secondary.retryAfterSeconds !== null) headers['retry-after'] = String(secondary.retryAfterSeconds);
+      record(403, true);
+      this.send(res, 403, headers, { message: 'You have exceeded a secondary rate limit. Please wait a few minutes before you try again.', documentation_url: 'https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits' });
+      return;
+    }
+    if (!this.quota.take(resource, now, 1)) {
+      const s = this.quota.state(resource, now);
+      record(resource === 'graphql' ? 200 : this.options.primaryStatus ?? 403, true);
+      if (resource === 'graphql') {
+        this.send(res, 200, this.headers(resource, now, s), { errors: [{ type: 'RATE_LIMITED', code: 'graphql_rate_limit', message: 'API rate limit already exceeded for user ID 1.' }] });
+      } else {
+        this.send(res, this.options.primaryStatus ?? 403, this.headers(resource, now, s), { message: 'API rate limit exceeded for user ID 1.', documentation_url: 'https://docs.github.com/rest/overview/rate-limits-for-the-rest-api' });
+      }
+      return;
+    }
+    const s = this.quota.state(resource, now);
+    const headers = this.headers(resource, now, s);
+    if (fault && fault.stage === route.stage && fault.kind === 'server-error') {
+      record(502, false);
+      this.send(res, 502, headers, { message: 'Server Error' });
+      return;
+    }
+    const result = route.answer(fault?.stage === route.stage && fault.kind === 'malformed', s);
+    Object.assign(headers, result.headers ?? {});
+    record(result.status, false);
+    this.send(res, result.status, headers, result.body);
+  }
+
+  private headers(resource: Resource, serverMs: number, s: { limit: number; used: number; remaining: number; reset: number }): Record<string, string> {
+    return {
+      'content-type': 'application/json; charset=utf-8',
+      date: new Date(serverMs).toUTCString(),
+      'x-ratelimit-limit': String(s.limit),
+      'x-ratelimit-remaining': String(s.remaining),
+      'x-ratelimit-used': String(s.used),
+      'x-ratelimit-reset': String(s.reset),
+      'x-ratelimit-resource': resource,
+      'x-github-media-type': 'github.v3; format=json',
+    };
+  }
+
+  private send(res: http.ServerResponse, status: number, headers: Record<string, string>, body: unknown): void {
+    const text = JSON.stringify(body);
+    res.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(text) });
+    res.end(text);
+  }
+
+  private route(method: string, url: URL, body: string): Route {
+    if (method === 'POST' && url.pathname === '/graphql') return this.graphqlRoute(body);
+    const runs = /^\/repos\/([^/]+)\/([^/]+)\/actions\/runs$/.exec(url.pathname);
+    const jobs = /^\/repos\/([^/]+)\/([^/]+)\/actions\/runs\/(\d+)\/jobs$/.exec(url.pathname);
+    if (method === 'GET' && (runs || jobs)) {
+      const m = (runs ?? jobs)!;
+      const repo = this.repos.get(`${m[1]}/${m[2]}`.toLowerCase()) ?? null;
+      const perPage = Math.min(MAX_PER_PAGE, Math.max(1, Number(url.searchParams.get('per_page') ?? 30) || 30));
+      const page = Math.max(1, Number(url.searchParams.get('page') ?? 1) || 1);
+      return {
+        repo, stage: 'checks',
+        answer: (malformed) => {
+          if (!repo) return { status: 404, body: { message: 'Not Found' } };
+          if (runs) {
+            const items = pageOf(repo.runs, page, perPage).map((k) => workflowRun(repo, k));
+            if (malformed && page === 1 && items.length > 0) items[0] = { ...items[0], id: 'not-a-number' };
+            return { status: 200, headers: linkHeader(url, page, perPage, repo.runs), body: { total_count: repo.runs, workflow_runs: items } };
+          }
+          const run = Number(jobs![3]);
+          const k = run - runId(repo, 0);
+          if (k < 1 || k > repo.runs) return { status: 404, body: { message: 'Not Found' } };
+          const items = pageOf(repo.jobsPerRun, page, perPage).map((j) => workflowJob(run, j));
+          return { status: 200, headers: linkHeader(url, page, perPage, repo.jobsPerRun), body: { total_count: repo.jobsPerRun, jobs: items } };
+        },
+      };
+    }
+    return { repo: null, stage: null, answer: () => ({ status: 404, body: { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' } }) };
+  }
+
+  private graphqlRoute(body: string): Route {
+    let parsed: { query?: unknown; variables?: Record<string, unknown> } = {};
+    try {
+      parsed = JSON.parse(body) as typeof parsed;
+    } catch {
+      return { repo: null, stage: 'changes', answer: () => ({ status: 400, body: { message: 'Problems parsing JSON' } }) };
+    }
+    const vars = parsed.variables ?? {};
+    const repo = this.repos.get(`${String(vars.owner)}/${String(vars.name)}`.toLowerCase()) ?? null;
+    const query = typeof parsed.query === 'string' ? parsed.query : '';
+    return {
+      repo, stage: 'changes',
+      answer: (malformed, s) => {
+        const rateLimit = { cost: 1, limit: s.limit, remaining: s.remaining, used: s.used, resetAt: new Date(s.reset * 1000).toISOString() };
+        if (!/pullRequests\s*\(/.test(query)) return { status: 200, body: { errors: [{ message: 'this simulator answers the pull requests query only' }] } };
+        if (!repo) return { status: 200, body: { data: { rateLimit, repository: null }, errors: [{ type: 'NOT_FOUND', path: ['repository'], message: `Could not resolve to a Repository with the name '${String(vars.owner)}/${String(vars.name)}'.` }] } };
+        const first = Math.min(MAX_PER_PAGE, Math.max(1, Number(vars.first ?? 50) || 50));
+        const offset = typeof vars.cursor === 'string' ? Number(Buffer.from(vars.cursor, 'base64').toString('utf8').split(':').pop()) : 0;
+        const numbers = Array.from({ length: Math.max(0, Math.min(first, repo.pullRequests - offset)) }, (_, i) => offset + i + 1);
+        const nodes = numbers.map((n) => pullRequest(repo, n));
+        if (malformed && nodes.length > 0) nodes[0] = { ...nodes[0], number: 'seven' };
+        const end = offset + numbers.length;
+        return {
+          status: 200,
+          body: { data: { rateLimit, repository: { pullRequests: { totalCount: repo.pullRequests, nodes, pageInfo: { hasNextPage: end < repo.pullRequests, endCursor: numbers.length > 0 ? Buffer.from(`cursor:v2:${end}`).toString('base64') : null } } } } },
+        };
+      },
+    };
+  }
+}
+
+interface Route {
+  repo: SimRepoData | null;
+  stage: 'changes' | 'checks' | null;
+  answer(malformed: boolean, s: { limit: number; used: number; remaining: number; reset: number }): { status: number; headers?: Record<string, string>; body: unknown };
+}
+
+function pageOf(total: number, page: number, perPage: number): number[] {
+  const start = (page - 1) * perPage;
+  return Array.from({ length: Math.max(0, Math.min(perPage, total - start)) }, (_, i) => start + i + 1);
+}
+
+/** GitHub's `Link` header: next and last while there is a next page, prev and first after the first. */
+function linkHeader(url: URL, page: number, perPage: number, total: number): Record<string, string> {
+  const last = Math.max(1, Math.ceil(total / perPage));
+  const at = (p: number) => {
+    const u = new URL(url.toString());
+    u.searchParams.set('per_page', String(perPage));
+    u.searchParams.set('page', String(p));
+    return `<${u.protocol}//${u.host}${u.pathname}${u.search}>`;
+  };
+  const links: string[] = [];
+  if (page < last) links.push(`${at(page + 1)}; rel="next"`, `${at(last)}; rel="last"`);
+  if (page > 1) links.push(`${at(page - 1)}; rel="prev"`, `${at(1)}; rel="first"`);
+  return links.length > 0 ? { link: links.join(', ') } : {};
+}

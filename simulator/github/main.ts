@@ -1,0 +1,48 @@
+// `npm run simulate:github -- --port N --repos 86 …`: the GitHub API simulator alone, in the foreground.
+// Prints one JSON line with its URL (set QUANTILICA_GITHUB_API_URL to it); stops on SIGINT/SIGTERM.
+import { Command } from 'commander';
+import { GithubSimulator, type FaultKind, type FaultSpec } from './githubSimulator';
+
+const int = (name: string) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} ${v}: a whole number is needed`);
+  return n;
+};
+
+const program = new Command('github-simulator')
+  .option('--port <n>', 'port on 127.0.0.1 (0: any free one)', int('--port'), 0)
+  .option('--repos <n>', 'how many repositories (sim-org/repo-001…)', int('--repos'), 86)
+  .option('--pull-requests <n>', 'pull requests per repository', int('--pull-requests'), 30)
+  .option('--runs <n>', 'workflow runs per repository', int('--runs'), 20)
+  .option('--jobs <n>', 'jobs per run', int('--jobs'), 3)
+  .option('--limit <n>', 'points per window, each of graphql and core', int('--limit'), 5000)
+  .option('--window <seconds>', 'quota window length', int('--window'), 3600)
+  .option('--latency <ms>', 'delay before each answer', int('--latency'), 0)
+  .option('--clock-offset <ms>', "the server's clock ahead of the real one (negative: behind)", Number, 0)
+  .option('--fault <repo=kind:stage...>', 'inject a fault: kind server-error|malformed|drop, stage changes|checks')
+  .parse(process.argv);
+
+const opts = program.opts<{ port: number; repos: number; pullRequests: number; runs: number; jobs: number; limit: number; window: number; latency: number; clockOffset: number; fault?: string[] }>();
+const faults: Record<string, FaultSpec> = {};
+for (const f of opts.fault ?? []) {
+  const m = /^([^=]+)=(server-error|malformed|drop|slow):(changes|checks)$/.exec(f);
+  if (!m) {
+    process.stderr.write(`--fault ${f}: expected owner/name=server-error|malformed|drop|slow:changes|checks\n`);
+    process.exit(64);
+  }
+  faults[m[1]] = { kind: m[2] as FaultKind, stage: m[3] as FaultSpec['stage'] };
+}
+const simulator = new GithubSimulator({
+  repos: opts.repos, pullRequestsPerRepo: opts.pullRequests, runsPerRepo: opts.runs, jobsPerRun: opts.jobs,
+  limits: { graphql: opts.limit, core: opts.limit }, windowSeconds: opts.window, latencyMs: opts.latency,
+  clockOffsetMs: opts.clockOffset, faults,
+});
+simulator.start(opts.port).then((url) => {
+  process.stdout.write(`${JSON.stringify({ url, repos: simulator.repoNames.length, windowSeconds: opts.window })}\n`);
+  const stop = () => { void simulator.stop().then(() => process.exit(0)); };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}).catch((err: unknown) => {
+  process.stderr.write(`github simulator: ${String(err)}\n`);
+  process.exit(1);
+});
