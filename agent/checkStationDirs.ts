@@ -42,7 +42,12 @@ export function checkStationDirs(config: Config): StationPolicy {
   });
   for (const [setting, dir, mode] of [['DATA_DIR', config.dataDir, 0o755], ['QUANTILICA_HOME', config.homeDir, 0o700]] as const) {
     withSetting(setting, dir, () => {
-      fs.mkdirSync(dir, { recursive: true, mode });
+      try {
+        fs.mkdirSync(dir, { recursive: true, mode });
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR' });
+        throw err;
+      }
       probeWrite(dir);
     });
   }

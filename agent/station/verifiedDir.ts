@@ -52,7 +52,13 @@ export function dirProblem(st: fs.Stats, policy: StationPolicy): Problem | null 
 function checkAncestors(dir: string, policy: StationPolicy, setting: string): void {
   // Missing parents are made ours; an existing one is judged below, whoever made it. Errors such as
   // ENOTDIR are thrown as they are: the caller names the setting.
-  fs.mkdirSync(path.dirname(dir), { recursive: true, mode: 0o755 });
+  try {
+    fs.mkdirSync(path.dirname(dir), { recursive: true, mode: 0o755 });
+  } catch (err) {
+    // mkdir -p says EEXIST when a file stands where a folder must be: that is ENOTDIR to the user.
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw Object.assign(new Error(`not a directory on the way to ${dir}`), { code: 'ENOTDIR' });
+    throw err;
+  }
   // A link on the way is a pointer whoever owns it can turn: only root's or ours are followed.
   for (let p = path.dirname(dir); p !== path.dirname(p); p = path.dirname(p)) {
     const st = fs.lstatSync(p);
