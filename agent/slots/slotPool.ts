@@ -11,7 +11,7 @@ import { HeldSlots } from './heldSlots';
 import { parseOwnerRecord, type OwnerRecord } from './ownerRecord';
 import { readProcInfo } from './procInfo';
 import { kernelLockOf, readKernelFlocks, type KernelLock } from './procLocks';
-import type { RecordedRun } from './provenHolder';
+import { whyNotOurRun, type RecordedRun } from './provenHolder';
 import { reclaimIfStopped, type ReclaimEvent } from './reclaimIfStopped';
 import { tryLockIn, type SlotLock } from './slotLock';
 
@@ -67,6 +67,8 @@ export class SlotPool {
   private guardTimer: NodeJS.Timeout | null = null;
   private readonly fileName: (index: number) => string;
   private readonly held: HeldSlots;
+  /** Whether the slots held by runs of an earlier agent were looked for (once, at first use). */
+  private adopted = false;
   /** Refusals already logged, so a waiting run does not log the same one every poll. */
   private readonly refusalsLogged = new Set<string>();
 
@@ -190,6 +192,7 @@ export class SlotPool {
   private tryTakeAny(): SlotGrant | null {
     const dir = this.openDir();
     try {
+      this.adoptProvenHolders(dir);
       this.held.prune();
       if (this.held.needsHeal(dir)) this.held.heal(dir);
       // A pool shrunk while higher-numbered slots are held: those holders still count against it.
@@ -226,8 +229,25 @@ export class SlotPool {
     }
   }
 
-  private onHeld(index: number, name: string, record: OwnerRecord, lock: SlotLock): void {
-    this.held.track(index, name, record, lock.dev, lock.ino);
+  /**
+   * Runs adopted from an earlier agent hold slots this process did not hand out: the ones whose holder
+   * is proven to be a run of our store are guarded like our own (re-locked if a tmp cleaner strikes).
+   */
+  private adoptProvenHolders(dir: VerifiedDir): void {
+    if (this.adopted) return;
+    this.adopted = true;
+    const locks = readKernelFlocks();
+    for (let index = 0; index < this.size; index++) {
+      const name = this.fileName(index);
+      const st = regular(dir.lstat(name));
+      if (this.held.has(index) || !kernelLockOf(locks, st)) continue;
+      const record = readRecordIn(dir, name);
+      if (record && st && whyNotOurRun(record, st, this.opts.isRecordedRun) === null) this.onHeld(index, name, record, st);
+    }
+  }
+
+  private onHeld(index: number, name: string, record: OwnerRecord, file: { dev: number; ino: number }): void {
+    this.held.track(index, name, record, file.dev, file.ino);
     if (this.guardTimer) return;
     this.guardTimer = setInterval(() => this.guard(), this.opts.guardMs ?? 1000);
     this.guardTimer.unref();
@@ -305,6 +325,7 @@ export class SlotPool {
     let dir: VerifiedDir | null = null;
     try {
       dir = this.openDir();
+      this.adoptProvenHolders(dir);
       this.held.prune();
       if (this.held.needsHeal(dir)) this.held.heal(dir);
     } catch (err) {

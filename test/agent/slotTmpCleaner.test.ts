@@ -110,8 +110,38 @@ test('a tmp cleaner deleting the lock folder under 3 running fetchers never lets
     }, { what: 'a waiting run to take the freed slot', timeoutMs: 15000 });
     assert.equal((await running()).length, 3);
   } finally {
-    for (const r of await client.listRuns(100)) if (r.status === 'running' || r.status === 'waiting') await client.cancel({ runId: r.runId });
+    // A run may end between the listing and its cancel: that is fine here.
+    for (const r of await client.listRuns(100)) if (r.status === 'running' || r.status === 'waiting') await client.cancel({ runId: r.runId }).catch(() => []);
     await client.close();
     agent.child.kill('SIGTERM');
+  }
+});
+
+test('runs adopted by a new agent are guarded too: the folder removed after a kill -9 of the first agent still shows and keeps their slots', { timeout: 180000 }, async () => {
+  const t = makeTestEnv(long('heavy-io'));
+  const first = await startAgent(t);
+  let client = await connectAgent(testConfig(t).connectionFile, { client: 'tmp-cleaner' });
+  await Promise.all([0, 1, 2].map(() => client.run('long')));
+  await waitFor(async () => (await client.listRuns(100)).filter((r) => r.status === 'running').length === 3, { what: '3 fetchers to run', timeoutMs: 30000 });
+  await client.close();
+  first.child.kill('SIGKILL');
+  await waitFor(() => first.child.exitCode !== null || first.child.signalCode !== null, { what: 'the first agent to die' });
+  const second = await startAgent(t);
+  client = await connectAgent(testConfig(t).connectionFile, { client: 'tmp-cleaner' });
+  try {
+    await waitFor(async () => (await client.listRuns(100)).filter((r) => r.status === 'running').length === 3, { what: 'the new agent to adopt the 3 runs', timeoutMs: 30000 });
+    // The new agent has looked at its pools once (a snapshot), then the tmp cleaner strikes.
+    assert.equal((await client.getSnapshot()).pools.find((p) => p.name === 'heavy-io')!.used, 3);
+    fs.rmSync(t.lockDir, { recursive: true, force: true });
+    assert.equal((await client.getSnapshot()).pools.find((p) => p.name === 'heavy-io')!.used, 3, 'adopted holders still show');
+    await waitFor(() => [0, 1, 2].every((i) => kernelLocked(path.join(t.lockDir, 'heavy-io', `slot_${i}.lock`))), { what: 'the slot files to be re-made and locked', timeoutMs: 15000 });
+    const extra = await client.run('long');
+    await waitFor(async () => (await client.listRuns(100)).find((r) => r.runId === extra.runId)?.wait?.kind === 'pool', { what: 'a 4th run to queue', timeoutMs: 15000 });
+    assert.equal((await client.listRuns(100)).filter((r) => r.status === 'running').length, 3);
+  } finally {
+    // A run may end between the listing and its cancel: that is fine here.
+    for (const r of await client.listRuns(100)) if (r.status === 'waiting' || r.status === 'running') await client.cancel({ runId: r.runId }).catch(() => []);
+    await client.close();
+    second.child.kill('SIGTERM');
   }
 });
