@@ -10,7 +10,7 @@ import { ensureVerifiedDir } from './station/verifiedDir';
 
 /** The legacy global lock of the serial mode, in the lock dir itself. */
 export const SERIAL_LOCK_FILE = 'quantilica_cron_heavy.lock';
-const SLOT_FILE = /^slot_(\d{1,3})\.lock$/;
+const SLOT_FILE = /^slot_(0|[1-9]\d{0,2})\.lock$/;
 
 /**
  * Proves the station is safe and usable before anything runs: the lock folder and each pool folder

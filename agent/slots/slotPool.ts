@@ -52,7 +52,7 @@ interface Waiter {
   cleanup(): void;
 }
 
-const SLOT_FILE = /^slot_(\d{1,3})\.lock$/;
+const SLOT_FILE = /^slot_(0|[1-9]\d{0,2})\.lock$/;
 
 /**
  * One pool of slots. Waiters are served first come, first served; a slot is a flock on
