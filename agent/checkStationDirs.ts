@@ -1,35 +1,76 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { randomBytes } from 'node:crypto';
 import type { Config } from './config/config';
 import { EnvironmentError } from './errors';
+import { VerifiedDir } from './station/openInVerifiedDir';
+import { stationPolicy, type StationPolicy } from './station/stationPolicy';
+import { UnsafeStationError } from './station/unsafeStationError';
+import { ensureVerifiedDir } from './station/verifiedDir';
+
+/** The legacy global lock of the serial mode, in the lock dir itself. */
+export const SERIAL_LOCK_FILE = 'quantilica_cron_heavy.lock';
+const SLOT_FILE = /^slot_(0|[1-9]\d{0,2})\.lock$/;
 
 /**
- * Proves the directories the agent writes are usable before anything is created, so a bad lock dir
- * or DATA_DIR fails with a message naming the setting and leaves nothing half-made; then creates them.
+ * Proves the station is safe and usable before anything runs: the lock folder and each pool folder
+ * pass the shared-folder check (made 0700, or 2770 for a lock group), the slot files already there
+ * pass the file check, and each folder takes a write. An unsafe station stops with a message saying
+ * what is wrong, why and how to fix it; an unusable folder with the setting named. Returns the policy
+ * the pools use.
  */
-export function checkStationDirs(config: Config): void {
-  const dirs: Array<[string, string]> = [['QUANTILICA_LOCK_DIR', config.lockDir], ['DATA_DIR', config.dataDir], ['QUANTILICA_HOME', config.homeDir]];
-  for (const [setting, dir] of dirs) probeWritable(setting, dir);
-  for (const [setting, dir] of dirs) {
-    try {
-      fs.mkdirSync(dir, { recursive: true });
-    } catch (err) {
-      throw new EnvironmentError(`${setting}=${dir} cannot be created (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+export function checkStationDirs(config: Config): StationPolicy {
+  const policy = stationPolicy(config.lockGroup);
+  const lockDirs = config.usePools ? Object.keys(config.pools).map((p) => path.join(config.lockDir, p)) : [];
+  withSetting('QUANTILICA_LOCK_DIR', config.lockDir, () => {
+    for (const dir of [config.lockDir, ...lockDirs]) {
+      ensureVerifiedDir(dir, policy, 'QUANTILICA_LOCK_DIR');
+      const verified = VerifiedDir.open(dir, policy);
+      if (!verified) throw Object.assign(new Error('removed while checked'), { code: 'ENOENT' });
+      try {
+        // Every slot file already there must pass the file check now, not fail a run later.
+        for (const name of verified.names()) {
+          if (name !== SERIAL_LOCK_FILE && !SLOT_FILE.test(name)) continue;
+          const opened = verified.openFile(name, { create: false, write: false });
+          if (opened) fs.closeSync(opened.fd);
+        }
+        verified.probeWrite();
+      } finally {
+        verified.close();
+      }
     }
+  });
+  for (const [setting, dir, mode] of [['DATA_DIR', config.dataDir, 0o755], ['QUANTILICA_HOME', config.homeDir, 0o700]] as const) {
+    withSetting(setting, dir, () => {
+      try {
+        fs.mkdirSync(dir, { recursive: true, mode });
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR' });
+        throw err;
+      }
+      probeWrite(dir);
+    });
+  }
+  return policy;
+}
+
+function withSetting(setting: string, dir: string, fn: () => void): void {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof UnsafeStationError) throw err;
+    throw new EnvironmentError(`${setting}=${dir} is not a writable directory (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
   }
 }
 
-/** The directory, or its nearest existing ancestor when it is still to be made, must take a write. */
-function probeWritable(setting: string, dir: string): void {
-  let existing = dir;
-  while (!fs.existsSync(existing)) existing = path.dirname(existing);
-  try {
-    if (!fs.statSync(existing).isDirectory()) throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR' });
-    // access() says yes to root everywhere; only a real write tells a read-only mount.
-    const probe = path.join(existing, `.quantilica-write-test-${process.pid}`);
-    fs.writeFileSync(probe, '');
-    fs.unlinkSync(probe);
-  } catch (err) {
-    throw new EnvironmentError(`${setting}=${dir} is not a writable directory (${(err as NodeJS.ErrnoException).code ?? String(err)} at ${existing})`);
-  }
+/**
+ * access() says yes to root everywhere; only a real write tells a read-only mount. The probe is a
+ * name nobody can predict, created exclusively inside the folder (never its parent), so a planted
+ * link or a leftover file of another account can neither be written through nor make a start fail.
+ */
+function probeWrite(dir: string): void {
+  const probe = path.join(dir, `.quantilica-probe-${randomBytes(16).toString('hex')}`);
+  const { O_CREAT, O_EXCL, O_NOFOLLOW, O_WRONLY } = fs.constants;
+  fs.closeSync(fs.openSync(probe, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600));
+  fs.unlinkSync(probe);
 }

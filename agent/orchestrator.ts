@@ -6,7 +6,7 @@ import { demoCatalog } from './catalog/demoCatalog';
 import type { Config } from './config/config';
 import { InvalidArgumentError } from './errors';
 import type { Logger } from './log/logger';
-import { checkStationDirs } from './checkStationDirs';
+import { checkStationDirs, SERIAL_LOCK_FILE } from './checkStationDirs';
 import { distFile } from './paths';
 import { tailFile } from './runs/logCap';
 import { RunManager } from './runs/runManager';
@@ -15,6 +15,7 @@ import { openGate, type StartGate } from './runs/startGate';
 import type { AgentControl, FlushResult } from './server/agentControl';
 import { readKernelFlocks, type KernelLock } from './slots/procLocks';
 import { SlotPool, type ReclaimEvent } from './slots/slotPool';
+import type { StationPolicy } from './station/stationPolicy';
 import { StateHub } from './state/stateHub';
 import type { TelemetrySink } from './telemetry/telemetrySink';
 
@@ -40,9 +41,9 @@ export class Orchestrator implements AgentControl {
   private readonly lastStatus = new Map<string, RunInfo['status']>();
 
   constructor(readonly config: Config, private readonly logger: Logger, private readonly parts: AgentParts) {
-    checkStationDirs(config);
+    const policy = checkStationDirs(config);
     this.catalog = config.catalogPath ? Catalog.load(config.catalogPath) : demoCatalog(config);
-    this.createPools();
+    this.createPools(policy);
     this.store = new RunStore(path.join(config.homeDir, 'state.db'));
     this.hub = new StateHub(() => this.collect());
     this.runs = new RunManager({
@@ -166,7 +167,9 @@ export class Orchestrator implements AgentControl {
     if (pool) this.hub.publish({ kind: 'pool', pool: this.poolState(pool, readKernelFlocks(), this.runs.activeRuns()) });
   }
 
-  private createPools(): void {
+  private createPools(policy: StationPolicy): void {
+    // A stopped holder is signalled only if this station's run store started exactly that process.
+    const isRecordedRun = (pid: number, startTime: number) => this.store.hasRunningProcess(pid, startTime);
     const onReclaim = (event: ReclaimEvent) => {
       this.parts.telemetry.emit({
         runId: event.record.runId ?? `reclaim-${event.pool}-${event.index}-${Date.now()}`,
@@ -184,7 +187,9 @@ export class Orchestrator implements AgentControl {
         dir: this.config.lockDir,
         size: 1,
         waitTimeoutSeconds: this.config.pools['heavy-io'].waitTimeoutSeconds,
-        fileName: () => 'quantilica_cron_heavy.lock',
+        fileName: () => SERIAL_LOCK_FILE,
+        policy,
+        isRecordedRun,
         logger: this.logger,
         onReclaim,
       }));
@@ -196,6 +201,8 @@ export class Orchestrator implements AgentControl {
         dir: path.join(this.config.lockDir, name),
         size: pool.slots,
         waitTimeoutSeconds: pool.waitTimeoutSeconds,
+        policy,
+        isRecordedRun,
         logger: this.logger,
         onReclaim,
       }));

@@ -25,6 +25,8 @@ export interface Config {
   disk: DiskConfig;
   dataDir: string;
   lockDir: string;
+  /** QUANTILICA_LOCK_GROUP: the group sharing the lock folders, or null for this account alone. */
+  lockGroup: string | null;
   homeDir: string;
   logDir: string;
   logCapBytes: number;
@@ -100,6 +102,7 @@ export function loadConfig(env: Env = process.env): Config {
     disk,
     dataDir,
     lockDir: get('QUANTILICA_LOCK_DIR'),
+    lockGroup: get('QUANTILICA_LOCK_GROUP'),
     homeDir,
     logDir: get<string | null>('QUANTILICA_LOG_DIR') ?? path.join(dataDir, 'logs'),
     logCapBytes: Math.round(get<number>('QUANTILICA_LOG_CAP_MB') * 1024 * 1024),

@@ -36,6 +36,13 @@ const dir = (text: string, home: string): Parsed => {
 
 const optionalDir = (text: string, home: string): Parsed => (text === '' ? { ok: true, value: null } : dir(text, home));
 
+const groupName = (text: string): Parsed => {
+  const t = text.trim();
+  if (t === '') return { ok: true, value: null };
+  if (!/^[a-z_][a-z0-9_.-]{0,31}\$?$|^\d+$/i.test(t)) return { ok: false, error: 'allowed: a group name or number (getent group)' };
+  return { ok: true, value: t };
+};
+
 const optionalUrl = (text: string): Parsed => {
   if (text === '') return { ok: true, value: null };
   if (!/^postgres(ql)?:\/\//.test(text)) return { ok: false, error: 'allowed: a postgres:// or postgresql:// URL' };
@@ -60,6 +67,7 @@ export const SETTINGS = [
   { name: 'CRON_DISK_MAX_WAIT_SECONDS', default: '3600', description: 'seconds a run waits at a paused gate before failing', parse: number(0.01, 7 * 86400, false) },
   { name: 'DATA_DIR', default: '~/data', description: 'where fetchers write their data', parse: dir },
   { name: 'QUANTILICA_LOCK_DIR', default: '/tmp/quantilica_locks', description: 'slot lock files', parse: dir },
+  { name: 'QUANTILICA_LOCK_GROUP', default: '', description: 'a group whose members share the lock folders (folders 2770, files 0660); empty: this account alone (0700, 0600)', parse: groupName },
   { name: 'QUANTILICA_HOME', default: '~/.quantilica', description: "the agent's state, connection file and spool", parse: dir },
   { name: 'QUANTILICA_LOG_DIR', default: '', description: 'per-run logs (default DATA_DIR/logs)', parse: optionalDir },
   { name: 'QUANTILICA_LOG_CAP_MB', default: '20', description: 'size cap of one run log in MB', parse: number(0.01, 100000, false) },

@@ -76,6 +76,11 @@ export class RunStore {
     return row ? (JSON.parse(row.body) as StoredRun) : null;
   }
 
+  /** True when a running run's process is exactly this pid with this start time (never a record's word alone). */
+  hasRunningProcess(pid: number, startTime: number): boolean {
+    return this.db.prepare(`SELECT 1 FROM runs WHERE status = 'running' AND json_extract(body, '$.pid') = ? AND json_extract(body, '$.startTime') = ? LIMIT 1`).get(pid, startTime) !== undefined;
+  }
+
   lastStartedAt(fetcher: string): Date | null {
     const row = this.db.prepare(`SELECT max(json_extract(body, '$.startedAt')) AS at FROM runs WHERE fetcher = ?`).get(fetcher) as { at: string | null };
     return row.at ? new Date(row.at) : null;

@@ -7,6 +7,7 @@ export interface ProcInfo {
   state: string;
   ppid: number;
   pgid: number;
+  session: number;
   /** Start time in clock ticks after boot: with the PID, it names a process uniquely. */
   startTime: number;
 }
@@ -27,8 +28,19 @@ export function readProcInfo(pid: number): ProcInfo | null {
     state: fields[0] ?? '?',
     ppid: Number(fields[1]),
     pgid: Number(fields[2]),
+    session: Number(fields[3]),
     startTime: Number(fields[19]),
   };
+}
+
+/** The real uid of a process (/proc/<pid>/status), or null when it is gone. */
+export function processUid(pid: number): number | null {
+  try {
+    const m = /^Uid:\s+(\d+)/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) : null;
+  } catch {
+    return null;
+  }
 }
 
 /** True when the process is stopped (job control or tracing): state T or t. */

@@ -38,11 +38,7 @@ function makedev(major: number, minor: number): number {
   return ((major & 0xfff) << 8) | (minor & 0xff) | ((minor & ~0xff) << 12) | (Math.floor(major / 0x1000) * 2 ** 32);
 }
 
-export function kernelLockOf(locks: Map<string, KernelLock>, lockPath: string): KernelLock | null {
-  try {
-    const st = fs.statSync(lockPath);
-    return locks.get(`${st.dev}:${st.ino}`) ?? null;
-  } catch {
-    return null;
-  }
+/** The kernel's lock on a file (by its identity, from lstat or fstat: never through a link). */
+export function kernelLockOf(locks: Map<string, KernelLock>, st: { dev: number; ino: number } | null): KernelLock | null {
+  return st ? locks.get(`${st.dev}:${st.ino}`) ?? null : null;
 }

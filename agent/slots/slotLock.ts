@@ -1,5 +1,8 @@
 import * as fs from 'node:fs';
-import { openExclusiveFlock } from './openExclusiveFlock';
+import * as path from 'node:path';
+import { flockSync } from 'fs-ext';
+import { VerifiedDir } from '../station/openInVerifiedDir';
+import { privatePolicy, type StationPolicy } from '../station/stationPolicy';
 import { formatOwnerRecord, type OwnerRecord } from './ownerRecord';
 
 /**
@@ -10,13 +13,12 @@ import { formatOwnerRecord, type OwnerRecord } from './ownerRecord';
 export class SlotLock {
   private closed = false;
 
-  constructor(readonly lockPath: string, readonly fd: number) {}
+  constructor(readonly lockPath: string, readonly fd: number, readonly dev: number, readonly ino: number, private readonly onRecord: (record: OwnerRecord, lock: SlotLock) => void = () => {}) {}
 
   /** Replaces the file's content with the owner record, while the lock is held. */
   writeRecord(record: OwnerRecord): void {
-    const text = Buffer.from(formatOwnerRecord(record));
-    fs.ftruncateSync(this.fd, 0);
-    fs.writeSync(this.fd, text, 0, text.length, 0);
+    writeRecordTo(this.fd, record);
+    this.onRecord(record, this);
   }
 
   /** Closes the agent's descriptor. If a child inherited it, the lock stays with the child. */
@@ -27,27 +29,52 @@ export class SlotLock {
   }
 }
 
+export function writeRecordTo(fd: number, record: OwnerRecord): void {
+  const text = Buffer.from(formatOwnerRecord(record));
+  fs.ftruncateSync(fd, 0);
+  fs.writeSync(fd, text, 0, text.length, 0);
+}
+
 /**
- * Tries to take the slot at `lockPath` without blocking; null when someone holds it. The path is
- * checked again after locking: if the file was removed or replaced meanwhile (the runbook's
- * `rm -f slot_N.lock`), the lock we got is on an orphaned inode that nobody else will ever see, so
- * it is dropped and the try repeated on the current file.
+ * Tries to take the slot file `name` of a verified folder without blocking; null when someone holds
+ * it. The name is checked again after locking: if the file was removed or replaced meanwhile (the
+ * runbook's `rm -f slot_N.lock`), the lock we got is on an orphaned inode that nobody else will ever
+ * see, so it is dropped and the try repeated on the current file. An unsafe file throws.
  */
-export function tryLockSlot(lockPath: string): SlotLock | null {
+export function tryLockIn(dir: VerifiedDir, name: string, onRecord?: (record: OwnerRecord, lock: SlotLock) => void): SlotLock | null {
   for (let attempt = 0; attempt < 5; attempt++) {
     // O_RDWR (not append) so the record can be rewritten in place.
-    const fd = openExclusiveFlock(lockPath, fs.constants.O_RDWR | fs.constants.O_CREAT);
-    if (fd === null) return null;
-    let same = false;
-    try {
-      const held = fs.fstatSync(fd);
-      const current = fs.statSync(lockPath);
-      same = held.ino === current.ino && held.dev === current.dev;
-    } catch {
-      same = false;
-    }
-    if (same) return new SlotLock(lockPath, fd);
+    const opened = dir.openFile(name, { create: true, write: true });
+    if (!opened) return null;
+    const { fd, st } = opened;
+    if (!flockExclusiveNb(fd)) return null;
+    const current = dir.lstat(name);
+    if (current && current.ino === st.ino && current.dev === st.dev) return new SlotLock(dir.pathOf(name), fd, st.dev, st.ino, onRecord);
     fs.closeSync(fd);
   }
   return null;
+}
+
+/** Takes the slot at a path (tests, tools): the folder must pass the same checks. */
+export function tryLockSlot(lockPath: string, policy: StationPolicy = privatePolicy()): SlotLock | null {
+  const dir = VerifiedDir.open(path.dirname(lockPath), policy);
+  if (!dir) return null;
+  try {
+    return tryLockIn(dir, path.basename(lockPath));
+  } finally {
+    dir.close();
+  }
+}
+
+/** flock(LOCK_EX | LOCK_NB): true when taken; false (descriptor closed) when another holds it. */
+export function flockExclusiveNb(fd: number): boolean {
+  try {
+    flockSync(fd, 'exnb');
+    return true;
+  } catch (err) {
+    fs.closeSync(fd);
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EAGAIN' || code === 'EWOULDBLOCK') return false;
+    throw err;
+  }
 }

@@ -3,34 +3,43 @@ import * as path from 'node:path';
 import type { SlotHolder, SlotState } from '../../shared/protocol';
 import type { Logger } from '../log/logger';
 import { RunRefusedError } from '../runs/startGate';
+import { readCapped, VerifiedDir } from '../station/openInVerifiedDir';
+import type { StationPolicy } from '../station/stationPolicy';
+import { UnsafeStationError } from '../station/unsafeStationError';
+import { ensureVerifiedDir } from '../station/verifiedDir';
+import { HeldSlots } from './heldSlots';
 import { parseOwnerRecord, type OwnerRecord } from './ownerRecord';
-import { childrenOf, isStopped, readProcInfo } from './procInfo';
+import { readProcInfo } from './procInfo';
 import { kernelLockOf, readKernelFlocks, type KernelLock } from './procLocks';
-import { SlotLock, tryLockSlot } from './slotLock';
+import { whyNotOurRun, type RecordedRun } from './provenHolder';
+import { reclaimIfStopped, type ReclaimEvent } from './reclaimIfStopped';
+import { tryLockIn, type SlotLock } from './slotLock';
+
+export type { ReclaimEvent } from './reclaimIfStopped';
 
 export interface SlotGrant {
   lock: SlotLock;
   index: number;
 }
 
-/** A stopped holder the pool killed to take its slot back (seed 000, section 6). */
-export interface ReclaimEvent {
-  pool: string;
-  index: number;
-  lockPath: string;
-  record: OwnerRecord;
-  killedGroup: number | null;
-}
+/** The largest pool CRON_POOL_*_SLOTS allows: slot files numbered beyond it are never looked at. */
+export const MAX_POOL_SLOTS = 256;
 
 export interface SlotPoolOptions {
   name: string;
   dir: string;
   size: number;
   waitTimeoutSeconds: number;
+  /** Who may share the folder (this account, or a lock group). */
+  policy: StationPolicy;
+  /** Whether a pid and start time are a run of this station's run store: only those are ever signalled. */
+  isRecordedRun: RecordedRun;
   /** File name of slot N; the serial mode uses the one legacy lock file. */
   fileName?: (index: number) => string;
   /** How often waiters retry while the holders are other processes (their release sends no signal). */
   pollMs?: number;
+  /** How often the held slots' files are checked for a tmp cleaner's removal. */
+  guardMs?: number;
   logger: Logger;
   onReclaim(event: ReclaimEvent): void;
 }
@@ -43,7 +52,7 @@ interface Waiter {
   cleanup(): void;
 }
 
-const SLOT_FILE = /^slot_(\d+)\.lock$/;
+const SLOT_FILE = /^slot_(0|[1-9]\d{0,2})\.lock$/;
 
 /**
  * One pool of slots. Waiters are served first come, first served; a slot is a flock on
@@ -55,14 +64,21 @@ export class SlotPool {
   readonly waitTimeoutSeconds: number;
   private readonly waiters: Waiter[] = [];
   private pollTimer: NodeJS.Timeout | null = null;
+  private guardTimer: NodeJS.Timeout | null = null;
   private readonly fileName: (index: number) => string;
+  private readonly held: HeldSlots;
+  /** Whether the slots held by runs of an earlier agent were looked for (once, at first use). */
+  private adopted = false;
+  /** Refusals already logged, so a waiting run does not log the same one every poll. */
+  private readonly refusalsLogged = new Set<string>();
 
   constructor(private readonly opts: SlotPoolOptions) {
     this.name = opts.name;
     this.size = opts.size;
     this.waitTimeoutSeconds = opts.waitTimeoutSeconds;
     this.fileName = opts.fileName ?? ((i) => `slot_${i}.lock`);
-    fs.mkdirSync(opts.dir, { recursive: true });
+    this.held = new HeldSlots(opts.name, opts.logger);
+    ensureVerifiedDir(opts.dir, opts.policy, 'QUANTILICA_LOCK_DIR');
   }
 
   lockPath(index: number): string {
@@ -72,6 +88,7 @@ export class SlotPool {
   /**
    * Resolves with a held slot, in arrival order. Rejects with RunRefusedError('wait-timeout') after
    * the pool's wait timeout, or with the signal's reason when it aborts; either way the place is freed.
+   * An error while taking a slot (an unsafe lock file, EMFILE…) rejects the waiter it was taken for.
    */
   acquire(id: string, signal: AbortSignal, onPosition: (position: number) => void = () => {}): Promise<SlotGrant> {
     return new Promise<SlotGrant>((resolve, reject) => {
@@ -109,12 +126,16 @@ export class SlotPool {
 
   /** A run of this process released its slot: serve the next waiter now rather than at the next poll. */
   released(): void {
+    this.held.prune();
     this.pump();
   }
 
   close(): void {
     if (this.pollTimer) clearTimeout(this.pollTimer);
+    if (this.guardTimer) clearInterval(this.guardTimer);
     this.pollTimer = null;
+    this.guardTimer = null;
+    this.held.close();
   }
 
   private remove(waiter: Waiter): void {
@@ -127,7 +148,17 @@ export class SlotPool {
   private pump(): void {
     let served = 0;
     while (this.waiters.length > 0) {
-      const grant = this.tryTakeAny();
+      let grant: SlotGrant | null;
+      try {
+        grant = this.tryTakeAny();
+      } catch (err) {
+        // The waiter leaves the queue with the error: never served later with a slot nobody uses.
+        const waiter = this.waiters.shift()!;
+        waiter.cleanup();
+        waiter.reject(refusal(this.name, err));
+        served += 1;
+        break;
+      }
       if (!grant) break;
       const waiter = this.waiters.shift()!;
       waiter.cleanup();
@@ -148,116 +179,205 @@ export class SlotPool {
     for (let i = Math.max(0, from); i < this.waiters.length; i++) this.waiters[i].onPosition(i + 1);
   }
 
+  /** The pool's folder, checked on its descriptor; made again (and checked) if a tmp cleaner removed it. */
+  private openDir(): VerifiedDir {
+    const dir = VerifiedDir.open(this.opts.dir, this.opts.policy);
+    if (dir) return dir;
+    ensureVerifiedDir(this.opts.dir, this.opts.policy, 'QUANTILICA_LOCK_DIR');
+    const made = VerifiedDir.open(this.opts.dir, this.opts.policy);
+    if (!made) throw new UnsafeStationError('lock-dir-unsafe', `${this.opts.dir} vanished again right after it was made`);
+    return made;
+  }
+
   private tryTakeAny(): SlotGrant | null {
-    // A pool shrunk while higher-numbered slots are held: those holders still count against it.
-    const beyond = this.heldBeyondSize();
-    if (beyond >= this.size) return null;
-    const busy: number[] = [];
-    for (let index = 0; index < this.size; index++) {
-      const lock = tryLockSlot(this.lockPath(index));
-      if (!lock) {
-        busy.push(index);
-        continue;
-      }
-      if (beyond > 0 && this.heldWithin(index) + beyond >= this.size) {
-        lock.closeOwnCopy();
-        return null;
-      }
-      return { lock, index };
-    }
-    for (const index of busy) this.reclaimIfStopped(index);
-    return null;
-  }
-
-  /** Held slots below the size, other than `except`. */
-  private heldWithin(except: number): number {
-    const locks = readKernelFlocks();
-    let held = 0;
-    for (let i = 0; i < this.size; i++) if (i !== except && kernelLockOf(locks, this.lockPath(i))) held += 1;
-    return held;
-  }
-
-  private heldBeyondSize(): number {
-    if (this.opts.fileName) return 0;
-    let names: string[];
+    const dir = this.openDir();
     try {
-      names = fs.readdirSync(this.opts.dir);
-    } catch {
-      return 0;
+      this.adoptProvenHolders(dir);
+      this.held.prune();
+      if (this.held.needsHeal(dir)) this.held.heal(dir);
+      // A pool shrunk while higher-numbered slots are held: those holders still count against it.
+      const beyond = this.heldBeyondSize(dir);
+      if (beyond >= this.size) return null;
+      const busy: number[] = [];
+      for (let index = 0; index < this.size; index++) {
+        // A slot of our own run stays ours even while its file is gone.
+        if (this.held.has(index)) {
+          busy.push(index);
+          continue;
+        }
+        const name = this.fileName(index);
+        const lock = tryLockIn(dir, name, (record, l) => this.onHeld(index, name, record, l));
+        if (!lock) {
+          busy.push(index);
+          continue;
+        }
+        try {
+          if (beyond > 0 && this.heldWithin(dir, index) + beyond >= this.size) {
+            lock.closeOwnCopy();
+            return null;
+          }
+        } catch (err) {
+          lock.closeOwnCopy();
+          throw err;
+        }
+        return { lock, index };
+      }
+      for (const index of busy) this.reclaim(dir, index);
+      return null;
+    } finally {
+      dir.close();
     }
-    const beyond = names.filter((n) => Number(SLOT_FILE.exec(n)?.[1] ?? -1) >= this.size);
-    if (beyond.length === 0) return 0;
-    const locks = readKernelFlocks();
-    return beyond.filter((n) => kernelLockOf(locks, path.join(this.opts.dir, n)) !== null).length;
   }
 
   /**
-   * A holder in state T keeps its slot forever while doing nothing: kill its group and let the next
-   * try take the slot. Only a holder whose PID and start time both match the record is touched, so a
-   * reused PID is never signalled.
+   * Runs adopted from an earlier agent hold slots this process did not hand out: the ones whose holder
+   * is proven to be a run of our store are guarded like our own (re-locked if a tmp cleaner strikes).
    */
-  private reclaimIfStopped(index: number): void {
-    const lockPath = this.lockPath(index);
-    const record = readRecord(lockPath);
-    if (!record) return;
-    const info = readProcInfo(record.pid);
-    if (!info || info.startTime !== record.startTime) return;
-    const stopped = isStopped(info) || childrenOf(info.pid).some((child) => {
-      const c = readProcInfo(child);
-      return c !== null && isStopped(c);
-    });
-    if (!stopped) return;
-    // Our runs lead their own process group; anything else is killed alone, never its group.
-    const group = info.pgid === info.pid ? info.pid : null;
-    try {
-      process.kill(group !== null ? -group : info.pid, 'SIGKILL');
-    } catch (err) {
-      this.opts.logger.warn({ err, pool: this.name, index, pid: info.pid }, 'could not kill a stopped slot holder');
+  private adoptProvenHolders(dir: VerifiedDir): void {
+    if (this.adopted) return;
+    this.adopted = true;
+    const locks = readKernelFlocks();
+    for (let index = 0; index < this.size; index++) {
+      const name = this.fileName(index);
+      const st = regular(dir.lstat(name));
+      if (this.held.has(index) || !kernelLockOf(locks, st)) continue;
+      const record = readRecordIn(dir, name);
+      if (record && st && whyNotOurRun(record, st, this.opts.isRecordedRun) === null) this.onHeld(index, name, record, st);
+    }
+  }
+
+  private onHeld(index: number, name: string, record: OwnerRecord, file: { dev: number; ino: number }): void {
+    this.held.track(index, name, record, file.dev, file.ino);
+    if (this.guardTimer) return;
+    this.guardTimer = setInterval(() => this.guard(), this.opts.guardMs ?? 1000);
+    this.guardTimer.unref();
+  }
+
+  /** Between acquisitions: notice a removed lock file within a second, not at the next run. */
+  private guard(): void {
+    this.held.prune();
+    if (this.held.size === 0) {
+      if (this.guardTimer) clearInterval(this.guardTimer);
+      this.guardTimer = null;
       return;
     }
-    this.opts.logger.warn({ pool: this.name, index, pid: info.pid, fetcher: record.fetcher, runId: record.runId }, 'reclaimed a slot from a stopped holder');
-    this.opts.onReclaim({ pool: this.name, index, lockPath, record, killedGroup: group });
+    try {
+      const dir = this.openDir();
+      try {
+        if (this.held.needsHeal(dir)) this.held.heal(dir);
+      } finally {
+        dir.close();
+      }
+    } catch (err) {
+      this.logOnce(`guard:${(err as Error).message}`, { err, pool: this.name }, 'cannot re-lock the slots of running fetchers');
+    }
+  }
+
+  /** Held slots below the size, other than `except`. */
+  private heldWithin(dir: VerifiedDir, except: number): number {
+    const locks = readKernelFlocks();
+    let held = 0;
+    for (let i = 0; i < this.size; i++) {
+      if (i !== except && (this.held.has(i) || kernelLockOf(locks, dir.lstat(this.fileName(i))))) held += 1;
+    }
+    return held;
+  }
+
+  /** Slot files numbered from the size up to the largest pool allowed; beyond that a name is ignored. */
+  private indicesBeyondSize(dir: VerifiedDir): number[] {
+    if (this.opts.fileName) return [];
+    return dir.names()
+      .map((n) => Number(SLOT_FILE.exec(n)?.[1] ?? -1))
+      .filter((i) => i >= this.size && i < MAX_POOL_SLOTS)
+      .sort((a, b) => a - b);
+  }
+
+  private heldBeyondSize(dir: VerifiedDir): number {
+    const beyond = this.indicesBeyondSize(dir);
+    if (beyond.length === 0) return 0;
+    const locks = readKernelFlocks();
+    return beyond.filter((i) => kernelLockOf(locks, regular(dir.lstat(this.fileName(i)))) !== null).length;
+  }
+
+  private reclaim(dir: VerifiedDir, index: number): void {
+    const outcome = reclaimIfStopped(dir, this.fileName(index), this.opts.isRecordedRun);
+    if (outcome.kind === 'reclaimed') {
+      this.opts.logger.warn({ pool: this.name, index, pid: outcome.record.pid, fetcher: outcome.record.fetcher, runId: outcome.record.runId }, 'reclaimed a slot from a stopped holder');
+      this.opts.onReclaim({ pool: this.name, index, lockPath: this.lockPath(index), record: outcome.record, killedGroup: outcome.record.pid });
+    } else if (outcome.kind === 'refused') {
+      const r = outcome.record;
+      this.logOnce(`${index}:${r.pid}:${r.startTime}:${outcome.why}`, { pool: this.name, index, pid: r.pid, reason: outcome.why }, 'a stopped slot holder is not provably one of our runs: not signalled');
+    }
+  }
+
+  private logOnce(key: string, fields: Record<string, unknown>, message: string): void {
+    if (this.refusalsLogged.has(key)) return;
+    if (this.refusalsLogged.size > 1000) this.refusalsLogged.clear();
+    this.refusalsLogged.add(key);
+    this.opts.logger.warn(fields, message);
   }
 
   /**
    * What each slot's lock file says now, checked against the kernel's lock table (read once by the
-   * caller for all pools) and /proc.
+   * caller for all pools) and /proc. Never throws and never blocks: a status must always answer.
    */
   state(isOwnRun: (runId: string) => boolean, locks: Map<string, KernelLock> = readKernelFlocks()): SlotState[] {
-    const count = Math.max(this.size, this.highestFileIndex() + 1);
-    const slots: SlotState[] = [];
-    for (let index = 0; index < count; index++) {
-      const lockPath = this.lockPath(index);
-      const kernelLock = kernelLockOf(locks, lockPath);
-      let holder: SlotHolder | null = null;
-      if (kernelLock) {
-        const record = readRecord(lockPath);
-        const info = record ? readProcInfo(record.pid) : null;
-        if (record && info && info.startTime === record.startTime) {
-          holder = { pid: record.pid, runId: record.runId, fetcher: record.fetcher, since: record.since, foreign: !(record.runId && isOwnRun(record.runId)) };
-        } else {
-          holder = { pid: kernelLock.pid, runId: null, fetcher: null, since: null, foreign: true };
-        }
-      }
-      slots.push({ pool: this.name, index, lockPath, holder });
+    let dir: VerifiedDir | null = null;
+    try {
+      dir = this.openDir();
+      this.adoptProvenHolders(dir);
+      this.held.prune();
+      if (this.held.needsHeal(dir)) this.held.heal(dir);
+    } catch (err) {
+      this.logOnce(`state:${(err as Error).message}`, { err, pool: this.name }, 'cannot read the pool folder');
     }
-    return slots;
+    try {
+      const indices = [...Array.from({ length: this.size }, (_, i) => i), ...(dir ? this.indicesBeyondSize(dir) : [])];
+      return indices.map((index) => ({ pool: this.name, index, lockPath: this.lockPath(index), holder: this.holderOf(dir, index, locks, isOwnRun) }));
+    } finally {
+      dir?.close();
+    }
   }
 
-  private highestFileIndex(): number {
-    if (this.opts.fileName) return 0;
-    try {
-      return Math.max(-1, ...fs.readdirSync(this.opts.dir).map((n) => Number(SLOT_FILE.exec(n)?.[1] ?? -1)));
-    } catch {
-      return -1;
+  private holderOf(dir: VerifiedDir | null, index: number, locks: Map<string, KernelLock>, isOwnRun: (runId: string) => boolean): SlotHolder | null {
+    const name = this.fileName(index);
+    const kernelLock = dir ? kernelLockOf(locks, regular(dir.lstat(name))) : null;
+    const own = this.held.get(index);
+    if (!kernelLock) {
+      // Our run's lock is on a removed file the kernel still lists under its old inode: still held.
+      return own ? { pid: own.record.pid, runId: own.record.runId, fetcher: own.record.fetcher, since: own.record.since, foreign: false } : null;
     }
+    const record = dir ? readRecordIn(dir, name) : null;
+    const info = record ? readProcInfo(record.pid) : null;
+    if (record && info && info.startTime === record.startTime) {
+      return { pid: record.pid, runId: record.runId, fetcher: record.fetcher, since: record.since, foreign: !(record.runId && isOwnRun(record.runId)) };
+    }
+    return { pid: kernelLock.pid, runId: null, fetcher: null, since: null, foreign: true };
   }
 }
 
-function readRecord(lockPath: string): OwnerRecord | null {
+/** The identity of a regular file only: a FIFO or link at a slot's name holds no slot. */
+function regular(st: fs.Stats | null): fs.Stats | null {
+  return st && st.isFile() ? st : null;
+}
+
+/** The owner record of a slot file, read from the checked descriptor with a size cap; null if none or unsafe. */
+export function readRecordIn(dir: VerifiedDir, name: string): OwnerRecord | null {
   try {
-    return parseOwnerRecord(fs.readFileSync(lockPath, 'utf8'));
+    const opened = dir.openFile(name, { create: false, write: false });
+    if (!opened) return null;
+    try {
+      return parseOwnerRecord(readCapped(opened.fd));
+    } finally {
+      fs.closeSync(opened.fd);
+    }
   } catch {
     return null;
   }
+}
+
+function refusal(pool: string, err: unknown): RunRefusedError {
+  if (err instanceof UnsafeStationError) return new RunRefusedError(err.reason, err.message);
+  const code = (err as NodeJS.ErrnoException).code;
+  return new RunRefusedError('slot-error', `cannot take a ${pool} slot: ${code ?? ''} ${(err as Error).message}`.replace(/\s+/g, ' '));
 }

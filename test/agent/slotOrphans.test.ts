@@ -63,15 +63,15 @@ test('a stopped holder is reclaimed: its group killed and the event recorded; ru
 test('a record whose PID is alive with another start time is not the holder: the slot is taken, that process left alone', async () => {
   const t = station();
   const dir = path.join(t.lockDir, 'cpu-analysis');
-  fs.mkdirSync(dir, { recursive: true });
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
   // An unrelated, stopped process now has the PID the record names (PID reuse).
   const stranger = spawn('sleep', ['600'], { stdio: 'ignore' });
   process.kill(stranger.pid!, 'SIGSTOP');
   await waitFor(() => readProcInfo(stranger.pid!)?.state === 'T', { what: 'the stranger to stop' });
   const info = readProcInfo(stranger.pid!)!;
   const stale = formatOwnerRecord({ pid: stranger.pid!, startTime: info.startTime - 1, fetcher: 'long', runId: 'gone-00000000', since: '2026-01-01T00:00:00Z', agentPid: 1 });
-  fs.writeFileSync(path.join(dir, 'slot_0.lock'), stale);
-  fs.writeFileSync(path.join(dir, 'slot_1.lock'), stale);
+  fs.writeFileSync(path.join(dir, 'slot_0.lock'), stale, { mode: 0o600 });
+  fs.writeFileSync(path.join(dir, 'slot_1.lock'), stale, { mode: 0o600 });
   // Slot 1 is really held by a live, running process whose record is that stale one.
   const holder = spawn('flock', ['-n', path.join(dir, 'slot_1.lock'), 'cat'], { stdio: ['pipe', 'ignore', 'inherit'] });
   const { orchestrator, close } = openOrchestrator(t);

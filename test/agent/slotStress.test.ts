@@ -83,11 +83,12 @@ test('slots held by util-linux flock count as taken, and flock waits for the age
     { name: 'until-file', pool: 'heavy-io', argv: [path.join(FIXTURES, 'exitWhenFileExists.sh')] },
   ]);
   const poolDir = path.join(station.lockDir, 'heavy-io');
-  fs.mkdirSync(poolDir, { recursive: true });
+  fs.mkdirSync(poolDir, { recursive: true, mode: 0o700 });
   const { orchestrator, close } = openOrchestrator(station);
   try {
     // A legacy script takes all three slots: each `flock` holds its file while `cat` waits on stdin.
-    const holders = [0, 1, 2].map((i) => spawn('flock', ['-n', path.join(poolDir, `slot_${i}.lock`), 'cat'], { stdio: ['pipe', 'ignore', 'inherit'] }));
+    // The script runs with umask 077, as the runbook asks: its lock files are private like ours.
+    const holders = [0, 1, 2].map((i) => spawn('sh', ['-c', 'umask 077; exec flock -n "$0" cat', path.join(poolDir, `slot_${i}.lock`)], { stdio: ['pipe', 'ignore', 'inherit'] }));
     await waitFor(() => orchestrator.poolStates().find((p) => p.name === 'heavy-io')!.used === 3, { what: 'flock to hold the 3 slots' });
     const release = path.join(station.root, 'release');
     const run = orchestrator.run('until-file', [release, '0'], 'cli');
