@@ -43,7 +43,7 @@ export class Orchestrator implements AgentControl {
     checkStationDirs(config);
     this.catalog = config.catalogPath ? Catalog.load(config.catalogPath) : demoCatalog(config);
     this.createPools();
-    this.store = new RunStore(path.join(config.homeDir, 'state.db'));
+    this.store = new RunStore(path.join(config.homeDir, 'state.db'), logger);
     this.hub = new StateHub(() => this.collect());
     this.runs = new RunManager({
       config,
