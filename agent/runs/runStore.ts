@@ -29,7 +29,6 @@ export interface RunStoreHealth {
 const KEEP_FINISHED = 5000;
 const RETRY_MS = 2_000;
 const OPEN_BUSY_WAIT_MS = 120_000;
-const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');
 const silent: Logger = { debug: () => {}, info: () => {}, warn: () => {}, error: () => {} };
 
 /** What clients see of a stored run: without the fields only a later agent needs to adopt it. */
@@ -183,12 +182,12 @@ export class RunStore {
 }
 
 /**
- * Opens (creating 0600) and checks the state file: header, then quick_check, so a damaged file is
+ * Opens (creating 0600) and checks the state file (SQLite's header check, then quick_check), so a damaged file is
  * found here and moved aside, not by every later command. Busy (a burst of CLI runs): waits.
  */
 function openStateDatabase(file: string): Database.Database {
-  const head = guardSqliteFiles(file);
-  if (head.length > 0 && !head.equals(SQLITE_HEADER.subarray(0, head.length))) throw new CorruptSpoolError(`${file}: not an SQLite database (bad header)`);
+  // A file that is not a database fails below with SQLITE_NOTADB, a damaged one at quick_check.
+  guardSqliteFiles(file);
   const deadline = Date.now() + OPEN_BUSY_WAIT_MS;
   for (let attempt = 0; ; attempt += 1) {
     try {

@@ -18,7 +18,6 @@ export interface OpenSpoolResult {
   error: string | null;
 }
 
-const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');
 const CORRUPT_CODES = new Set(['SQLITE_NOTADB', 'SQLITE_CORRUPT']);
 
 /** A spool file that exists but is not a usable SQLite database. */
@@ -72,7 +71,7 @@ const OPEN_BUSY_WAIT_MS = 120_000;
 
 export function openAt(file: string, busyWaitMs = OPEN_BUSY_WAIT_MS): Database.Database {
   fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
-  checkHeader(file, guardSqliteFiles(file));
+  guardSqliteFiles(file);
   const deadline = Date.now() + busyWaitMs;
   for (let attempt = 0; ; attempt += 1) {
     try {
@@ -118,13 +117,6 @@ export function isBusyError(err: unknown): boolean {
 /** Blocks the thread: only where the caller is synchronous by contract (open, emit, close). */
 export function sleepSync(ms: number): void {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, Math.max(1, Math.round(ms)));
-}
-
-function checkHeader(file: string, head: Buffer): void {
-  const read = head.length;
-  // An empty file is what a crash during creation leaves (or our own 0600 creation); SQLite initialises it.
-  if (read > 0 && !head.equals(SQLITE_HEADER.subarray(0, read))) throw new CorruptSpoolError(`${file}: not an SQLite database (bad header)`);
-  if (read > 0 && read < SQLITE_HEADER.length) throw new CorruptSpoolError(`${file}: truncated SQLite header`);
 }
 
 /** Renames the file (and its WAL, which belongs to it) to `<file>.corrupt-<time>`; returns the new name. */
