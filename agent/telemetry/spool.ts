@@ -2,7 +2,7 @@ import type { SpoolStatus } from '../../shared/protocol';
 import { errorText, isBusyError, isCorruptionError, moveAside, openSpoolDatabase, sleepSync, type OpenedSpool } from './openSpoolDatabase';
 import { defaultFallbackSpool } from './privateDir';
 import { drainFallback, insertRows, readAllRows, type PendingRow } from './spoolCopy';
-import { prepareStatements, quarantineRows, readBatch, readColumns, type SpoolStatements } from './spoolStatements';
+import { prepareStatements, quarantineRows, readBatch, readColumns, readCounts, type SpoolStatements } from './spoolStatements';
 import type { SpoolColumns, SpooledEvent, SpoolHealth, SpoolOptions } from './spoolTypes';
 import { identityOf } from './sqliteFileGuard';
 import type { NewTelemetryEvent, TelemetrySink } from './telemetrySink';
@@ -11,7 +11,6 @@ import { toSpoolRow } from './toSpoolRow';
 export type { SpoolColumns, SpooledEvent, SpoolHealth, SpoolOptions } from './spoolTypes';
 
 export type SpoolChange = 'emit' | 'lost' | 'flush' | 'database' | 'error' | 'quarantine';
-type Statements = SpoolStatements;
 
 const TICK_MS = 1_000;
 
@@ -26,7 +25,7 @@ const TICK_MS = 1_000;
  */
 export class Spool implements TelemetrySink {
   private opened: OpenedSpool | null = null;
-  private statements: Statements | null = null;
+  private statements: SpoolStatements | null = null;
   /** dev:ino of the file, its -wal and -shm as opened: a file deleted or replaced under us shows here. */
   private identity: Array<[string, string | null]> = [];
   private openError: string | null = null;
@@ -62,10 +61,7 @@ export class Spool implements TelemetrySink {
     }
   }
 
-  /**
-   * Stores many events in one transaction (one fsync): for bulk producers and the benchmark's fill.
-   * Returns the ids, like emit.
-   */
+  /** Stores many events in one transaction (one fsync), for bulk producers; returns the ids, like emit. */
   emitMany(events: readonly NewTelemetryEvent[]): Array<string | null> {
     try {
       return this.store(events.map((e) => this.toPending(e)));
@@ -75,15 +71,10 @@ export class Spool implements TelemetrySink {
   }
 
   status(): SpoolHealth {
-    let pending = 0;
-    let quarantined = 0;
-    let oldestAgeSeconds: number | null = null;
+    let counts = { pending: 0, quarantined: 0, oldestAgeSeconds: null as number | null };
     if (this.statements !== null) {
       try {
-        pending = this.statements.pending.pluck().get() as number;
-        quarantined = this.statements.quarantined.pluck().get() as number;
-        const oldest = this.statements.oldest.pluck().get() as number | undefined;
-        oldestAgeSeconds = oldest === undefined ? null : Math.max(0, (Date.now() - oldest) / 1000);
+        counts = readCounts(this.statements);
         // Another process (a CLI flush) may have flushed this spool: its record is the newest.
         this.lastFlushAt = this.meta('lastFlushAt') ?? this.lastFlushAt;
         const storedError = this.meta('lastFlushError');
@@ -96,14 +87,14 @@ export class Spool implements TelemetrySink {
     return {
       path: this.opened?.path ?? null,
       fallback: this.opened?.fallback ?? false,
-      pending: pending + this.held.length,
-      oldestAgeSeconds,
+      pending: counts.pending + this.held.length,
+      oldestAgeSeconds: counts.oldestAgeSeconds,
       lastFlushAt: this.lastFlushAt,
       lastFlushError: this.lastFlushError,
       lost: this.lost,
       database: this.database,
       error: [heldNote, this.openError].filter((e) => e !== null).join('; ') || null,
-      quarantined,
+      quarantined: counts.quarantined,
       held: this.held.length,
     };
   }
@@ -262,6 +253,11 @@ export class Spool implements TelemetrySink {
   /** Decides what a failed write means: corruption (new file), busy (wait: hold), else the fallback. */
   private afterWriteFailure(err: unknown): void {
     if (this.recover(err)) return;
+    // Deleted between the check and the write (SQLite then says SQLITE_READONLY_DBMOVED): carry its events over.
+    if (this.opened !== null && this.replacedUnderUs()) {
+      this.rescue();
+      return;
+    }
     if (isBusyError(err)) {
       this.options.logger.warn({ path: this.path, err: errorText(err) }, 'telemetry spool busy for long; holding events in memory until it is free');
       return;

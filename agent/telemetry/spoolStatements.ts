@@ -65,3 +65,13 @@ export function quarantineRows(db: Database.Database, statements: SpoolStatement
     }
   })();
 }
+
+/** Pending and quarantined counts and the age of the oldest pending event, in seconds. */
+export function readCounts(statements: SpoolStatements): { pending: number; quarantined: number; oldestAgeSeconds: number | null } {
+  const oldest = statements.oldest.pluck().get() as number | undefined;
+  return {
+    pending: statements.pending.pluck().get() as number,
+    quarantined: statements.quarantined.pluck().get() as number,
+    oldestAgeSeconds: oldest === undefined ? null : Math.max(0, (Date.now() - oldest) / 1000),
+  };
+}
