@@ -18,6 +18,8 @@ export interface OpenSpoolResult {
   error: string | null;
 }
 
+/** How long an open waits for other processes (a burst of cron CLIs) before it gives up. */
+const OPEN_BUSY_WAIT_MS = 120_000;
 const CORRUPT_CODES = new Set(['SQLITE_NOTADB', 'SQLITE_CORRUPT']);
 
 /** A spool file that exists but is not a usable SQLite database. */
@@ -34,7 +36,7 @@ export function isCorruptionError(err: unknown): boolean {
  * moving a corrupt file aside and starting a new one in its place. Returns no database, never throws,
  * when neither path can be written: the caller then keeps or counts what it cannot store.
  */
-export function openSpoolDatabase(primary: string, fallbackPath: string, logger: Logger, now: () => Date, which: 'both' | 'primary' | 'fallback' | 'none' = 'both'): OpenSpoolResult {
+export function openSpoolDatabase(primary: string, fallbackPath: string, logger: Logger, now: () => Date, which: 'both' | 'primary' | 'fallback' | 'none' = 'both', busyWaitMs = OPEN_BUSY_WAIT_MS): OpenSpoolResult {
   const problems: string[] = [];
   const candidates = ([[primary, false], [fallbackPath, true]] as const)
     .filter(([, fallback]) => which === 'both' || (which === 'fallback' && fallback) || (which === 'primary' && !fallback));
@@ -43,31 +45,31 @@ export function openSpoolDatabase(primary: string, fallbackPath: string, logger:
     try {
       // The fallback folder is shared ground (/tmp): it must be ours alone before anything goes in.
       if (fallback) ensurePrivateDir(path.dirname(file));
-      return { opened: { db: openWithRecovery(file, logger, now, problems), path: file, fallback }, error: problems.length > 0 ? problems.join('; ') : null };
+      return { opened: { db: openWithRecovery(file, logger, now, problems, busyWaitMs), path: file, fallback }, error: problems.length > 0 ? problems.join('; ') : null };
     } catch (err) {
       const message = `telemetry spool ${file} cannot be written: ${errorText(err)}`;
       problems.push(message);
       logger[fallback ? 'error' : 'warn']({ path: file, err: errorText(err) }, message);
+      // Busy is other writers at work, not a file that cannot be written: wait for it (the caller
+      // holds events meanwhile), never leave events in a fallback only because of a burst.
+      if (!fallback && isBusyError(err)) break;
     }
   }
   return { opened: null, error: problems.join('; ') };
 }
 
-function openWithRecovery(file: string, logger: Logger, now: () => Date, problems: string[]): Database.Database {
+function openWithRecovery(file: string, logger: Logger, now: () => Date, problems: string[], busyWaitMs: number): Database.Database {
   try {
-    return openAt(file);
+    return openAt(file, busyWaitMs);
   } catch (err) {
     if (!isCorruptionError(err)) throw err;
     const aside = moveAside(file, now());
     const message = `telemetry spool ${file} is corrupt (${errorText(err)}); moved aside to ${aside} and started a new one`;
     problems.push(message);
     logger.error({ path: file, movedTo: aside, err: errorText(err) }, message);
-    return openAt(file);
+    return openAt(file, busyWaitMs);
   }
 }
-
-/** How long an open waits for other processes (a burst of cron CLIs) before it gives up. */
-const OPEN_BUSY_WAIT_MS = 120_000;
 
 export function openAt(file: string, busyWaitMs = OPEN_BUSY_WAIT_MS): Database.Database {
   fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });

@@ -13,6 +13,7 @@ export type { SpoolColumns, SpooledEvent, SpoolHealth, SpoolOptions } from './sp
 export type SpoolChange = 'emit' | 'lost' | 'flush' | 'database' | 'error' | 'quarantine';
 
 const TICK_MS = 1_000;
+const REOPEN_BUSY_WAIT_MS = 2_000;
 
 /**
  * The durable store-and-forward queue of telemetry: every event is written to SQLite (WAL, synchronous
@@ -183,7 +184,8 @@ export class Spool implements TelemetrySink {
     try {
       if (this.opened !== null && this.replacedUnderUs()) this.rescue();
       const onFallback = this.opened === null || this.opened.fallback;
-      if (onFallback && Date.now() - this.lastOpenAttempt >= (this.options.reopenIntervalMs ?? 5_000)) this.open();
+      // A short wait only: this runs on the agent's thread, and the next try is seconds away.
+      if (onFallback && Date.now() - this.lastOpenAttempt >= (this.options.reopenIntervalMs ?? 5_000)) this.open(REOPEN_BUSY_WAIT_MS);
       if (this.held.length > 0 && this.opened !== null) this.writeHeld();
     } catch (err) {
       this.options.logger.warn({ err: errorText(err) }, 'telemetry spool upkeep failed; trying again');
@@ -247,7 +249,7 @@ export class Spool implements TelemetrySink {
   private write(rows: readonly PendingRow[]): void {
     const db = this.opened?.db;
     if (db === undefined) throw new Error('no spool file');
-    insertRows(db, rows);
+    insertRows(db, rows, this.statements?.insert);
   }
 
   /** Decides what a failed write means: corruption (new file), busy (wait: hold), else the fallback. */
@@ -301,10 +303,10 @@ export class Spool implements TelemetrySink {
     this.notify('emit');
   }
 
-  private open(): void {
+  private open(busyWaitMs?: number): void {
     this.lastOpenAttempt = Date.now();
     const previous = this.opened;
-    const result = openSpoolDatabase(this.options.path, this.fallbackPath, this.options.logger, this.now, previous?.fallback === true ? 'primary' : 'both');
+    const result = openSpoolDatabase(this.options.path, this.fallbackPath, this.options.logger, this.now, previous?.fallback === true ? 'primary' : 'both', busyWaitMs);
     if (previous !== null && result.opened === null) return; // still on the fallback
     if (previous !== null) this.closeFile();
     this.adopt(result.opened);

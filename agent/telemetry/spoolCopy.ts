@@ -27,8 +27,8 @@ export function readAllRows(db: Database.Database): PendingRow[] {
  * Inserts rows in one transaction (one fsync), in order. Rows marked `dedupe` are skipped when their
  * event id is already in the file (the same file reopened after only its -wal was deleted).
  */
-export function insertRows(db: Database.Database, rows: readonly PendingRow[]): void {
-  const insert = db.prepare(INSERT_EVENT);
+export function insertRows(db: Database.Database, rows: readonly PendingRow[], prepared?: Database.Statement): void {
+  const insert = prepared ?? db.prepare(INSERT_EVENT);
   db.transaction(() => {
     const present = rows.some((r) => r.dedupe === true) ? presentIds(db) : null;
     for (const r of rows) {

@@ -1,8 +1,9 @@
 import type Database from 'better-sqlite3';
-import { DELETE_EVENT, DELETE_THROUGH, QUARANTINE_EVENT, SELECT_BATCH, SELECT_META, SELECT_OLDEST, SELECT_PENDING, SELECT_QUARANTINED, UPSERT_META } from './spoolSql';
+import { DELETE_EVENT, DELETE_THROUGH, INSERT_EVENT, QUARANTINE_EVENT, SELECT_BATCH, SELECT_META, SELECT_OLDEST, SELECT_PENDING, SELECT_QUARANTINED, UPSERT_META } from './spoolSql';
 import type { SpoolColumns, SpooledEvent } from './spoolTypes';
 
 export interface SpoolStatements {
+  insert: Database.Statement;
   batch: Database.Statement;
   deleteThrough: Database.Statement;
   deleteOne: Database.Statement;
@@ -17,6 +18,7 @@ type BatchRow = [number, string, string, string, string, string, string, string]
 
 export function prepareStatements(db: Database.Database): SpoolStatements {
   return {
+    insert: db.prepare(INSERT_EVENT),
     batch: db.prepare(SELECT_BATCH),
     deleteThrough: db.prepare(DELETE_THROUGH),
     deleteOne: db.prepare(DELETE_EVENT),
