@@ -44,7 +44,7 @@ export class Orchestrator implements AgentControl {
     const policy = checkStationDirs(config);
     this.catalog = config.catalogPath ? Catalog.load(config.catalogPath) : demoCatalog(config);
     this.createPools(policy);
-    this.store = new RunStore(path.join(config.homeDir, 'state.db'));
+    this.store = new RunStore(path.join(config.homeDir, 'state.db'), logger);
     this.hub = new StateHub(() => this.collect());
     this.runs = new RunManager({
       config,

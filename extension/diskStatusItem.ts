@@ -122,7 +122,9 @@ function spoolLines(spool: SpoolStatus | null): string {
   const oldest = spool.oldestAgeSeconds === null ? '' : `, oldest ${Math.round(spool.oldestAgeSeconds)} s`;
   const flush = spool.lastFlushAt ? `${elapsed(spool.lastFlushAt)} ago` : 'never';
   const error = spool.lastFlushError ? ` (error: ${escape(spool.lastFlushError)})` : '';
-  return `**Telemetry spool**: ${spool.pending} pending${oldest}; last flush ${flush}${error}; database ${spool.database}${spool.fallback ? '; using the fallback spool' : ''}`;
+  // Rows the flush set aside (invalid, or refused by PostgreSQL) need a person: say how many.
+  const quarantined = (spool.quarantined ?? 0) > 0 ? `; **${spool.quarantined} quarantined**` : '';
+  return `**Telemetry spool**: ${spool.pending} pending${oldest}; last flush ${flush}${error}; database ${spool.database}${spool.fallback ? '; using the fallback spool' : ''}${quarantined}`;
 }
 
 function markdown(text: string): vscode.MarkdownString {

@@ -96,6 +96,10 @@ export interface SpoolStatus {
   database: 'connected' | 'down' | 'not-configured';
   /** The spool's own trouble: a corrupt file moved aside, an unwritable path. */
   error: string | null;
+  /** Events the flush could not send (invalid, or refused by PostgreSQL), kept aside in the spool. */
+  quarantined?: number;
+  /** Events kept in memory because no spool file takes them now (a full disk); counted in `pending`. */
+  held?: number;
 }
 
 export interface ScheduleEntry {

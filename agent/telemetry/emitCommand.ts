@@ -34,6 +34,9 @@ export interface EmitCliResult {
 
 export const EMIT_KINDS = ['start', 'heartbeat', 'finish'] as const;
 
+/** How far ahead of this machine's clock `--at` may be (clock skew between hosts). */
+export const MAX_FUTURE_SKEW_SECONDS = 300;
+
 // Numbers arrive as strings from commander and as numbers from code: one path for both, one message.
 const asText = (value: unknown) => (typeof value === 'number' ? String(value) : value);
 const integer = z.preprocess(asText, z.string().trim().regex(/^-?\d+$/, 'must be a whole number').transform(Number));
@@ -65,7 +68,8 @@ const schemas = {
  * scripts outside the agent. Validates, then writes through the same spool as the agent (which flushes
  * it). A start without --run-id gets a new one, printed so the script can pass it to heartbeat/finish.
  */
-export function emitFromCli(kind: string, options: TelemetryEmitOptions, spool: Spool): EmitCliResult {
+export function emitFromCli(kind: string, options: TelemetryEmitOptions, spool: Spool, context: { now?: Date; heldWaitMs?: number } = {}): EmitCliResult {
+  const now = context.now ?? new Date();
   const invalid = (message: string): EmitCliResult => ({ ok: false, exitCode: 2, message, eventId: null, runId: null });
   if (!(EMIT_KINDS as readonly string[]).includes(kind)) return invalid(`unknown event ${JSON.stringify(kind)}; allowed: ${EMIT_KINDS.join(', ')}`);
   const parsed = schemas[kind as (typeof EMIT_KINDS)[number]].safeParse(definedOnly(options));
@@ -73,6 +77,11 @@ export function emitFromCli(kind: string, options: TelemetryEmitOptions, spool: 
     return invalid(parsed.error.issues.map((i) => `--${flagName(String(i.path[0] ?? kind))}: ${i.message}`).join('; '));
   }
   const o = parsed.data as z.infer<typeof schemas.finish> & { runId?: string; task?: string };
+  // A time ahead of the clock is a wrong clock or a wrong argument; stored, it would give a run a
+  // negative duration in PostgreSQL for good. A little skew between machines is allowed.
+  if (o.at !== undefined && Date.parse(o.at) > now.getTime() + MAX_FUTURE_SKEW_SECONDS * 1000) {
+    return invalid(`--at: ${o.at} is in the future (more than ${MAX_FUTURE_SKEW_SECONDS} s after this machine's clock, ${now.toISOString()}); give the time the event happened`);
+  }
   const runId = o.runId ?? crypto.randomUUID();
   const payload: Record<string, unknown> = { source: 'cli' };
   if (kind === 'start') Object.assign(payload, { host: os.hostname(), pid: process.ppid });
@@ -85,7 +94,9 @@ export function emitFromCli(kind: string, options: TelemetryEmitOptions, spool: 
   }
   const event: NewTelemetryEvent = { runId, event: kind as NewTelemetryEvent['event'], task: o.task ?? '', pool: o.pool ?? '', payload };
   if (o.at !== undefined) event.at = o.at;
-  const eventId = spool.emit(event);
+  let eventId = spool.emit(event);
+  // Held in memory (no file takes it now): a script's process ends soon, so wait a little, then say LOST.
+  if (eventId !== null && spool.status().held > 0 && spool.settleHeld(context.heldWaitMs ?? 10_000) > 0) eventId = null;
   if (eventId === null) {
     return { ok: false, exitCode: 1, message: `${kind} event of run ${runId} LOST: ${spool.status().error ?? 'the spool cannot be written'}`, eventId: null, runId };
   }

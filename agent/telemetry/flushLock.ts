@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import { flockSync } from 'fs-ext';
 import { openExclusiveFlock } from '../slots/openExclusiveFlock';
+import { checkOwnFile, UnsafeFileError } from './sqliteFileGuard';
 
 /**
  * One flusher per spool across processes: an flock(2) on `<spool>.flush-lock`, held from reading a batch
@@ -18,8 +19,22 @@ export class FlushLock {
 
   /** Takes the lock without waiting; null when another process holds it. */
   static tryAcquire(lockPath: string): FlushLock | null {
-    const fd = openExclusiveFlock(lockPath, 'a');
+    // Never through a link, never blocking on a FIFO planted here, created private.
+    const { O_WRONLY, O_APPEND, O_CREAT, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
+    let fd: number | null;
+    try {
+      fd = openExclusiveFlock(lockPath, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o600);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ELOOP') throw new UnsafeFileError(`${lockPath} is a symbolic link: refused; remove it`);
+      throw err;
+    }
     if (fd === null) return null;
+    try {
+      checkOwnFile(fd, lockPath);
+    } catch (err) {
+      fs.closeSync(fd);
+      throw err;
+    }
     return new FlushLock(fd);
   }
 

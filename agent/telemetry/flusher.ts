@@ -3,8 +3,10 @@ import type { Logger } from '../log/logger';
 import { FlushLock } from './flushLock';
 import { migrate } from './migrate';
 import { errorText } from './openSpoolDatabase';
-import { batchParams, sendBatch, type BatchParams } from './sendBatch';
+import { sendIsolating } from './sendBatch';
 import type { Spool } from './spool';
+import type { SpoolColumns } from './spoolTypes';
+import { invalidReason, pickRows } from './validateSpoolRow';
 import { isConnectionError, TelemetryDatabase } from './telemetryDatabase';
 
 export interface FlusherOptions {
@@ -130,6 +132,9 @@ export class Flusher {
       return { sent: 0, inserted: 0, busy: false, remaining: spool.pending(), error: 'QUANTILICA_DATABASE_URL is not set: events stay in the spool' };
     }
     if (this.closed) return { sent: 0, inserted: 0, busy: false, remaining: spool.pending(), error: 'the flusher is closed' };
+    // Events of a fallback written while this spool could not be, and a file deleted under us: first.
+    spool.maintain();
+    spool.drainFallback();
     const spoolPath = spool.path;
     if (spoolPath === null) return { sent: 0, inserted: 0, busy: false, remaining: 0, error: spool.status().error ?? 'no spool file' };
     let lock: FlushLock | null;
@@ -153,11 +158,20 @@ export class Flusher {
         }
         const batchSize = this.options.batchSize ?? 5_000;
         for (;;) {
-          const { count, lastSeq, params } = readBatch(spool, batchSize);
+          const generation = spool.generation;
+          const batch = spool.readColumns(batchSize);
+          const count = batch.seqs.length;
           if (count === 0) break;
-          inserted += await sendBatch(client, params);
-          spool.deleteThrough(lastSeq);
-          sent += count;
+          const { valid, invalid } = splitValid(batch);
+          const { inserted: added, refused } = valid.seqs.length === 0 ? { inserted: 0, refused: [] } : await sendIsolating(client, valid);
+          inserted += added;
+          const bad = [...invalid, ...refused];
+          if (bad.length > 0) {
+            logger.error({ rows: bad }, 'telemetry rows that cannot be sent; moving them to the quarantine');
+            spool.quarantine(bad, generation);
+          }
+          spool.deleteThrough(batch.seqs[count - 1], generation);
+          sent += count - bad.length;
           onProgress?.(sent, spool.pending());
           if (this.closed) break;
         }
@@ -191,9 +205,14 @@ export class Flusher {
   }
 }
 
-/** Reads a batch and keeps only what outlives the round trips: its size, last seq and parameters. */
-function readBatch(spool: Spool, limit: number): { count: number; lastSeq: number; params: BatchParams } {
-  const batch = spool.readColumns(limit);
-  const count = batch.seqs.length;
-  return { count, lastSeq: count === 0 ? 0 : batch.seqs[count - 1], params: batchParams(batch) };
+/** The rows that can be sent, and the others with the reason they cannot. */
+function splitValid(batch: SpoolColumns): { valid: SpoolColumns; invalid: Array<{ seq: number; reason: string }> } {
+  const good: number[] = [];
+  const invalid: Array<{ seq: number; reason: string }> = [];
+  for (let i = 0; i < batch.seqs.length; i += 1) {
+    const reason = invalidReason(batch, i);
+    if (reason === null) good.push(i);
+    else invalid.push({ seq: batch.seqs[i], reason });
+  }
+  return { valid: invalid.length === 0 ? batch : pickRows(batch, good), invalid };
 }

@@ -1,7 +1,9 @@
 import type pg from 'pg';
 import { faultPoint } from './faultInjection';
 import { INSERT_BATCH } from './flushSql';
-import type { SpoolColumns } from './spool';
+import { errorText } from './openSpoolDatabase';
+import type { SpoolColumns } from './spoolTypes';
+import { pickRows } from './validateSpoolRow';
 
 /**
  * Sends one batch (see batchParams) in one transaction: the events (idempotent by event id) and the runs they move
@@ -53,3 +55,26 @@ export function textArray(values: readonly string[]): string {
 
 const NEEDS_ESCAPE = /[\\"]/;
 const ESCAPED = /[\\"]/g;
+
+/** Events PostgreSQL refused, with the reason token (`postgres-refused-<SQLSTATE>`) and its message. */
+export interface RefusedRow { seq: number; reason: string; detail: string }
+
+/**
+ * Sends a batch; when PostgreSQL refuses it for its data (a value it cannot take: SQLSTATE classes 22,
+ * 23, 54), halves it until the refused rows are alone, sends the rest and returns those rows to be
+ * quarantined. A refusal for any other cause (connection, timeout) is thrown: it says nothing of a row.
+ */
+export async function sendIsolating(client: pg.ClientBase, batch: SpoolColumns): Promise<{ inserted: number; refused: RefusedRow[] }> {
+  try {
+    return { inserted: await sendBatch(client, batchParams(batch)), refused: [] };
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    if (typeof code !== 'string' || !/^(22|23|54)/.test(code)) throw err;
+    if (batch.seqs.length === 1) return { inserted: 0, refused: [{ seq: batch.seqs[0], reason: `postgres-refused-${code}`, detail: errorText(err) }] };
+    const half = Math.ceil(batch.seqs.length / 2);
+    const all = batch.seqs.map((_, i) => i);
+    const first = await sendIsolating(client, pickRows(batch, all.slice(0, half)));
+    const second = await sendIsolating(client, pickRows(batch, all.slice(half)));
+    return { inserted: first.inserted + second.inserted, refused: [...first.refused, ...second.refused] };
+  }
+}

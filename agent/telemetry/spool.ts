@@ -1,135 +1,81 @@
-import type Database from 'better-sqlite3';
 import type { SpoolStatus } from '../../shared/protocol';
-import type { Logger } from '../log/logger';
-import { errorText, isCorruptionError, moveAside, openSpoolDatabase, type OpenedSpool } from './openSpoolDatabase';
-import { DELETE_THROUGH, INSERT_EVENT, SELECT_BATCH, SELECT_META, SELECT_OLDEST, SELECT_PENDING, UPSERT_META } from './spoolSql';
+import { errorText, isBusyError, isCorruptionError, moveAside, openSpoolDatabase, sleepSync, type OpenedSpool } from './openSpoolDatabase';
+import { defaultFallbackSpool } from './privateDir';
+import { drainFallback, insertRows, readAllRows, type PendingRow } from './spoolCopy';
+import { prepareStatements, quarantineRows, readBatch, readColumns, readCounts, type SpoolStatements } from './spoolStatements';
+import type { SpoolColumns, SpooledEvent, SpoolHealth, SpoolOptions } from './spoolTypes';
+import { identityOf } from './sqliteFileGuard';
 import type { NewTelemetryEvent, TelemetrySink } from './telemetrySink';
 import { toSpoolRow } from './toSpoolRow';
 
-export const DEFAULT_FALLBACK_SPOOL = '/tmp/quantilica_telemetry_spool.db';
+export type { SpoolColumns, SpooledEvent, SpoolHealth, SpoolOptions } from './spoolTypes';
 
-export interface SpoolOptions {
-  /** Config.telemetrySpool. */
-  path: string;
-  logger: Logger;
-  /** Where to go when `path` cannot be written; the seed's /tmp path by default (tests use a temp dir). */
-  fallbackPath?: string;
-  /** Log a lost event at error level for the first loss and then once every this many. */
-  lostLogEvery?: number;
-  /** While no file can be written, try again at most this often (on an emit). */
-  reopenIntervalMs?: number;
-  now?: () => Date;
-}
+export type SpoolChange = 'emit' | 'lost' | 'flush' | 'database' | 'error' | 'quarantine';
 
-/** SpoolStatus plus the spool's own trouble (a corrupt file moved aside, an unwritable path). */
-export interface SpoolHealth extends SpoolStatus {
-  error: string | null;
-}
-
-/** One spooled event as the flush sends it; payload is JSON text. */
-export interface SpooledEvent {
-  seq: number;
-  eventId: string;
-  runId: string;
-  event: string;
-  at: string;
-  task: string;
-  pool: string;
-  payload: string;
-}
-
-/** A batch of spooled events as parallel arrays, in spool order. */
-export interface SpoolColumns {
-  seqs: number[];
-  eventIds: string[];
-  runIds: string[];
-  events: string[];
-  ats: string[];
-  tasks: string[];
-  pools: string[];
-  payloads: string[];
-}
-
-export type SpoolChange = 'emit' | 'lost' | 'flush' | 'database' | 'error';
-type Statements = ReturnType<typeof prepare>;
+const TICK_MS = 1_000;
+const REOPEN_BUSY_WAIT_MS = 2_000;
 
 /**
  * The durable store-and-forward queue of telemetry: every event is written to SQLite (WAL, synchronous
  * FULL) before emit returns, and leaves only when the flush has committed it to PostgreSQL.
+ *
+ * Where an event goes, in order: the configured file; if that file cannot take writes (full disk,
+ * read-only) the private fallback file, drained back once the configured one works again; if no file
+ * takes it (or the file is busy for long) memory, retried every second and on close. A busy file is
+ * waited for, never left: a fallback written only because of a burst would be flushed by nobody.
  */
 export class Spool implements TelemetrySink {
   private opened: OpenedSpool | null = null;
-  private statements: Statements | null = null;
+  private statements: SpoolStatements | null = null;
+  /** dev:ino of the file, its -wal and -shm as opened: a file deleted or replaced under us shows here. */
+  private identity: Array<[string, string | null]> = [];
   private openError: string | null = null;
   private lastOpenAttempt = 0;
   private lost = 0;
+  private held: PendingRow[] = [];
+  private heldLogged = false;
   private database: SpoolStatus['database'] = 'not-configured';
   private lastFlushAt: string | null = null;
   private lastFlushError: string | null = null;
   private readonly listeners = new Set<(change: SpoolChange) => void>();
   private readonly fallbackPath: string;
   private readonly now: () => Date;
+  private tick: NodeJS.Timeout | null = null;
+  /** Bumped on every (re)open: a flush holding seqs of another file must not delete by them here. */
+  private generationNo = 0;
 
   constructor(private readonly options: SpoolOptions) {
-    this.fallbackPath = options.fallbackPath ?? DEFAULT_FALLBACK_SPOOL;
+    this.fallbackPath = options.fallbackPath ?? defaultFallbackSpool();
     this.now = options.now ?? (() => new Date());
     this.open();
+    this.tick = setInterval(() => this.maintain(), TICK_MS);
+    // The check alone must not keep a process (the CLI, a test) alive.
+    this.tick.unref();
   }
 
   /** Stores the event durably; returns its id, or null when it was lost (counted, logged, in status). */
   emit(event: NewTelemetryEvent): string | null {
     try {
-      const row = toSpoolRow(event, this.now());
-      if (this.statements === null && Date.now() - this.lastOpenAttempt >= (this.options.reopenIntervalMs ?? 60_000)) this.open();
-      if (this.statements === null) return this.lose(row.eventId, new Error(this.openError ?? 'no spool file'));
-      const insert = (statements: Statements) => statements.insert.run(row.eventId, row.runId, row.event, row.at, row.task, row.pool, row.payload, Date.now());
-      try {
-        insert(this.statements);
-      } catch (err) {
-        // A file that turned corrupt under us is moved aside; the event goes into the new one.
-        if (!this.recover(err)) throw err;
-        const fresh = this.currentStatements();
-        if (fresh === null) return this.lose(row.eventId, err);
-        insert(fresh);
-      }
-      this.notify('emit');
-      return row.eventId;
+      return this.store([this.toPending(event)])[0];
     } catch (err) {
       return this.lose(null, err);
     }
   }
 
-  /**
-   * Stores many events in one transaction (one fsync): for bulk producers and the benchmark's fill.
-   * All or nothing: on failure every event is counted lost. Returns the ids, like emit.
-   */
+  /** Stores many events in one transaction (one fsync), for bulk producers; returns the ids, like emit. */
   emitMany(events: readonly NewTelemetryEvent[]): Array<string | null> {
-    const statements = this.statements;
-    if (statements === null) return events.map((e) => this.emit(e));
     try {
-      const rows = events.map((e) => toSpoolRow(e, this.now()));
-      const spooledMs = Date.now();
-      const db = this.opened?.db;
-      if (db === undefined) return events.map((e) => this.emit(e));
-      db.transaction(() => {
-        for (const r of rows) statements.insert.run(r.eventId, r.runId, r.event, r.at, r.task, r.pool, r.payload, spooledMs);
-      })();
-      this.notify('emit');
-      return rows.map((r) => r.eventId);
+      return this.store(events.map((e) => this.toPending(e)));
     } catch (err) {
-      if (this.recover(err)) return events.map((e) => this.emit(e));
       return events.map(() => this.lose(null, err));
     }
   }
 
   status(): SpoolHealth {
-    let pending = 0;
-    let oldestAgeSeconds: number | null = null;
+    let counts = { pending: 0, quarantined: 0, oldestAgeSeconds: null as number | null };
     if (this.statements !== null) {
       try {
-        pending = this.statements.pending.pluck().get() as number;
-        const oldest = this.statements.oldest.pluck().get() as number | undefined;
-        oldestAgeSeconds = oldest === undefined ? null : Math.max(0, (Date.now() - oldest) / 1000);
+        counts = readCounts(this.statements);
         // Another process (a CLI flush) may have flushed this spool: its record is the newest.
         this.lastFlushAt = this.meta('lastFlushAt') ?? this.lastFlushAt;
         const storedError = this.meta('lastFlushError');
@@ -138,22 +84,30 @@ export class Spool implements TelemetrySink {
         this.recover(err);
       }
     }
+    const heldNote = this.held.length === 0 ? null : `${this.held.length} events held in memory: no spool file takes them now`;
     return {
       path: this.opened?.path ?? null,
       fallback: this.opened?.fallback ?? false,
-      pending,
-      oldestAgeSeconds,
+      pending: counts.pending + this.held.length,
+      oldestAgeSeconds: counts.oldestAgeSeconds,
       lastFlushAt: this.lastFlushAt,
       lastFlushError: this.lastFlushError,
       lost: this.lost,
       database: this.database,
-      error: this.openError,
+      error: [heldNote, this.openError].filter((e) => e !== null).join('; ') || null,
+      quarantined: counts.quarantined,
+      held: this.held.length,
     };
   }
 
-  /** The file in use, or null while events are being lost. */
+  /** The file in use, or null while events are held in memory or lost. */
   get path(): string | null {
     return this.opened?.path ?? null;
+  }
+
+  /** Changes whenever the file in use changes; see deleteThrough. */
+  get generation(): number {
+    return this.generationNo;
   }
 
   pending(): number {
@@ -161,40 +115,41 @@ export class Spool implements TelemetrySink {
       return this.statements === null ? 0 : (this.statements.pending.pluck().get() as number);
     } catch (err) {
       if (!this.recover(err)) this.options.logger.warn({ err: errorText(err) }, 'cannot count the spooled events');
-      return this.pendingOrZero();
+      return 0;
     }
   }
 
   /** The oldest `limit` events, in spool order. */
   readBatch(limit: number): SpooledEvent[] {
-    if (this.statements === null) return [];
-    const rows = this.statements.batch.raw().all(limit) as Array<[number, string, string, string, string, string, string, string]>;
-    return rows.map(([seq, eventId, runId, event, at, task, pool, payload]) => ({ seq, eventId, runId, event, at, task, pool, payload }));
+    return this.statements === null ? [] : readBatch(this.statements, limit);
+  }
+
+  /** The oldest `limit` events as columns, the shape the flush sends them in (see readColumns). */
+  readColumns(limit: number): SpoolColumns {
+    return readColumns(this.statements, limit);
   }
 
   /**
-   * The oldest `limit` events as columns, the shape the flush sends them in: no object per event, so a
-   * flush of a million events keeps the heap small.
+   * Removes every event up to `seq`; called only after PostgreSQL committed them. With `generation`
+   * (read before the batch), nothing is removed when the spool switched files meanwhile.
    */
-  readColumns(limit: number): SpoolColumns {
-    const columns: SpoolColumns = { seqs: [], eventIds: [], runIds: [], events: [], ats: [], tasks: [], pools: [], payloads: [] };
-    if (this.statements === null) return columns;
-    for (const row of this.statements.batch.raw().iterate(limit) as IterableIterator<[number, string, string, string, string, string, string, string]>) {
-      columns.seqs.push(row[0]);
-      columns.eventIds.push(row[1]);
-      columns.runIds.push(row[2]);
-      columns.events.push(row[3]);
-      columns.ats.push(row[4]);
-      columns.tasks.push(row[5]);
-      columns.pools.push(row[6]);
-      columns.payloads.push(row[7]);
-    }
-    return columns;
+  deleteThrough(seq: number, generation = this.generationNo): void {
+    if (generation !== this.generationNo) return;
+    this.statements?.deleteThrough.run(seq);
   }
 
-  /** Removes every event up to `seq`; called only after PostgreSQL committed them. */
-  deleteThrough(seq: number): void {
-    this.statements?.deleteThrough.run(seq);
+  /**
+   * Moves events the flush cannot send (invalid, or refused by PostgreSQL) to the quarantine table,
+   * with a reason, so the events behind them flow. Nothing when the spool switched files meanwhile.
+   */
+  quarantine(items: ReadonlyArray<{ seq: number; reason: string }>, generation = this.generationNo): void {
+    const statements = this.statements;
+    const db = this.opened?.db;
+    if (items.length === 0 || statements === null || db === undefined || generation !== this.generationNo) return;
+    quarantineRows(db, statements, items);
+    this.options.logger.error({ path: this.path, quarantined: items.map((i) => i.seq), reasons: [...new Set(items.map((i) => i.reason))] },
+      `${items.length} telemetry events could not be sent and were moved to the spool's quarantine table`);
+    this.notify('quarantine');
   }
 
   recordFlush(at: Date, error: string | null): void {
@@ -220,32 +175,213 @@ export class Spool implements TelemetrySink {
     return () => this.listeners.delete(listener);
   }
 
-  close(): void {
-    this.listeners.clear();
-    const db = this.opened?.db;
-    this.opened = null;
-    this.statements = null;
-    db?.close();
+  /**
+   * Checks the file (deleted or replaced under us?), returns to the configured file when it works
+   * again (moving the fallback's events into it), and writes events held in memory. Runs every second
+   * and before each write; the flusher calls it before each flush.
+   */
+  maintain(): void {
+    try {
+      if (this.opened !== null && this.replacedUnderUs()) this.rescue();
+      const onFallback = this.opened === null || this.opened.fallback;
+      // A short wait only: this runs on the agent's thread, and the next try is seconds away.
+      if (onFallback && Date.now() - this.lastOpenAttempt >= (this.options.reopenIntervalMs ?? 5_000)) this.open(REOPEN_BUSY_WAIT_MS);
+      if (this.held.length > 0 && this.opened !== null) this.writeHeld();
+    } catch (err) {
+      this.options.logger.warn({ err: errorText(err) }, 'telemetry spool upkeep failed; trying again');
+    }
   }
 
-  private open(): void {
+  /** Writes what is still held in memory (waiting up to closeWaitMs), then closes the file. */
+  close(): void {
+    if (this.tick !== null) clearInterval(this.tick);
+    this.tick = null;
+    this.settleHeld(this.options.closeWaitMs ?? 60_000);
+    this.listeners.clear();
+    this.closeFile();
+  }
+
+  /**
+   * Tries for up to `waitMs` to write the events held in memory; what is still held then is counted
+   * lost. Returns that number. For a process about to end (close, a script's emit).
+   */
+  settleHeld(waitMs: number): number {
+    const deadline = Date.now() + waitMs;
+    for (;;) {
+      this.maintain();
+      if (this.held.length === 0 || Date.now() >= deadline) break;
+      this.lastOpenAttempt = 0;
+      sleepSync(200);
+    }
+    const gone = this.held.splice(0);
+    for (const row of gone) this.lose(row.eventId, new Error(`no spool file took the event within ${waitMs} ms`));
+    return gone.length;
+  }
+
+  private toPending(event: NewTelemetryEvent): PendingRow {
+    return { ...toSpoolRow(event, this.now()), spooledMs: Date.now() };
+  }
+
+  /** Writes rows behind anything held, in order; returns their ids (null for rows lost). */
+  private store(rows: PendingRow[]): Array<string | null> {
+    this.maintain();
+    if (this.held.length === 0 && this.opened !== null) {
+      try {
+        this.write(rows);
+        this.notify('emit');
+        return rows.map((r) => r.eventId);
+      } catch (err) {
+        this.afterWriteFailure(err);
+        if (this.held.length === 0 && this.opened !== null) {
+          try {
+            this.write(rows);
+            this.notify('emit');
+            return rows.map((r) => r.eventId);
+          } catch (again) {
+            this.afterWriteFailure(again);
+          }
+        }
+      }
+    }
+    return this.hold(rows);
+  }
+
+  private write(rows: readonly PendingRow[]): void {
+    const db = this.opened?.db;
+    if (db === undefined) throw new Error('no spool file');
+    insertRows(db, rows, this.statements?.insert);
+  }
+
+  /** Decides what a failed write means: corruption (new file), busy (wait: hold), else the fallback. */
+  private afterWriteFailure(err: unknown): void {
+    if (this.recover(err)) return;
+    // Deleted between the check and the write (SQLite then says SQLITE_READONLY_DBMOVED): carry its events over.
+    if (this.opened !== null && this.replacedUnderUs()) {
+      this.rescue();
+      return;
+    }
+    if (isBusyError(err)) {
+      this.options.logger.warn({ path: this.path, err: errorText(err) }, 'telemetry spool busy for long; holding events in memory until it is free');
+      return;
+    }
+    const failed = this.opened;
+    if (failed === null) return;
+    const message = `telemetry spool ${failed.path} cannot be written: ${errorText(err)}`;
+    this.options.logger.error({ path: failed.path, err: errorText(err) }, message);
+    this.closeFile();
+    // A full or read-only configured file: the fallback (if that is what failed, memory).
+    const result = openSpoolDatabase(this.options.path, this.fallbackPath, this.options.logger, this.now, failed.fallback ? 'none' : 'fallback');
     this.lastOpenAttempt = Date.now();
-    const result = openSpoolDatabase(this.options.path, this.fallbackPath, this.options.logger, this.now);
-    this.opened = result.opened;
-    this.statements = result.opened === null ? null : prepare(result.opened.db);
+    this.adopt(result.opened);
+    this.openError = [message, result.error].filter((e) => e !== null).join('; ');
+    this.notify('error');
+  }
+
+  private hold(rows: PendingRow[]): Array<string | null> {
+    const room = Math.max(0, (this.options.heldMax ?? 100_000) - this.held.length);
+    const kept = rows.slice(0, room);
+    this.held.push(...kept);
+    if (!this.heldLogged && kept.length > 0) {
+      this.heldLogged = true;
+      this.options.logger.error({ held: this.held.length, err: this.openError }, 'telemetry events held in memory: no spool file takes them now; retrying every second');
+    }
+    this.notify('error');
+    return [...kept.map((r) => r.eventId), ...rows.slice(room).map((r) => this.lose(r.eventId, new Error('too many events held in memory')))];
+  }
+
+  private writeHeld(): void {
+    const rows = this.held;
+    try {
+      this.write(rows);
+    } catch (err) {
+      this.afterWriteFailure(err);
+      return;
+    }
+    this.held = [];
+    this.heldLogged = false;
+    this.options.logger.warn({ path: this.path, written: rows.length }, `${rows.length} telemetry events held in memory are now in the spool`);
+    this.notify('emit');
+  }
+
+  private open(busyWaitMs?: number): void {
+    this.lastOpenAttempt = Date.now();
+    const previous = this.opened;
+    const result = openSpoolDatabase(this.options.path, this.fallbackPath, this.options.logger, this.now, previous?.fallback === true ? 'primary' : 'both', busyWaitMs);
+    if (previous !== null && result.opened === null) return; // still on the fallback
+    if (previous !== null) this.closeFile();
+    this.adopt(result.opened);
+    if (result.opened?.fallback === false) {
+      try {
+        drainFallback(result.opened.db, this.fallbackPath, this.options.logger);
+      } catch (err) {
+        this.options.logger.error({ err: errorText(err) }, 'cannot move the fallback spool into the configured one; trying again later');
+      }
+    }
     if (result.error !== null || this.openError !== null) {
       this.openError = result.error;
       this.notify('error');
     }
   }
 
+  /** Moves the fallback's events into the configured file; for the flusher, before each flush. */
+  drainFallback(): void {
+    if (this.opened === null || this.opened.fallback) return;
+    try {
+      drainFallback(this.opened.db, this.fallbackPath, this.options.logger);
+    } catch (err) {
+      this.options.logger.error({ err: errorText(err) }, 'cannot move the fallback spool into the configured one; trying again later');
+    }
+  }
+
+  private adopt(opened: OpenedSpool | null): void {
+    this.opened = opened;
+    this.statements = opened === null ? null : prepareStatements(opened.db);
+    this.identity = opened === null ? [] : ['', '-wal', '-shm'].map((suffix) => [opened.path + suffix, identityOf(opened.path + suffix)]);
+    this.generationNo += 1;
+  }
+
+  private closeFile(): void {
+    const db = this.opened?.db;
+    this.adopt(null);
+    try {
+      db?.close();
+    } catch (err) {
+      this.options.logger.warn({ err: errorText(err) }, 'closing the telemetry spool failed');
+    }
+  }
+
+  private replacedUnderUs(): boolean {
+    return this.identity.some(([file, id]) => id !== null && identityOf(file) !== id);
+  }
+
+  /**
+   * The file (or its -wal/-shm) was deleted or replaced while open: what it holds is still readable
+   * through our handle. Copy it out, open the path anew and write it there (skipping rows already in
+   * a file that is still the same), so nothing is lost and the flusher finds it.
+   */
+  private rescue(): void {
+    const old = this.opened;
+    if (old === null) return;
+    let rows: PendingRow[] = [];
+    try {
+      rows = readAllRows(old.db);
+    } catch (err) {
+      this.options.logger.error({ path: old.path, err: errorText(err) }, 'cannot read the events of a spool file deleted under us');
+    }
+    const message = `telemetry spool ${old.path} was deleted or replaced while in use; reopened it and carried ${rows.length} pending events over`;
+    this.options.logger.error({ path: old.path, carried: rows.length }, message);
+    this.closeFile();
+    this.held = [...rows, ...this.held];
+    this.open();
+    this.openError = message + (this.openError === null ? '' : `; ${this.openError}`);
+    this.notify('error');
+  }
+
   /** A corrupt spool discovered after opening: move it aside and start a new one; false if not corruption. */
   private recover(err: unknown): boolean {
     if (!isCorruptionError(err) || this.opened === null) return false;
     const file = this.opened.path;
-    this.opened.db.close();
-    this.opened = null;
-    this.statements = null;
+    this.closeFile();
     try {
       const aside = moveAside(file, this.now());
       this.options.logger.error({ path: file, movedTo: aside, err: errorText(err) }, 'telemetry spool became corrupt; moved aside, starting a new one');
@@ -268,18 +404,6 @@ export class Spool implements TelemetrySink {
     return null;
   }
 
-  private pendingOrZero(): number {
-    try {
-      return this.statements === null ? 0 : (this.statements.pending.pluck().get() as number);
-    } catch {
-      return 0;
-    }
-  }
-
-  private currentStatements(): Statements | null {
-    return this.statements;
-  }
-
   private meta(key: string): string | undefined {
     return this.statements?.meta.pluck().get(key) as string | undefined;
   }
@@ -293,16 +417,4 @@ export class Spool implements TelemetrySink {
       }
     }
   }
-}
-
-function prepare(db: Database.Database) {
-  return {
-    insert: db.prepare(INSERT_EVENT),
-    batch: db.prepare(SELECT_BATCH),
-    deleteThrough: db.prepare(DELETE_THROUGH),
-    pending: db.prepare(SELECT_PENDING),
-    oldest: db.prepare(SELECT_OLDEST),
-    meta: db.prepare(SELECT_META),
-    upsertMeta: db.prepare(UPSERT_META),
-  };
 }

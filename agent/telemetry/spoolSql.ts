@@ -27,6 +27,21 @@ CREATE TRIGGER IF NOT EXISTS event_added AFTER INSERT ON event
   BEGIN UPDATE counter SET n = n + 1 WHERE name = 'pending'; END;
 CREATE TRIGGER IF NOT EXISTS event_removed AFTER DELETE ON event
   BEGIN UPDATE counter SET n = n - 1 WHERE name = 'pending'; END;
+-- Rows the flush could not send (not valid, or refused by PostgreSQL): kept for a person to look at,
+-- out of the way of the rows behind them. Additive: an older agent ignores the table.
+CREATE TABLE IF NOT EXISTS quarantine (
+  seq INTEGER PRIMARY KEY,
+  event_id TEXT NOT NULL,
+  run_id TEXT NOT NULL,
+  event TEXT NOT NULL,
+  at TEXT NOT NULL,
+  task TEXT NOT NULL,
+  pool TEXT NOT NULL,
+  payload TEXT NOT NULL,
+  spooled_ms INTEGER NOT NULL,
+  reason TEXT NOT NULL,
+  quarantined_ms INTEGER NOT NULL
+);
 `;
 
 export const INSERT_EVENT = `
@@ -45,3 +60,15 @@ export const SELECT_OLDEST = 'SELECT spooled_ms FROM event ORDER BY seq LIMIT 1'
 export const SELECT_META = 'SELECT value FROM meta WHERE key = ?';
 
 export const UPSERT_META = 'INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value';
+
+/** Moves one event to the quarantine with the reason (a token and its detail). */
+export const QUARANTINE_EVENT = `
+INSERT OR REPLACE INTO quarantine (seq, event_id, run_id, event, at, task, pool, payload, spooled_ms, reason, quarantined_ms)
+SELECT seq, event_id, run_id, event, at, task, pool, payload, spooled_ms, ?, ? FROM event WHERE seq = ?`;
+
+export const DELETE_EVENT = 'DELETE FROM event WHERE seq = ?';
+
+export const SELECT_QUARANTINED = 'SELECT count(*) FROM quarantine';
+
+/** Every column a copy needs (a rescue from a deleted file, a fallback drained into the main spool). */
+export const SELECT_ALL_EVENTS = 'SELECT event_id, run_id, event, at, task, pool, payload, spooled_ms FROM event ORDER BY seq';

@@ -13,6 +13,9 @@ export interface TelemetryDatabaseOptions {
 
 export const DEFAULT_APPLICATION_NAME = 'quantilica-telemetry-flush';
 
+/** The session's search_path, set at connection start (libpq's `options`). */
+export const PINNED_SEARCH_PATH_OPTION = '-c search_path=pg_catalog,pg_temp';
+
 /**
  * The flush's PostgreSQL pool, made so that a dropped connection is an error to report and never a
  * crash: idle and busy clients both have an 'error' listener, every connect and query has a timeout
@@ -34,6 +37,9 @@ export class TelemetryDatabase {
       lock_timeout: queryTimeout,
       idle_in_transaction_session_timeout: queryTimeout * 2,
       application_name: options.applicationName ?? DEFAULT_APPLICATION_NAME,
+      // Every statement of the flush sees only the catalog and fully-qualified core.* names: a table or
+      // function someone put in a schema earlier on the path (public, "$user") cannot shadow ours.
+      options: PINNED_SEARCH_PATH_OPTION,
       keepAlive: true,
       // The CLI must exit when its flush is done, without waiting for idle clients to time out.
       allowExitOnIdle: true,

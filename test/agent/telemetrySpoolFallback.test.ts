@@ -40,9 +40,9 @@ test('spool path unwritable: the fallback path is used, and status says so', () 
   }
 });
 
-test('both paths unwritable: emit still returns, every loss is counted, shown in status and logged', () => {
+test('both paths unwritable and no room in memory (heldMax 0): emit still returns, every loss is counted, shown in status and logged', () => {
   const logger = memoryLogger();
-  const spool = new Spool({ path: path.join(blocker, 'spool.db'), fallbackPath: path.join(blocker, 'fallback.db'), logger, lostLogEvery: 10 });
+  const spool = new Spool({ path: path.join(blocker, 'spool.db'), fallbackPath: path.join(blocker, 'fallback.db'), logger, lostLogEvery: 10, heldMax: 0 });
   try {
     for (let i = 0; i < 25; i += 1) assert.equal(spool.emit(event(i)), null);
     const status = spool.status();
@@ -61,7 +61,7 @@ test('both paths unwritable: emit still returns, every loss is counted, shown in
 test('a spool that could not be written starts storing again once its path can be written', () => {
   const logger = memoryLogger();
   const primary = path.join(blocker, 'spool.db');
-  const spool = new Spool({ path: primary, fallbackPath: path.join(blocker, 'fallback.db'), logger, reopenIntervalMs: 0 });
+  const spool = new Spool({ path: primary, fallbackPath: path.join(blocker, 'fallback.db'), logger, reopenIntervalMs: 0, heldMax: 0 });
   try {
     assert.equal(spool.emit(event(1)), null);
     fs.rmSync(blocker);

@@ -63,7 +63,7 @@ test('an event the spool cannot store: exit code 1 and LOST in the message', () 
   fs.writeFileSync(blocker, '');
   const lossy = new Spool({ path: path.join(blocker, 'a.db'), fallbackPath: path.join(blocker, 'b.db'), logger: memoryLogger() });
   try {
-    const result = emitFromCli('heartbeat', { runId: 'r' }, lossy);
+    const result = emitFromCli('heartbeat', { runId: 'r' }, lossy, { heldWaitMs: 300 });
     assert.equal(result.exitCode, 1);
     assert.match(result.message, /LOST/);
     assert.equal(lossy.status().lost, 1);
