@@ -20,7 +20,20 @@ const entrySchema = z.object({
   /** A cron expression (5 or 6 fields) for the 24-hour schedule, and its time zone. */
   schedule: z.string().min(1).optional(),
   timezone: z.string().min(1).optional(),
+  /** Extra arguments clients may append: false (none, the default), true (any), or a pattern each must match. */
+  extraArgs: z.union([z.boolean(), z.string().min(1).max(512).refine(isPattern, 'a valid regular expression')]).optional(),
+  /** The agent's secrets (QUANTILICA_DATABASE_URL, GITHUB_TOKEN…) this fetcher gets; none by default. */
+  passEnv: z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/)).max(64).optional(),
 }).strict();
+
+function isPattern(text: string): boolean {
+  try {
+    new RegExp(text, 'u');
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 const catalogSchema = z.object({ fetchers: z.array(entrySchema).min(1) }).strict();
 

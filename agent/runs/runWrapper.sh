@@ -14,6 +14,9 @@ shift
 # first and then records its status; the fetcher itself gets default signal handling (POSIX resets
 # caught signals on exec).
 trap 'cancelled=1' TERM INT HUP
+# The agent runs with umask 077 (its files are private); the fetcher gets the umask the agent was
+# started with, for data that others may be meant to read.
+[ -n "${QUANTILICA_FETCHER_UMASK:-}" ] && umask "$QUANTILICA_FETCHER_UMASK"
 "$@"
 code=$?
 # The trailing newline marks a complete record: a reader ignores the file until it is there.
