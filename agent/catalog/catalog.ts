@@ -84,6 +84,18 @@ export class Catalog {
     } catch (err) {
       throw new ConfigError([`QUANTILICA_CATALOG=${JSON.stringify(file)}: not valid JSON (${(err as Error).message})`]);
     }
-    return Catalog.parse(json, file);
+    const catalog = Catalog.parse(json, file);
+    // A missing working directory would end each run with exit 127 ("command not found") from the
+    // spawn: refuse the catalog at start instead, with every such entry listed.
+    const problems = catalog.entries.flatMap((entry, i) => {
+      if (entry.cwd === undefined) return [];
+      try {
+        return fs.statSync(entry.cwd).isDirectory() ? [] : [`catalog ${file}: fetchers.${i}.cwd: ${entry.cwd} is not a directory (cwd-missing)`];
+      } catch (err) {
+        return [`catalog ${file}: fetchers.${i}.cwd: ${entry.cwd} cannot be used (${(err as NodeJS.ErrnoException).code ?? String(err)}; cwd-missing)`];
+      }
+    });
+    if (problems.length > 0) throw new ConfigError(problems);
+    return catalog;
   }
 }
