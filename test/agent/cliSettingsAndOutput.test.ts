@@ -135,8 +135,10 @@ test('`npm start` on a terminal prints a short summary of where things are', asy
     assert.ok(text.includes(s.dataDir));
     assert.doesNotMatch(text, /"ready":true/);
   } finally {
-    const pid = Number(/ready \(pid (\d+)/.exec(tty.output())?.[1]);
+    // The agent's pid from its summary, or from a JSON ready line if it printed that instead.
+    const pid = Number(/ready \(pid (\d+)/.exec(tty.output())?.[1] ?? /"pid":(\d+)/.exec(tty.output())?.[1]);
     if (pid > 0) process.kill(pid, 'SIGTERM');
+    else tty.child.kill('SIGKILL');
     await tty.ended;
   }
 });
