@@ -16,8 +16,23 @@ import { waitFor } from '../support/waitFor';
 
 const stations: TestEnv[] = [];
 const children: ChildProcess[] = [];
-after(() => {
+after(async () => {
   for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  // Fetchers that outlived a failed test end by themselves once their release file exists; only
+  // then is the station removed (they poll a file inside it).
+  for (const s of stations) {
+    fs.writeFileSync(path.join(s.root, 'never'), '');
+    fs.writeFileSync(path.join(s.root, 'release'), '');
+  }
+  const stationProcesses = () => fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
+    try {
+      const cmdline = fs.readFileSync(`/proc/${p}/cmdline`, 'utf8');
+      return stations.some((s) => cmdline.includes(s.root));
+    } catch {
+      return false;
+    }
+  });
+  await waitFor(() => stationProcesses().length === 0, { what: 'the stations\' fetchers to end', timeoutMs: 20_000, intervalMs: 100 }).catch(() => undefined);
   for (const s of stations) fs.rmSync(s.root, { recursive: true, force: true });
 });
 

@@ -15,7 +15,7 @@ import { makeTestEnv, startAgent, type TestEnv } from '../support/harness';
 const stations: TestEnv[] = [];
 after(() => { for (const s of stations) fs.rmSync(s.root, { recursive: true, force: true }); });
 
-test('an impostor that accepts any upgrade gets a nonce and nothing else', async () => {
+test('an impostor that accepts any upgrade gets a nonce and nothing else', { timeout: 60_000 }, async () => {
   const received: string[] = [];
   const headers: IncomingMessage['headers'][] = [];
   const impostor = new WebSocketServer({ host: '127.0.0.1', port: 0 });
@@ -40,7 +40,7 @@ test('an impostor that accepts any upgrade gets a nonce and nothing else', async
   }
 });
 
-test('a client that cannot prove the token is closed before its first request is read', async () => {
+test('a client that cannot prove the token is closed before its first request is read', { timeout: 60_000 }, async () => {
   const s = makeTestEnv(null);
   stations.push(s);
   const agent = await startAgent(s);
@@ -48,13 +48,15 @@ test('a client that cannot prove the token is closed before its first request is
     const info = await readConnectionFile(path.join(s.home, '.quantilica', 'agent.json'));
     const clientNonce = newNonce();
     const ws = new WebSocket(`ws://127.0.0.1:${info.port}/`, { headers: { 'x-quantilica-nonce': clientNonce } });
-    const proof = await new Promise<string>((resolve, reject) => {
+    // 'upgrade' and 'open' come in the same tick: listen for both before waiting.
+    const upgraded = new Promise<string>((resolve, reject) => {
       ws.once('upgrade', (res) => resolve(String(res.headers[PROOF_HEADER])));
       ws.once('error', reject);
     });
-    const [agentNonce, agentProof] = proof.split('.');
+    const opened = new Promise((resolve) => ws.once('open', resolve));
+    const [agentNonce, agentProof] = (await upgraded).split('.');
     assert.equal(agentProof, proofOf('agent', info.token, clientNonce, agentNonce), 'the agent proves it knows the token');
-    await new Promise((resolve) => ws.once('open', resolve));
+    await opened;
     const closed = new Promise<number>((resolve) => ws.once('close', (code) => resolve(code)));
     const answers: string[] = [];
     ws.on('message', (data: Buffer) => answers.push(data.toString('utf8')));
