@@ -53,10 +53,11 @@ test('the CLI refuses a fallback folder planted by another user in the shared tm
   const before = listing(planted);
   const station = makeTestEnv(null);
   t.after(() => fs.rmSync(station.root, { recursive: true, force: true }));
-  const blocker = path.join(station.root, 'not-a-dir');
-  fs.writeFileSync(blocker, '');
-  // The configured spool cannot be written, so the fallback would be used; TMPDIR stands for /tmp.
-  const env: NodeJS.ProcessEnv = { ...station.env, TMPDIR: sharedTmp, QUANTILICA_TELEMETRY_SPOOL: path.join(blocker, 'spool.db') };
+  // A folder where the spool file should be: its parent passes the start-up check, the file itself
+  // cannot be opened, so the fallback would be used; TMPDIR stands for /tmp.
+  const blocker = path.join(station.root, 'spool.db');
+  fs.mkdirSync(blocker);
+  const env: NodeJS.ProcessEnv = { ...station.env, TMPDIR: sharedTmp, QUANTILICA_TELEMETRY_SPOOL: blocker };
   delete env.XDG_RUNTIME_DIR;
   const started = Date.now();
   const r = await runCli(env, ['telemetry', 'emit', 'start', '--task', 'secret-args']);
