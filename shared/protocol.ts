@@ -272,3 +272,26 @@ export namespace Changed {
   export const method = 'quantilica/changed' as const;
   export type Params = ChangedParams;
 }
+
+/** One answer of `quantilica/readLog`: the bytes of a run's log from `offset` on. */
+export interface LogChunk {
+  runId: string;
+  fetcher: string;
+  /** Where `text` starts in the log file (bytes), and where the next read resumes. */
+  offset: number;
+  nextOffset: number;
+  text: string;
+  /** The run has ended and every byte of its log up to `nextOffset` was sent: stop following. */
+  ended: boolean;
+  status: RunStatus;
+}
+
+export namespace ReadLog {
+  // client → agent: a run's log from a byte offset, for following it (long poll). When nothing new is
+  // there yet the agent holds the answer until bytes arrive, the run ends or `waitMs` passes; answers
+  // carry at most `maxBytes` (≤ 64 KiB), so a follower gets a bounded stream it can resume from
+  // `nextOffset` after a reconnect.
+  export const method = 'quantilica/readLog' as const;
+  export interface Params { runId: string; offset: number; maxBytes?: number; waitMs?: number }
+  export type Result = LogChunk;
+}

@@ -10,6 +10,7 @@ import { emitFromCli, flushFromCli, type TelemetryEmitOptions } from '../telemet
 import { Spool } from '../telemetry/spool';
 import type { AgentLink } from './agentLink';
 import { agentCommand } from './agentCommand';
+import { registerLogsCommand } from './logsCommand';
 import { formatRuns, formatSchedule, formatSlots, formatStatus } from './format';
 import { openLink, openRemoteLink } from './openLink';
 
@@ -175,6 +176,8 @@ export async function runCli(argv: string[]): Promise<number> {
         spool.close();
       }
     });
+
+  registerLogsCommand(program, (code) => { exitCode = code; });
 
   program.command('demo-fetch', { hidden: true })
     .argument('<name>')

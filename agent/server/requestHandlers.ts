@@ -7,6 +7,7 @@ import {
   Hello,
   Initialize,
   ListRuns,
+  ReadLog,
   PROTOCOL_VERSION,
   RunFetcher,
   SetSchedulePaused,
@@ -17,6 +18,7 @@ import {
   type Snapshot,
 } from '../../shared/protocol';
 import type { AgentControl } from './agentControl';
+import { readLog } from './logFollow';
 import type { ParamMethod, ParamsOf } from './paramSchemas';
 
 export interface RequestContext {
@@ -99,6 +101,7 @@ export function requestHandlers(control: AgentControl): RequestHandlers {
       });
       return result;
     },
+    [ReadLog.method]: (params, ctx): Promise<ReadLog.Result> => readLog(control, params, ctx.cancel),
     [SetSchedulePaused.method]: (params): SetSchedulePaused.Result => ({
       schedule: control.setSchedulePaused(params.paused, params.fetcher),
     }),
