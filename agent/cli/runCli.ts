@@ -4,14 +4,17 @@ import { loadConfig, type Config } from '../config/config';
 import { ConfigError } from '../config/configError';
 import { ClientError, EnvironmentError } from '../errors';
 import { ExitCode } from '../exitCodes';
+import type { RunStatus } from '../../shared/protocol';
 import { createLogger } from '../log/logger';
 import type { FlushResult } from '../server/agentControl';
 import { emitFromCli, flushFromCli, type TelemetryEmitOptions } from '../telemetry/emitCommand';
 import { Spool } from '../telemetry/spool';
 import type { AgentLink } from './agentLink';
 import { agentCommand } from './agentCommand';
+import { registerCompletionCommands } from './completionCommand';
 import { registerLogsCommand } from './logsCommand';
-import { formatRuns, formatSchedule, formatSlots, formatStatus } from './format';
+import { filterRuns, formatRunsTable, parseSince, parseStatus, useColour } from './runsView';
+import { formatSchedule, formatSlots, formatStatus } from './format';
 import { openLink, openRemoteLink } from './openLink';
 
 const RUN_ID = /^[0-9a-z]{6,12}-[0-9a-f]{8}$/;
@@ -105,10 +108,15 @@ export async function runCli(argv: string[]): Promise<number> {
     });
   program.command('runs').description('recent runs, newest first').addOption(jsonOption())
     .option('--limit <n>', 'how many', (v) => parseLimit(v), 20)
-    .action(async (opts: { json?: boolean; limit: number }) => {
+    .option('--fetcher <name>', 'only this fetcher')
+    .option('--status <status>', 'only runs in this state (waiting, running, completed, failed, cancelled, skipped)', parseStatus)
+    .option('--since <when>', 'only runs started since: 30min, 2h, 3d, or a date')
+    .action(async (opts: { json?: boolean; limit: number; fetcher?: string; status?: RunStatus; since?: string }) => {
+      const since = opts.since === undefined ? undefined : parseSince(opts.since);
       exitCode = await withLink(async (link) => {
-        const runs = await link.listRuns(opts.limit);
-        process.stdout.write(opts.json ? `${JSON.stringify({ runs })}\n` : formatRuns(runs));
+        const filtered = opts.fetcher !== undefined || opts.status !== undefined || since !== undefined;
+        const runs = filterRuns(await link.listRuns(filtered ? 1000 : opts.limit), { fetcher: opts.fetcher, status: opts.status, since }).slice(0, opts.limit);
+        process.stdout.write(opts.json ? `${JSON.stringify({ runs })}\n` : formatRunsTable(runs, useColour()));
         return ExitCode.ok;
       });
     });
@@ -178,6 +186,7 @@ export async function runCli(argv: string[]): Promise<number> {
     });
 
   registerLogsCommand(program, (code) => { exitCode = code; });
+  registerCompletionCommands(program);
 
   program.command('demo-fetch', { hidden: true })
     .argument('<name>')
