@@ -295,3 +295,37 @@ export namespace ReadLog {
   export interface Params { runId: string; offset: number; maxBytes?: number; waitMs?: number }
   export type Result = LogChunk;
 }
+
+/** One sample of free disk space kept for the Station panel. */
+export interface DiskSample { at: string; freeGb: number | null; state: DiskGateState }
+
+/** A run as a bar on the Station timeline: which slot it held, from when to when, how it ended. */
+export interface RunSpan {
+  runId: string;
+  fetcher: string;
+  pool: string;
+  slot: number | null;
+  start: string;
+  /** Null while it runs. */
+  end: string | null;
+  status: RunStatus;
+  exitCode: number | null;
+  reason: string | null;
+}
+
+export interface StationHistory {
+  from: string;
+  to: string;
+  disk: DiskSample[];
+  thresholds: { warnGb: number; pauseGb: number; resumeGb: number } | null;
+  /** Every pool with its size: one lane per slot, also for slots that had no run. */
+  pools: Array<{ name: string; size: number }>;
+  runs: RunSpan[];
+}
+
+export namespace GetHistory {
+  // client → agent: the last `hours` (default 24, at most 48) of disk samples and run spans.
+  export const method = 'quantilica/history' as const;
+  export interface Params { hours?: number }
+  export type Result = StationHistory;
+}

@@ -3,6 +3,7 @@ import {
   CancelRun,
   ErrorCodes,
   FlushTelemetry,
+  GetHistory,
   GetSnapshot,
   Hello,
   Initialize,
@@ -19,6 +20,7 @@ import {
 } from '../../shared/protocol';
 import type { AgentControl } from './agentControl';
 import { readLog } from './logFollow';
+import { stationHistory } from './stationHistory';
 import type { ParamMethod, ParamsOf } from './paramSchemas';
 
 export interface RequestContext {
@@ -101,6 +103,7 @@ export function requestHandlers(control: AgentControl): RequestHandlers {
       });
       return result;
     },
+    [GetHistory.method]: (params): GetHistory.Result => stationHistory(control, params),
     [ReadLog.method]: (params, ctx): Promise<ReadLog.Result> => readLog(control, params, ctx.cancel),
     [SetSchedulePaused.method]: (params): SetSchedulePaused.Result => ({
       schedule: control.setSchedulePaused(params.paused, params.fetcher),
