@@ -16,6 +16,7 @@ import { reportError } from './reportError';
 import { RUN_LOG_SCHEME, RunLogDocuments } from './runLogDocuments';
 import { RunsTreeProvider, type RunsFilter } from './runsTreeProvider';
 import { ScheduleTreeProvider, type ScheduleNode } from './scheduleTreeProvider';
+import { StationPanel } from './stationPanel';
 import { TelemetryHealthItem } from './telemetryHealthItem';
 
 /** What `activate` returns: the extension-host tests read the live state through it. */
@@ -26,6 +27,7 @@ export interface QuantilicaApi {
   readonly schedule: ScheduleTreeProvider;
   readonly disk: DiskStatusItem;
   readonly telemetry: TelemetryHealthItem;
+  readonly station: StationPanel;
   readonly logs: RunLogDocuments;
   readonly notices: Notices;
   /** Context keys the extension set, as the when-clauses see them. */
@@ -59,16 +61,18 @@ export function activate(context: vscode.ExtensionContext): QuantilicaApi | unde
     const logs = new RunLogDocuments(session, log);
     const diskDetails = new DiskDetailsDocument(session);
     const launcher = new AgentLauncher(context, session, log);
+    const station = new StationPanel(context.extensionUri, session, log);
     const view = vscode.window.createTreeView('quantilica.pools', { treeDataProvider: tree, showCollapseAll: true });
     const runsView = vscode.window.createTreeView('quantilica.runs', { treeDataProvider: runs });
     const scheduleView = vscode.window.createTreeView('quantilica.schedule', { treeDataProvider: schedule });
     setRunsLookup((runId) => runs.run(runId));
-    context.subscriptions.push(session, tree, runs, schedule, disk, telemetry, logs, diskDetails, view, runsView, scheduleView, ...registerCommands(session, launcher, log, notices));
+    context.subscriptions.push(session, tree, runs, schedule, disk, telemetry, logs, diskDetails, station, view, runsView, scheduleView, ...registerCommands(session, launcher, log, notices));
     context.subscriptions.push(
       vscode.workspace.registerTextDocumentContentProvider(RUN_LOG_SCHEME, logs),
       vscode.workspace.registerTextDocumentContentProvider(DISK_DETAILS_SCHEME, diskDetails),
       ...registerViewCommands(session, runs, notices, log),
       watchEvents(session, notices, launcher),
+      vscode.commands.registerCommand('quantilica.openStation', () => station.show()),
     );
 
     const renderGauge = () => {
@@ -108,7 +112,7 @@ export function activate(context: vscode.ExtensionContext): QuantilicaApi | unde
       session.whenConnected(3000).catch(() => launcher.start());
     }
     return {
-      session, tree, runs, schedule, disk, telemetry, logs, notices, contextKeys,
+      session, tree, runs, schedule, disk, telemetry, station, logs, notices, contextKeys,
       get outputLines() { return log.lines; },
       fetcherPickItems,
       activationMs: Date.now() - started,

@@ -13,6 +13,7 @@ import type { AgentLink } from './agentLink';
 import { agentCommand } from './agentCommand';
 import { registerCompletionCommands } from './completionCommand';
 import { registerLogsCommand } from './logsCommand';
+import { registerServiceCommand } from './serviceCommand';
 import { filterRuns, formatRunsTable, parseSince, parseStatus, useColour } from './runsView';
 import { formatSchedule, formatSlots, formatStatus } from './format';
 import { openLink, openRemoteLink } from './openLink';
@@ -187,6 +188,7 @@ export async function runCli(argv: string[]): Promise<number> {
 
   registerLogsCommand(program, (code) => { exitCode = code; });
   registerCompletionCommands(program);
+  registerServiceCommand(program, (code) => { exitCode = code; });
 
   program.command('demo-fetch', { hidden: true })
     .argument('<name>')

@@ -137,6 +137,8 @@ describe('The operator’s day (issue 13)', () => {
     const checked = /Checked (\d+) s ago/.exec(api.disk.view.tooltip)?.[0];
     assert.ok(checked, 'the gauge tooltip says when the disk was checked');
     await truth((c) => c.cancel({ runId: sleeper.runId }));
+    // The next test starts another sleeper: without this wait it would be asked about a second run.
+    await waitFor(() => api.session.snapshot?.runs.find((r) => r.runId === sleeper.runId)?.status === 'cancelled', { what: 'the sleeper to end', timeoutMs: 15_000 });
   });
 
   it('rows lead with the fetcher; tooltips in local time; coloured icons; screen-reader labels; a click opens the log', async () => {
@@ -167,7 +169,14 @@ describe('The operator’s day (issue 13)', () => {
     const second = vscode.commands.executeCommand<RunInfo | undefined>('quantilica.runFetcher', 'sleeper');
     await waitFor(() => api.notices.asked.length > asked, { what: 'the question before a second run', timeoutMs: 10_000 });
     assert.match(api.notices.asked.at(-1) ?? '', /sleeper is running now/);
-    await vscode.commands.executeCommand('workbench.action.closeQuickOpen');
+    // The question shows a moment after it is recorded: dismiss it (Escape) until the command returns.
+    let answered = false;
+    void second.then(() => { answered = true; });
+    await waitFor(async () => {
+      await vscode.commands.executeCommand('workbench.action.closeQuickOpen');
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      return answered;
+    }, { what: 'the question to be dismissed', timeoutMs: 15_000 });
     assert.equal(await second, undefined, 'Escape starts nothing');
     const active = (await truth((c) => c.listRuns(50))).filter((r) => r.fetcher === 'sleeper' && (r.status === 'running' || r.status === 'waiting'));
     assert.deepEqual(active.map((r) => r.runId), [sleeper.runId]);
@@ -204,6 +213,26 @@ describe('The operator’s day (issue 13)', () => {
     await vscode.commands.executeCommand('quantilica.filterRuns', {});
     await vscode.commands.executeCommand('workbench.action.closeAllEditors');
     await requestScreenshot('runs');
+  });
+
+  it('the Station panel draws a lane per slot with the runs that happened, and the disk over time', async () => {
+    const snapshot = (await truth((c) => c.getSnapshot()));
+    const runs = (await truth((c) => c.listRuns(200))).filter((r) => r.startedAt !== null && r.slot !== null);
+    await vscode.commands.executeCommand('quantilica.openStation');
+    const drawn = await waitFor(() => {
+      const r = api.station.lastRendered;
+      return r && r.diskPoints >= 2 && r.bars >= runs.length ? r : undefined;
+    }, { what: 'the Station webview to draw the runs and disk samples', timeoutMs: 20_000, intervalMs: 100 });
+    assert.equal(drawn.canvases, 2, 'the timeline and the disk chart');
+    const expected = snapshot.pools.flatMap((p) => Array.from({ length: p.size }, (_, i) => `${p.name} · slot ${i}`));
+    assert.deepEqual(drawn.lanes.map((l) => l.lane).slice(0, expected.length), expected, 'one lane per slot');
+    for (const run of runs) {
+      const lane = drawn.lanes.find((l) => l.lane === `${run.pool} · slot ${run.slot}`);
+      assert.ok(lane && lane.fetchers.split(',').includes(run.fetcher), `${run.fetcher} drawn in ${run.pool} slot ${run.slot}`);
+    }
+    assert.equal(drawn.lanes.reduce((n, l) => n + l.runs, 0), drawn.bars);
+    await requestScreenshot('station');
+    await vscode.commands.executeCommand('workbench.action.closeAllEditors');
   });
 
   it('the gauge’s click opens a read-only view, and closing it asks nothing', async () => {
