@@ -15,7 +15,8 @@ import { registerCompletionCommands } from './completionCommand';
 import { registerLogsCommand } from './logsCommand';
 import { registerServiceCommand } from './serviceCommand';
 import { filterRuns, formatRunsTable, parseSince, parseStatus, useColour } from './runsView';
-import { formatSchedule, formatSlots, formatStatus } from './format';
+import { formatScheduleTable, progressBar } from './scheduleTable';
+import { formatSlots, formatStatus } from './format';
 import { openLink, openRemoteLink } from './openLink';
 
 const RUN_ID = /^[0-9a-z]{6,12}-[0-9a-f]{8}$/;
@@ -126,7 +127,7 @@ export async function runCli(argv: string[]): Promise<number> {
     .action(async (opts: { json?: boolean }) => {
       exitCode = await withLink(async (link) => {
         const { schedule: status } = await link.snapshot();
-        process.stdout.write(opts.json ? `${JSON.stringify({ schedule: status })}\n` : formatSchedule(status));
+        process.stdout.write(opts.json ? `${JSON.stringify({ schedule: status })}\n` : formatScheduleTable(status));
         return ExitCode.ok;
       });
     });
@@ -137,7 +138,7 @@ export async function runCli(argv: string[]): Promise<number> {
       .action(async (fetcher: string | undefined) => {
         exitCode = await withLink(async (link) => {
           const status = await link.setSchedulePaused(paused, fetcher);
-          process.stdout.write(formatSchedule(status));
+          process.stdout.write(formatScheduleTable(status));
           return ExitCode.ok;
         });
       });
@@ -148,7 +149,9 @@ export async function runCli(argv: string[]): Promise<number> {
   const flushAction = async () => {
     const config = loadConfig();
     const logger = createLogger('quantilica-cli', process.env.QUANTILICA_LOG_LEVEL ?? 'warn');
-    const progress = (sent: number, remaining: number) => process.stderr.write(`flush: ${sent} sent, ${remaining} remaining\n`);
+    // On a terminal a bar redrawn in place; otherwise (cron, pipes) one line per report.
+    const tty = process.stderr.isTTY === true;
+    const progress = (sent: number, remaining: number) => process.stderr.write(tty ? `\rflush ${progressBar(sent, remaining)}` : `flush: ${sent} sent, ${remaining} remaining\n`);
     const link = await openRemoteLink(config);
     let result: FlushResult;
     try {
@@ -156,6 +159,7 @@ export async function runCli(argv: string[]): Promise<number> {
     } finally {
       await link?.close();
     }
+    if (tty) process.stderr.write('\n');
     process.stdout.write(`flush: ${result.sent} sent, ${result.remaining} remaining${result.error ? `; error: ${result.error}` : ''}\n`);
     exitCode = result.error ? ExitCode.agentUnavailable : ExitCode.ok;
   };

@@ -45,6 +45,10 @@ test('logs --follow prints lines while the fetcher runs and exits when it ends; 
     assert.ok(!table.stdout.includes('\u001b['), 'no colour off a terminal');
     assert.equal((await runCli(t, ['runs', '--status', 'lost'])).code, 64, 'a bad status is a usage error');
 
+    const timers = await runCli(t, ['schedule']);
+    assert.match(timers.stdout, /^NEXT\s+LEFT\s+LAST\s+PASSED\s+FETCHER\s+CRON$/m, 'read like systemctl list-timers');
+    assert.match(timers.stdout, /^\S.*\s+printer\s/m);
+
     const script = (await runCli(t, ['completion', 'bash'])).stdout;
     const words = execFileSync('bash', ['-c', `${script}\nCOMP_WORDS=(quantilica run ""); COMP_CWORD=2; _quantilica; printf '%s\\n' "\${COMPREPLY[@]}"`], { env: t.env, encoding: 'utf8' });
     assert.deepEqual(words.trim().split('\n').sort(), ['failer', 'printer', 'quick']);
