@@ -2,6 +2,8 @@ import { execFileSync, spawn } from 'node:child_process';
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import type { RunInfo } from '../../shared/protocol';
+import * as path from 'node:path';
+import { connectAgent } from '../../agent/client/agentClient';
 import { AGENT_JS, makeTestEnv, runCli, startAgent } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 
@@ -33,6 +35,24 @@ test('logs --follow prints lines while the fetcher runs and exits when it ends; 
     assert.equal(code, 0, `the follower exits when the run ends (stderr: ${err})`);
     for (let i = 1; i <= 15; i++) assert.equal(out.split('\n').filter((l) => l === `printer line ${i}`).length, 1, `line ${i} exactly once`);
     assert.match(err, /printer · run .* completed --/);
+
+    // The protocol side of following: bounded answers, bad input refused, an ended run says so at once.
+    const client = await connectAgent(path.join(t.home, '.quantilica', 'agent.json'), { client: 'cli-operator-test' });
+    try {
+      await assert.rejects(client.readLog({ runId: run.runId, offset: 0, maxBytes: 1024 * 1024 }), /maxBytes/);
+      await assert.rejects(client.readLog({ runId: run.runId, offset: -1 }), /offset/);
+      await assert.rejects(client.readLog({ runId: 'zz0000-00000000', offset: 0 }), /no active or recent run/);
+      const small = await client.readLog({ runId: run.runId, offset: 0, maxBytes: 10 });
+      assert.equal(small.nextOffset, 10);
+      assert.equal(small.ended, false, 'more bytes follow');
+      const started = Date.now();
+      const end = await client.readLog({ runId: run.runId, offset: 1_000_000, waitMs: 20_000 });
+      assert.ok(Date.now() - started < 5000, 'an ended run is not held');
+      assert.equal(end.ended, true);
+      assert.equal(end.status, 'completed');
+    } finally {
+      await client.close();
+    }
 
     for (const fetcher of ['failer', 'quick', 'failer']) assert.notEqual((await runCli(t, ['run', fetcher])).code, null);
     const failed = await runCli(t, ['runs', '--status', 'failed', '--fetcher', 'failer', '--json']);
