@@ -165,8 +165,8 @@ function poolItem(node: PoolNode, pool: PoolState | undefined, s: Snapshot | nul
   const gate = s?.disk?.state ?? 'unknown';
   // Counted from the runs, which change with every enqueue, rather than the pool record's count.
   const waiting = waitingRuns(s, pool.name).length;
-  item.description = `${pool.used}/${pool.size} slots · ${waiting} waiting · disk ${gate}`;
-  item.tooltip = `${pool.name}: ${pool.used} of ${pool.size} slots in use, ${waiting} waiting (a run waits at most ${pool.waitTimeoutSeconds} s); disk gate ${gate}`;
+  item.description = `${pool.used}/${pool.size} slots · ${waiting} waiting · disk ${gate}${poolMemoryText(pool)}`;
+  item.tooltip = `${pool.name}: ${pool.used} of ${pool.size} slots in use, ${waiting} waiting (a run waits at most ${pool.waitTimeoutSeconds} s); disk gate ${gate}${poolMemoryText(pool, s)}`;
   return item;
 }
 
@@ -183,11 +183,27 @@ function slotItem(node: SlotNode, pool: PoolState | undefined, s: Snapshot | nul
   }
   const run = holder.runId ? s?.runs.find((r) => r.runId === holder.runId) : undefined;
   const since = run?.startedAt ?? holder.since;
-  const parts = [holder.fetcher ?? 'unknown fetcher', holder.runId ?? 'no run id', since ? elapsed(since) : null, `pid ${holder.pid}`];
+  const parts = [holder.fetcher ?? 'unknown fetcher', holder.runId ?? 'no run id', since ? elapsed(since) : null, `pid ${holder.pid}`, runMemoryText(run)];
   item.description = parts.filter((p) => p !== null).join(' · ');
   item.tooltip = `${slot?.lockPath ?? ''}\n${holder.foreign ? 'held by a process outside this agent' : `run ${holder.runId ?? '?'}`} since ${since ?? '?'}`;
   item.iconPath = new vscode.ThemeIcon(holder.foreign ? 'lock' : 'sync~spin');
   // Only the agent's own runs can be cancelled from here; a foreign holder is shown, not touched.
   item.contextValue = holder.foreign || !holder.runId ? 'slot.foreign' : 'run.running';
   return item;
+}
+
+// memory ceilings (issue 12)
+/** A pool's memory use against its ceiling; with the snapshot (tooltip), why it is not enforced. */
+function poolMemoryText(pool: PoolState, s?: Snapshot | null): string {
+  const m = pool.memory;
+  if (!m) return '';
+  const used = m.usedMb === null ? '?' : (m.usedMb / 1024).toFixed(1);
+  const enforced = m.enforcement === 'not-enforced' ? ` NOT ENFORCED${s?.agent.memory?.reason ? ` (${s.agent.memory.reason})` : ''}` : '';
+  return ` · mem ${used}/${(m.ceilingMb / 1024).toFixed(1)} GB${enforced}`;
+}
+
+/** A running run's memory against its ceiling. */
+function runMemoryText(run: RunInfo | undefined): string | null {
+  if (!run || run.memoryMb === undefined || run.memoryMb === null) return null;
+  return `${Math.round(run.memoryMb)}${run.memoryLimitMb ? `/${run.memoryLimitMb}` : ''} MB${run.memorySource === 'sampled' ? ' (sampled)' : ''}`;
 }
