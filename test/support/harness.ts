@@ -20,6 +20,8 @@ export interface FetcherSpec {
   argv: string[];
   env?: Record<string, string>;
   expectedSizeMb?: number;
+  /** memory ceilings (issue 12) */
+  memoryMb?: number;
 }
 
 export interface TestEnv {
