@@ -49,7 +49,10 @@ export class Orchestrator implements AgentControl {
     this.createPools(policy);
     this.store = new RunStore(path.join(config.homeDir, 'state.db'), logger);
     // memory ceilings (issue 12): pools' cgroups made, and those an earlier agent left taken over or removed.
-    this.memory = new MemoryCeilings({ pools: this.poolCeilings(), reserveMb: config.memory.reserveMb, cgroupName: config.memory.cgroupName, logger });
+    this.memory = new MemoryCeilings({
+      pools: this.poolCeilings(), reserveMb: config.memory.reserveMb, cgroupName: config.memory.cgroupName, logger,
+      support: config.memory.enforce ? undefined : { kind: 'not-enforced', reason: 'disabled-by-setting' },
+    });
     const activeIds = new Set(this.store.active().map((r) => r.runId));
     this.memory.adoptLeftovers((runId) => activeIds.has(runId));
     this.hub = new StateHub(() => this.collect());

@@ -45,7 +45,7 @@ export interface Config {
   /** How long and how many ended runs' logs and status files are kept (runs/retention.ts). */
   retention: { days: number; runs: number };
   /** memory ceilings (issue 12): RAM kept out of the pools' ceilings, and the cgroup folder's name. */
-  memory: { reserveMb: number; cgroupName: string | null };
+  memory: { reserveMb: number; cgroupName: string | null; enforce: boolean };
   /** Where the values came from, for `quantilica status`. */
   configFile: string | null;
 }
@@ -122,7 +122,7 @@ export function loadConfig(env: Env = process.env): Config {
     connectionFile: get<string | null>('QUANTILICA_CONNECTION_FILE') ?? path.join(homeDir, 'agent.json'),
     demo: { seconds: get('QUANTILICA_DEMO_SECONDS'), rateMb: get('QUANTILICA_DEMO_RATE_MB') },
     retention: { days: get('QUANTILICA_RETENTION_DAYS'), runs: get('QUANTILICA_RETENTION_RUNS') },
-    memory: { reserveMb: Math.round(get<number>('QUANTILICA_MEMORY_RESERVE_GB') * 1024), cgroupName: get('QUANTILICA_CGROUP_NAME') }, // memory ceilings (issue 12)
+    memory: { reserveMb: Math.round(get<number>('QUANTILICA_MEMORY_RESERVE_GB') * 1024), cgroupName: get('QUANTILICA_CGROUP_NAME'), enforce: get('QUANTILICA_MEMORY_ENFORCE') }, // memory ceilings (issue 12)
     configFile: fromFile.used ? configFile : null,
   };
 }

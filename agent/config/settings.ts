@@ -76,6 +76,7 @@ export const SETTINGS = [
   poolMemorySetting('CPU_ANALYSIS', 12),
   poolMemorySetting('NETWORK_LIGHT', 3),
   { name: 'QUANTILICA_MEMORY_RESERVE_GB', default: '5', description: "GB of the machine's RAM the pools' ceilings must leave for the system, the page cache and PostgreSQL (checked at start; a warning, not a refusal)", parse: number(0, 1e5, false) },
+  { name: 'QUANTILICA_MEMORY_ENFORCE', default: 'true', description: 'enforce the memory ceilings with cgroups where the machine allows; false runs without (reported as not enforced, memory sampled)', parse: bool },
   { name: 'QUANTILICA_CGROUP_NAME', default: '', description: "the agent's cgroup folder under the memory controller (default quantilica-<uid>)", parse: cgroupName },
   { name: 'CRON_DISK_WARN_GB', default: '25', description: 'free GB below which the disk gate warns', parse: number(0, 1e6, false) },
   { name: 'CRON_DISK_PAUSE_GB', default: '10', description: 'free GB below which no fetcher starts', parse: number(0, 1e6, false) },

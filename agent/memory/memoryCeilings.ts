@@ -16,7 +16,7 @@ export interface MemoryCeilingsOptions {
   logger: Logger;
   /** How often runs without a cgroup are sampled (besides at each heartbeat). */
   sampleMs?: number;
-  /** For tests: what detection would find. */
+  /** Instead of detecting: what to use (`not-enforced` when QUANTILICA_MEMORY_ENFORCE=false). */
   support?: CgroupSupport;
 }
 
