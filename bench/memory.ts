@@ -3,6 +3,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { loadConfig } from '../agent/config/config';
 import { createLogger } from '../agent/log/logger';
+import { memoryLogger } from '../agent/log/logger';
+import { MemoryCeilings } from '../agent/memory/memoryCeilings';
 import { Orchestrator } from '../agent/orchestrator';
 import { Spool } from '../agent/telemetry/spool';
 import { percentile, printTable } from './benchSupport';
@@ -59,6 +61,20 @@ async function measure(enforce: boolean): Promise<Figures> {
   }
 }
 
+/** The cgroup work alone, per run: make (3 v1 hierarchies, the limit), read the figures, remove. */
+function cgroupCostMs(samples: number): number[] {
+  const ceilings = new MemoryCeilings({ pools: new Map([['heavy-io', 1024]]), reserveMb: 0, cgroupName: CGROUP_NAME, logger: memoryLogger() });
+  const out: number[] = [];
+  for (let i = 0; i < samples; i++) {
+    const started = process.hrtime.bigint();
+    ceilings.prepare(`bench-${i}`, 'heavy-io', 256);
+    ceilings.release(`bench-${i}`);
+    out.push(Number(process.hrtime.bigint() - started) / 1e6);
+  }
+  ceilings.close();
+  return out;
+}
+
 /** The bench's own pool folders (run folders are removed as runs end). */
 function removeCgroups(): void {
   for (const hierarchy of ['memory', 'cpuacct', 'freezer']) {
@@ -73,6 +89,7 @@ async function main(): Promise<void> {
   try {
     const without = await measure(false);
     const withCgroup = await measure(true);
+    const cost = cgroupCostMs(500);
     const r = (n: number) => Math.round(n * 100) / 100;
     const result = {
       runs: RUNS,
@@ -83,11 +100,16 @@ async function main(): Promise<void> {
       cgroupSpawnP99Ms: r(withCgroup.p99),
       plainSpawnP50Ms: r(without.p50),
       plainSpawnP99Ms: r(without.p99),
+      cgroupWorkP50Ms: r(percentile(cost, 50)),
+      cgroupWorkP99Ms: r(percentile(cost, 99)),
+      loadAverage: r(os.loadavg()[0]),
     };
     printTable(`memory ceilings benchmark (issue 12): a cgroup per run (${result.enforcement}) against none`, [
       ['throughput with cgroups', `${result.cgroupRunsPerSecond} runs/s`, `without: ${result.plainRunsPerSecond} runs/s`],
       ['enqueue→spawn p50 with', `${result.cgroupSpawnP50Ms} ms`, `without: ${result.plainSpawnP50Ms} ms`],
       ['enqueue→spawn p99 with', `${result.cgroupSpawnP99Ms} ms`, `without: ${result.plainSpawnP99Ms} ms (slots target < 20 ms)`],
+      ['cgroup make+read+remove p50', `${result.cgroupWorkP50Ms} ms`, 'per run, alone'],
+      ['cgroup make+read+remove p99', `${result.cgroupWorkP99Ms} ms`, `(load average ${result.loadAverage})`],
     ]);
     process.stdout.write(`${JSON.stringify({ bench: 'memory', ...result })}\n`);
   } finally {
