@@ -1,4 +1,8 @@
 import { runCli } from './cli/runCli';
+import { makeFilesPrivate } from './config/umask';
+
+// Everything the agent and the CLI write is private to the user; fetchers get the original umask back.
+makeFilesPrivate();
 
 // The `quantilica` command: `agent` runs the agent in the foreground; the other commands talk to a
 // running agent, or work in-process with the same slots when none runs.

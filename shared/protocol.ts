@@ -214,6 +214,11 @@ export interface ConnectionInfo {
   token: string;
   pid: number;
   protocolVersion: number;
+  /** The agent's uid, its process start time (clock ticks after boot) and the boot it ran in: with
+   * the pid they name the agent's process, so clients tell a live agent from a stale file. */
+  uid?: number;
+  startTime?: number;
+  bootId?: string;
 }
 
 /**

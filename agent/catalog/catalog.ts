@@ -22,7 +22,20 @@ const entrySchema = z.object({
   /** A cron expression (5 or 6 fields) for the 24-hour schedule, and its time zone. */
   schedule: z.string().min(1).optional(),
   timezone: z.string().min(1).optional(),
+  /** Extra arguments clients may append: false (none, the default), true (any), or a pattern each must match. */
+  extraArgs: z.union([z.boolean(), z.string().min(1).max(512).refine(isPattern, 'a valid regular expression')]).optional(),
+  /** The agent's secrets (QUANTILICA_DATABASE_URL, GITHUB_TOKEN…) this fetcher gets; none by default. */
+  passEnv: z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/)).max(64).optional(),
 }).strict();
+
+function isPattern(text: string): boolean {
+  try {
+    new RegExp(text, 'u');
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 const catalogSchema = z.object({ fetchers: z.array(entrySchema).min(1) }).strict();
 
@@ -73,6 +86,18 @@ export class Catalog {
     } catch (err) {
       throw new ConfigError([`QUANTILICA_CATALOG=${JSON.stringify(file)}: not valid JSON (${(err as Error).message})`]);
     }
-    return Catalog.parse(json, file);
+    const catalog = Catalog.parse(json, file);
+    // A missing working directory would end each run with exit 127 ("command not found") from the
+    // spawn: refuse the catalog at start instead, with every such entry listed.
+    const problems = catalog.entries.flatMap((entry, i) => {
+      if (entry.cwd === undefined) return [];
+      try {
+        return fs.statSync(entry.cwd).isDirectory() ? [] : [`catalog ${file}: fetchers.${i}.cwd: ${entry.cwd} is not a directory (cwd-missing)`];
+      } catch (err) {
+        return [`catalog ${file}: fetchers.${i}.cwd: ${entry.cwd} cannot be used (${(err as NodeJS.ErrnoException).code ?? String(err)}; cwd-missing)`];
+      }
+    });
+    if (problems.length > 0) throw new ConfigError(problems);
+    return catalog;
   }
 }

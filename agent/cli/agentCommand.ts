@@ -1,13 +1,14 @@
-import * as path from 'node:path';
-import * as lockfile from 'proper-lockfile';
 import type { Config } from '../config/config';
-import { EnvironmentError } from '../errors';
 import { ExitCode } from '../exitCodes';
 import { createLogger } from '../log/logger';
 import { createParts } from '../agentParts';
 import { Orchestrator } from '../orchestrator';
 import { checkStationDirs } from '../checkStationDirs';
 import { startAgentServer } from '../server/startAgentServer';
+import { takeInstanceLock } from './instanceLock';
+import { capStderrLog } from '../log/stderrLogCap';
+import { secureHome } from './checkSettingPaths';
+import { startSummary } from './startSummary';
 
 /**
  * The foreground agent. It holds the single-instance lock, adopts runs a previous agent left, serves
@@ -15,17 +16,21 @@ import { startAgentServer } from '../server/startAgentServer';
  * slots and the next agent adopts them) unless told to stop them.
  */
 export async function agentCommand(config: Config, stopFetchersFlag: boolean): Promise<number> {
-  const logger = createLogger('quantilica-agent');
+  const logger = createLogger('quantilica-agent', config.logLevel ?? 'info', config.logFormat === 'human' ? 'human' : 'json');
+  const stopLogCap = capStderrLog(config.agentLogCapBytes);
   checkStationDirs(config);
-  const release = await takeInstanceLock(config.homeDir);
+  secureHome(config.homeDir);
+  const release = takeInstanceLock(config.homeDir);
   const parts = createParts(config, logger, 'agent');
   const orchestrator = new Orchestrator(config, logger, parts);
   orchestrator.runs.adoptLeftovers();
   orchestrator.runs.startRetention();
   await parts.start();
   const server = await startAgentServer(orchestrator, { port: config.port, connectionFile: config.connectionFile, logger });
-  // The ready line is what scripts and tests wait for: it comes after the agent can serve.
-  process.stdout.write(`${JSON.stringify({ ready: true, pid: process.pid, port: server.port, mode: config.usePools ? 'pools' : 'serial', catalog: orchestrator.catalog.source })}\n`);
+  // The ready line is what scripts and tests wait for: it comes after the agent can serve. A person
+  // at a terminal gets a short summary instead.
+  const ready = { ready: true, pid: process.pid, port: server.port, mode: config.usePools ? 'pools' : 'serial', catalog: orchestrator.catalog.source };
+  process.stdout.write(process.stdout.isTTY ? startSummary(config, ready, orchestrator.catalog.names().length) : `${JSON.stringify(ready)}\n`);
   logger.info({ pid: process.pid, lockDir: config.lockDir, dataDir: config.dataDir }, 'agent ready');
 
   const stopFetchers = stopFetchersFlag || config.stopFetchersOnExit;
@@ -41,28 +46,8 @@ export async function agentCommand(config: Config, stopFetchersFlag: boolean): P
   parts.stopIntake();
   await orchestrator.close(stopFetchers);
   await parts.close();
-  await release();
+  release();
   logger.info({}, 'agent stopped');
+  stopLogCap();
   return ExitCode.ok;
-}
-
-/**
- * One agent per user and host. proper-lockfile's lock is a directory kept fresh by the holder; after
- * a kill -9 it goes stale within a few seconds, so a new agent retries for longer than that.
- */
-async function takeInstanceLock(homeDir: string): Promise<() => Promise<void>> {
-  const target = path.join(homeDir, 'agent');
-  try {
-    return await lockfile.lock(target, {
-      realpath: false,
-      lockfilePath: `${target}.lock`,
-      stale: 4000,
-      update: 1000,
-      retries: { retries: 12, minTimeout: 500, maxTimeout: 1000 },
-    });
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ELOCKED') throw new EnvironmentError(`another agent is running for this user (lock ${target}.lock); stop it first or use its CLI`);
-    throw new EnvironmentError(`cannot take the agent lock ${target}.lock (${code ?? String(err)})`);
-  }
 }

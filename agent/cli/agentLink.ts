@@ -16,3 +16,11 @@ export interface AgentLink {
   setSchedulePaused(paused: boolean, fetcher?: string): Promise<ScheduleStatus>;
   close(): Promise<void>;
 }
+
+/** The agent went away (stopped or died) while a request was under way. */
+export class AgentLostError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'AgentLostError';
+  }
+}

@@ -3,14 +3,18 @@ import { ErrorCodes } from '../../shared/protocol';
 import type { AgentClient } from '../client/agentClient';
 import { ClientError } from '../errors';
 import { ExitCode } from '../exitCodes';
-import type { AgentLink } from './agentLink';
+import { AgentLostError, type AgentLink } from './agentLink';
 
 /** Commands through the running agent; its protocol errors become CLI errors with exit codes. */
 export function remoteLink(client: AgentClient): AgentLink {
+  let lost = false;
+  client.onClose(() => { lost = true; });
   const call = async <T>(fn: () => Promise<T>): Promise<T> => {
     try {
       return await fn();
     } catch (err) {
+      // A request cut off by the connection's end is not the request's fault: the agent went away.
+      if (lost) throw new AgentLostError(`the agent (pid ${client.info.pid}) closed the connection`);
       throw toClientError(err);
     }
   };

@@ -1,10 +1,13 @@
+import * as fs from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { demoFetch } from '../catalog/demoFetch';
 import { loadConfig, type Config } from '../config/config';
 import { ConfigError } from '../config/configError';
 import { ClientError, EnvironmentError } from '../errors';
 import { ExitCode } from '../exitCodes';
-import { createLogger } from '../log/logger';
+import { createLogger, type Logger } from '../log/logger';
+import { redactCredentials } from '../config/redact';
+import type { RunInfo } from '../../shared/protocol';
 import type { FlushResult } from '../server/agentControl';
 import { registerGithubCommands } from '../github/githubCommand'; // GitHub sync (issue 11)
 import { emitFromCli, flushFromCli, type TelemetryEmitOptions } from '../telemetry/emitCommand';
@@ -13,8 +16,13 @@ import type { AgentLink } from './agentLink';
 import { agentCommand } from './agentCommand';
 import { formatRuns, formatSchedule, formatSlots, formatStatus } from './format';
 import { openLink, openRemoteLink } from './openLink';
+import { checkSettingPaths, secureHome } from './checkSettingPaths';
+import { startDetachedOwner, type OwnerReport } from './detachedRun';
+import { followRun, type LinkHolder } from './followRun';
+import { cliVersion } from './cliVersion';
+import { cancelCommand } from './cancelCommand';
+import { ConnectionFileError } from '../server/connectionFile';
 
-const RUN_ID = /^[0-9a-z]{6,12}-[0-9a-f]{8}$/;
 
 /** Parses argv, runs one command and returns the process exit code (documented in the README). */
 export async function runCli(argv: string[]): Promise<number> {
@@ -22,14 +30,23 @@ export async function runCli(argv: string[]): Promise<number> {
   const program = new Command('quantilica')
     .description("Quantilica collection orchestrator: pools of slots, disk backpressure, schedule, telemetry")
     .exitOverride()
-    .configureOutput({ writeErr: (s) => process.stderr.write(s) });
+    .configureOutput({ writeErr: (s) => process.stderr.write(s) })
+    .version(cliVersion(), '--version', 'print the version')
+    // The operations standard's own argument (`cron_fetch.sh --flush`); the same as `quantilica flush`.
+    .option('--flush', 'send spooled telemetry to PostgreSQL now (same as `quantilica flush`)')
+    .action(async (opts: { flush?: boolean }, command: Command) => {
+      if (command.args.length > 0) {
+        throw new ClientError(0, ExitCode.usage, `unknown command ${JSON.stringify(command.args[0])}; see \`quantilica --help\``);
+      }
+      if (opts.flush) await flushAction();
+      else program.help({ error: true });
+    });
 
-  const withLink = async <T>(fn: (link: AgentLink, config: Config) => Promise<T>): Promise<T> => {
-    const config = loadConfig();
-    const logger = createLogger('quantilica-cli', process.env.QUANTILICA_LOG_LEVEL ?? 'warn');
+  const withLink = async <T>(fn: (link: AgentLink, config: Config, logger: Logger) => Promise<T>, json = false): Promise<T> => {
+    const { config, logger } = prepare(json);
     const link = await openLink(config, logger);
     try {
-      return await fn(link, config);
+      return await fn(link, config, logger);
     } finally {
       await link.close();
     }
@@ -39,51 +56,87 @@ export async function runCli(argv: string[]): Promise<number> {
     .description('run the agent in the foreground (what `npm start` runs)')
     .option('--stop-fetchers-on-exit', 'cancel running fetchers when the agent gets SIGTERM or SIGINT')
     .action(async (opts: { stopFetchersOnExit?: boolean }) => {
-      exitCode = await agentCommand(loadConfig(), opts.stopFetchersOnExit === true);
+      const config = loadConfig();
+      checkSettingPaths(config);
+      exitCode = await agentCommand(config, opts.stopFetchersOnExit === true);
     });
 
   program.command('run')
     .description('run a catalog fetcher; waits for it and exits with its exit code unless --detach')
     .argument('<fetcher>', 'catalog name or alias')
-    .argument('[args...]', 'extra arguments for the fetcher, after --')
-    .option('--detach', 'print the run id and return at once')
+    .argument('[args...]', 'extra arguments for the fetcher, after -- (if its catalog entry allows them)')
+    .option('--detach', 'print the run id and return at once (without an agent, a detached process owns the run)')
     .option('--json', 'print the run as JSON')
     .action(async (fetcher: string, args: string[], opts: { detach?: boolean; json?: boolean }) => {
-      exitCode = await withLink(async (link) => {
-        const run = await link.run(fetcher, args);
-        if (!opts.json) process.stdout.write(`run ${run.runId} ${run.fetcher} queued in ${run.pool}\n`);
-        if (opts.detach) {
+      const { config, logger } = prepare(opts.json === true);
+      const queued = (run: RunInfo) => { if (!opts.json) process.stdout.write(`run ${run.runId} ${run.fetcher} queued in ${run.pool}\n`); };
+      if (opts.detach) {
+        const remote = await openRemoteLink(config, logger);
+        try {
+          const run = remote ? await remote.run(fetcher, args) : await startDetachedOwner(process.argv[1] ?? '', fetcher, args);
+          queued(run);
           if (opts.json) process.stdout.write(`${JSON.stringify(run)}\n`);
-          return ExitCode.ok;
+        } finally {
+          await remote?.close();
         }
-        const onSignal = () => { void link.cancel({ runId: run.runId }); };
-        process.once('SIGINT', onSignal);
-        process.once('SIGTERM', onSignal);
-        const done = await link.waitRun(run.runId);
-        process.off('SIGINT', onSignal);
-        process.off('SIGTERM', onSignal);
+        exitCode = ExitCode.ok;
+        return;
+      }
+      const holder: LinkHolder = { link: await openLink(config, logger) };
+      try {
+        const run = await holder.link.run(fetcher, args);
+        queued(run);
+        const done = await waitWithCancelOnSignal(holder, run.runId, config, logger);
         process.stdout.write(opts.json ? `${JSON.stringify(done)}\n` : `run ${done.runId} ${done.status}${done.exitCode !== null ? ` exit ${done.exitCode}` : ''}${done.reason ? ` (${done.reason})` : ''}\n`);
-        return exitCodeOf(done);
-      });
+        exitCode = exitCodeOf(done);
+      } finally {
+        await holder.link.close();
+      }
+    });
+
+  // The process `run --detach` starts when no agent runs: it owns the run until the run ends.
+  program.command('run-owner', { hidden: true })
+    .argument('<fetcher>')
+    .argument('[args...]')
+    .action(async (fetcher: string, args: string[]) => {
+      const { config, logger } = prepare(true);
+      const report = (value: OwnerReport) => {
+        try {
+          fs.writeSync(3, JSON.stringify(value));
+          fs.closeSync(3);
+        } catch {
+          // The command that started us is gone; the run goes on regardless.
+        }
+      };
+      let holder: LinkHolder;
+      let run: RunInfo;
+      try {
+        holder = { link: await openLink(config, logger) };
+        run = await holder.link.run(fetcher, args);
+      } catch (err) {
+        const code = err instanceof ClientError ? err.code : 0;
+        exitCode = errorExitCode(err);
+        report({ error: err instanceof Error ? err.message : String(err), exitCode, code });
+        return;
+      }
+      report({ run });
+      try {
+        if (!holder.link.remote) exitCode = exitCodeOf(await waitWithCancelOnSignal(holder, run.runId, config, logger));
+      } finally {
+        await holder.link.close();
+      }
     });
 
   program.command('cancel')
     .description('cancel a run by id, or every active run of a fetcher')
-    .argument('<target>', 'run id or fetcher name')
+    .argument('[target]', 'run id or fetcher name (a run id is tried first)')
+    .option('--run <id>', 'the run id (no guessing)')
+    .option('--fetcher <name>', 'every active run of this fetcher (no guessing)')
     .option('--no-wait', 'return once the cancel is sent')
-    .action(async (target: string, opts: { wait: boolean }) => {
-      exitCode = await withLink(async (link) => {
-        const runs = await link.cancel(RUN_ID.test(target) ? { runId: target } : { fetcher: target });
-        if (runs.length === 0) {
-          process.stderr.write(`no active run of ${target}\n`);
-          return ExitCode.unknownName;
-        }
-        for (const run of runs) {
-          const done = opts.wait ? await link.waitRun(run.runId) : run;
-          process.stdout.write(`run ${done.runId} ${done.fetcher} ${done.status}\n`);
-        }
-        return ExitCode.ok;
-      });
+    .action(async (target: string | undefined, opts: { wait: boolean; run?: string; fetcher?: string }) => {
+      const given = [target, opts.run, opts.fetcher].filter((v) => v !== undefined);
+      if (given.length !== 1) throw new ClientError(0, ExitCode.usage, 'cancel needs exactly one of: a run id or fetcher name, --run <id>, --fetcher <name>');
+      exitCode = await withLink((link, config, logger) => cancelCommand({ link }, { target, runId: opts.run, fetcher: opts.fetcher, wait: opts.wait }, config, logger));
     });
 
   const jsonOption = () => new Option('--json', 'print JSON (stable shape, see README)');
@@ -136,20 +189,22 @@ export async function runCli(argv: string[]): Promise<number> {
 
   // A flush needs only the spool: without an agent it opens the spool itself rather than a whole
   // in-process orchestrator (which would also adopt runs and start the disk gate).
-  const flushAction = async () => {
-    const config = loadConfig();
-    const logger = createLogger('quantilica-cli', process.env.QUANTILICA_LOG_LEVEL ?? 'warn');
-    const progress = (sent: number, remaining: number) => process.stderr.write(`flush: ${sent} sent, ${remaining} remaining\n`);
-    const link = await openRemoteLink(config);
+  async function flushAction(): Promise<void> {
+    const { config, logger } = prepare(false);
+    // Progress is for a person watching: one line rewritten in place on a terminal, nothing otherwise;
+    // the result is printed once, on stdout.
+    const progress = (sent: number, remaining: number) => { if (process.stderr.isTTY) process.stderr.write(`\rflush: ${sent} sent, ${remaining} remaining`); };
+    const link = await openRemoteLink(config, logger);
     let result: FlushResult;
     try {
       result = link ? await link.flush(progress) : await flushFromCli(config, logger, progress);
     } finally {
       await link?.close();
     }
-    process.stdout.write(`flush: ${result.sent} sent, ${result.remaining} remaining${result.error ? `; error: ${result.error}` : ''}\n`);
+    if (process.stderr.isTTY) process.stderr.write('\r\x1b[K');
+    process.stdout.write(`flush: ${result.sent} sent, ${result.remaining} remaining${result.error ? `; error: ${redactCredentials(result.error)}` : ''}\n`);
     exitCode = result.error ? ExitCode.agentUnavailable : ExitCode.ok;
-  };
+  }
   program.command('flush').description('send spooled telemetry to PostgreSQL now (the seed\'s --flush)').action(flushAction);
   const telemetry = program.command('telemetry').description('run telemetry: emit events from scripts, flush the spool');
   telemetry.command('flush').description('send spooled telemetry to PostgreSQL now').action(flushAction);
@@ -166,8 +221,8 @@ export async function runCli(argv: string[]): Promise<number> {
     .option('--duration <seconds>', 'finish: duration in seconds')
     .option('--at <iso-time>', 'when it happened (default now)')
     .action((event: string, opts: TelemetryEmitOptions) => {
-      const config = loadConfig();
-      const spool = new Spool({ path: config.telemetrySpool, logger: createLogger('quantilica-cli', 'warn') });
+      const { config, logger } = prepare(false);
+      const spool = new Spool({ path: config.telemetrySpool, logger });
       try {
         const result = emitFromCli(event, opts, spool);
         (result.ok ? process.stdout : process.stderr).write(`${result.message}\n`);
@@ -195,6 +250,32 @@ export async function runCli(argv: string[]): Promise<number> {
   return exitCode;
 }
 
+/**
+ * What every command does first: the settings, checked (exit 78 or 73 naming the setting), a private
+ * QUANTILICA_HOME, and the CLI's log: human lines on a terminal, JSON lines with --json, when stderr
+ * is not a terminal, or with QUANTILICA_LOG_FORMAT=json.
+ */
+function prepare(json: boolean): { config: Config; logger: Logger } {
+  const config = loadConfig();
+  checkSettingPaths(config);
+  secureHome(config.homeDir);
+  const logger = createLogger('quantilica-cli', config.logLevel ?? 'warn', json ? 'json' : config.logFormat);
+  return { config, logger };
+}
+
+/** Waits for a run, following it across the agent going away; Ctrl-C or SIGTERM cancels it. */
+async function waitWithCancelOnSignal(holder: LinkHolder, runId: string, config: Config, logger: Logger): Promise<RunInfo> {
+  const onSignal = () => { holder.link.cancel({ runId }).catch((err: unknown) => logger.warn({ runId, err: String(err) }, 'cancel failed')); };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  try {
+    return await followRun(holder, runId, config, logger);
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}
+
 function exitCodeOf(run: { status: string; exitCode: number | null; reason: string | null }): number {
   if (run.status === 'completed') return ExitCode.ok;
   if (run.status === 'cancelled') return ExitCode.cancelled;
@@ -216,9 +297,16 @@ function reportError(err: unknown): number {
     return ExitCode.usage;
   }
   const message = err instanceof Error ? err.message : String(err);
-  process.stderr.write(`quantilica: ${message}\n`);
+  process.stderr.write(`quantilica: ${redactCredentials(message)}\n`);
+  return errorExitCode(err);
+}
+
+function errorExitCode(err: unknown): number {
   if (err instanceof ConfigError) return ExitCode.config;
   if (err instanceof EnvironmentError) return err.exitCode;
   if (err instanceof ClientError) return err.exitCode;
+  // A connection file that cannot be trusted: no agent can be used, and working in-process beside
+  // it would hide the tampering.
+  if (err instanceof ConnectionFileError) return ExitCode.agentUnavailable;
   return 1;
 }

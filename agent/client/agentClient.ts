@@ -22,7 +22,9 @@ import {
 } from '../../shared/protocol';
 import { StateTracker } from '../../shared/stateTracker';
 import { TextMessageReader, TextMessageWriter } from '../../shared/textMessageTransport';
-import { readConnectionFile } from '../server/connectionFile';
+import { ConnectionFileError, readConnectionFile } from '../server/connectionFile';
+import { checkAgentLiveness } from './agentIdentity';
+import { openAgentSocket } from './agentSocket';
 import { wsText } from './wsText';
 
 export interface ConnectOptions {
@@ -55,7 +57,7 @@ export class AgentClient {
 
   /** Opens the socket, says hello and starts tracking state; `info` comes from the connection file. */
   static async open(info: ConnectionInfo, opts: ConnectOptions): Promise<AgentClient> {
-    const ws = await openSocket(info, opts.handshakeTimeoutMs ?? 5000);
+    const ws = await openAgentSocket(info, { handshakeTimeoutMs: opts.handshakeTimeoutMs ?? 5000, maxPayload: CLIENT_MAX_PAYLOAD });
     const reader = new TextMessageReader((_code, error) => reader.failed(new Error(`the agent sent a bad frame: ${error}`)));
     const writer = new TextMessageWriter((text) => new Promise((resolve, reject) => ws.send(text, (err) => (err ? reject(err) : resolve()))));
     ws.on('message', (data: RawData) => reader.receive(wsText(data)));
@@ -167,26 +169,20 @@ export class AgentClient {
   }
 }
 
-/** Reads and checks the connection file, then connects (see `readConnectionFile` for the checks). */
+/**
+ * Reads and checks the connection file (see `readConnectionFile`), checks that the process it names
+ * is the live agent that wrote it (a `stale` ConnectionFileError otherwise), then connects.
+ */
 export async function connectAgent(connectionFile: string, opts: ConnectOptions): Promise<AgentClient> {
-  return AgentClient.open(await readConnectionFile(connectionFile), opts);
+  return AgentClient.open(await readLiveConnectionFile(connectionFile), opts);
 }
 
-function openSocket(info: ConnectionInfo, handshakeTimeout: number): Promise<WebSocket> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(`ws://127.0.0.1:${info.port}/`, {
-      headers: { Authorization: `Bearer ${info.token}` },
-      maxPayload: CLIENT_MAX_PAYLOAD,
-      perMessageDeflate: false,
-      handshakeTimeout,
-    });
-    ws.once('open', () => { ws.removeAllListeners('error'); resolve(ws); });
-    ws.once('unexpected-response', (_req, res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => { body += chunk; });
-      res.on('end', () => reject(new Error(`the agent on port ${info.port} refused the connection (${res.statusCode}): ${body.trim()}`)));
-    });
-    ws.once('error', (err) => reject(new Error(`cannot connect to the agent on port ${info.port}: ${err.message}`)));
-  });
+/** The connection file's content, if the agent it names is alive; a `stale` ConnectionFileError otherwise. */
+export async function readLiveConnectionFile(connectionFile: string): Promise<ConnectionInfo> {
+  const info = await readConnectionFile(connectionFile);
+  const liveness = checkAgentLiveness(info);
+  if (!liveness.live) {
+    throw new ConnectionFileError(connectionFile, 'stale', `the connection file ${connectionFile} is left from an agent that is gone: ${liveness.reason}`);
+  }
+  return info;
 }

@@ -3,6 +3,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { POOL_NAMES, type PoolName } from '../../shared/protocol';
 import { ConfigError } from './configError';
+import { redactCredentials } from './redact';
 import { SETTINGS, type SettingName } from './settings';
 
 export interface PoolConfig {
@@ -41,6 +42,10 @@ export interface Config {
   scheduleCatchUp: boolean;
   port: number;
   connectionFile: string;
+  /** null: the default of the process (info for the agent, warn for the CLI). */
+  logLevel: string | null;
+  logFormat: 'auto' | 'json' | 'human';
+  agentLogCapBytes: number;
   demo: { seconds: number; rateMb: number };
   /** How long and how many ended runs' logs and status files are kept (runs/retention.ts). */
   retention: { days: number; runs: number };
@@ -69,7 +74,7 @@ export function loadConfig(env: Env = process.env): Config {
     const text = raw(setting.name);
     const parsed = setting.parse(text === undefined || text === '' ? setting.default : text, home);
     if (parsed.ok) values.set(setting.name, parsed.value);
-    else problems.push(`${setting.name}=${JSON.stringify(text)}: ${parsed.error}`);
+    else problems.push(`${setting.name}=${JSON.stringify('secret' in setting ? redactCredentials(text ?? '') : text)}: ${parsed.error}`);
   }
   if (problems.length > 0) throw new ConfigError(problems);
 
@@ -120,6 +125,9 @@ export function loadConfig(env: Env = process.env): Config {
     scheduleCatchUp: get('QUANTILICA_SCHEDULE_CATCH_UP'),
     port: get('QUANTILICA_PORT'),
     connectionFile: get<string | null>('QUANTILICA_CONNECTION_FILE') ?? path.join(homeDir, 'agent.json'),
+    logLevel: get('QUANTILICA_LOG_LEVEL'),
+    logFormat: get('QUANTILICA_LOG_FORMAT'),
+    agentLogCapBytes: Math.round(get<number>('QUANTILICA_AGENT_LOG_CAP_MB') * 1024 * 1024),
     demo: { seconds: get('QUANTILICA_DEMO_SECONDS'), rateMb: get('QUANTILICA_DEMO_RATE_MB') },
     retention: { days: get('QUANTILICA_RETENTION_DAYS'), runs: get('QUANTILICA_RETENTION_RUNS') },
     memory: { reserveMb: Math.round(get<number>('QUANTILICA_MEMORY_RESERVE_GB') * 1024), cgroupName: get('QUANTILICA_CGROUP_NAME'), enforce: get('QUANTILICA_MEMORY_ENFORCE') }, // memory ceilings (issue 12)

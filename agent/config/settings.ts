@@ -7,6 +7,8 @@ export interface Setting {
   default: string;
   description: string;
   parse(text: string, home: string): Parsed;
+  /** The value may carry a password: messages show it with its credentials redacted. */
+  secret?: boolean;
 }
 
 const bool = (text: string): Parsed => {
@@ -45,8 +47,33 @@ const groupName = (text: string): Parsed => {
 
 const optionalUrl = (text: string): Parsed => {
   if (text === '') return { ok: true, value: null };
-  if (!/^postgres(ql)?:\/\//.test(text)) return { ok: false, error: 'allowed: a postgres:// or postgresql:// URL' };
+  const allowed = 'allowed: a postgres:// or postgresql:// URL with a host (postgres://HOST:5432/DB, credentials as USER:PASSWORD@ before the host), special characters percent-encoded';
+  if (!/^postgres(ql)?:\/\//.test(text)) return { ok: false, error: allowed };
+  let url: URL;
+  try {
+    url = new URL(text);
+    // A malformed escape in the user or password would fail later, inside pg: check it now.
+    decodeURIComponent(url.username);
+    decodeURIComponent(url.password);
+    decodeURIComponent(url.pathname);
+  } catch {
+    return { ok: false, error: allowed };
+  }
+  // An empty host makes pg connect to its own default (localhost:5432): never what was meant.
+  if (url.hostname === '' && !url.searchParams.has('host')) return { ok: false, error: `${allowed}; the host is missing` };
   return { ok: true, value: text };
+};
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+const optionalLevel = (text: string): Parsed => {
+  if (text === '') return { ok: true, value: null };
+  const t = text.trim().toLowerCase();
+  return LOG_LEVELS.includes(t) ? { ok: true, value: t } : { ok: false, error: `allowed: ${LOG_LEVELS.join(', ')}` };
+};
+
+const logFormat = (text: string): Parsed => {
+  const t = text.trim().toLowerCase();
+  return t === 'auto' || t === 'json' || t === 'human' ? { ok: true, value: t } : { ok: false, error: 'allowed: auto, human, json' };
 };
 
 const poolSettings = (key: string, slots: number): Setting[] => [
@@ -93,7 +120,7 @@ export const SETTINGS = [
   { name: 'QUANTILICA_CANCEL_GRACE_SECONDS', default: '30', description: 'seconds between SIGTERM and SIGKILL on cancel', parse: number(0, 3600, false) },
   { name: 'QUANTILICA_STOP_FETCHERS_ON_EXIT', default: 'false', description: 'cancel running fetchers when the agent gets SIGTERM', parse: bool },
   { name: 'QUANTILICA_TELEMETRY_SPOOL', default: '', description: 'the SQLite spool (default QUANTILICA_HOME/telemetry_spool.db)', parse: optionalDir },
-  { name: 'QUANTILICA_DATABASE_URL', default: '', description: 'PostgreSQL for telemetry; empty keeps events in the spool', parse: optionalUrl },
+  { name: 'QUANTILICA_DATABASE_URL', default: '', description: 'PostgreSQL for telemetry; empty keeps events in the spool', parse: optionalUrl, secret: true },
   { name: 'QUANTILICA_HEARTBEAT_SECONDS', default: '60', description: 'seconds between heartbeat events of a running fetcher', parse: number(0.05, 86400, false) },
   { name: 'QUANTILICA_SCHEDULE_CATCH_UP', default: 'true', description: 'run overdue fetchers once at start', parse: bool },
   { name: 'QUANTILICA_PORT', default: '0', description: 'loopback port of the protocol (0 picks a free one)', parse: number(0, 65535, true) },
@@ -101,6 +128,9 @@ export const SETTINGS = [
   { name: 'QUANTILICA_DEMO_RATE_MB', default: '1', description: 'MB per second a demo fetcher writes into DATA_DIR', parse: number(0, 10000, false) },
   { name: 'QUANTILICA_RETENTION_DAYS', default: '14', description: 'days run logs and exit-status files of ended runs are kept', parse: number(0.001, 36500, false) },
   { name: 'QUANTILICA_RETENTION_RUNS', default: '5000', description: 'most ended runs whose log and exit-status files are kept (newest first)', parse: number(1, 10000000, true) },
+  { name: 'QUANTILICA_LOG_LEVEL', default: '', description: "the log level (default info for the agent, warn for the CLI)", parse: optionalLevel },
+  { name: 'QUANTILICA_LOG_FORMAT', default: 'auto', description: 'the log of the agent and the CLI: json lines, or human lines; auto is human on a terminal', parse: logFormat },
+  { name: 'QUANTILICA_AGENT_LOG_CAP_MB', default: '10', description: "cap of the agent's own log when its stderr is a file (rotated to <file>.1)", parse: number(0.01, 100000, false) },
   { name: 'QUANTILICA_CONNECTION_FILE', default: '', description: 'port and token of the running agent (default QUANTILICA_HOME/agent.json)', parse: optionalDir },
 ] as const satisfies readonly Setting[];
 

@@ -1,4 +1,6 @@
 import pino from 'pino';
+import { redactCredentials } from '../config/redact';
+import { humanLine } from './humanLine';
 
 /** The logging surface modules take as a parameter, so tests can capture what a module logs. */
 export interface Logger {
@@ -8,9 +10,37 @@ export interface Logger {
   error(obj: object, msg?: string): void;
 }
 
-/** JSON lines on stderr (stdout stays free for CLI output); level from QUANTILICA_LOG_LEVEL. */
-export function createLogger(name: string, level = process.env.QUANTILICA_LOG_LEVEL ?? 'info'): Logger {
-  return pino({ name, level, base: { pid: process.pid } }, pino.destination(2));
+export type LogFormat = 'auto' | 'json' | 'human';
+
+/**
+ * JSON lines on stderr (stdout stays free for CLI output), or one human line per record when the
+ * format says so (`auto`: human when stderr is a terminal). Credentials in URLs are redacted from
+ * every message and every string field, whatever module logs them.
+ */
+export function createLogger(name: string, level = process.env.QUANTILICA_LOG_LEVEL ?? 'info', format: LogFormat = 'json'): Logger {
+  const human = format === 'human' || (format === 'auto' && process.stderr.isTTY === true);
+  const destination = human
+    ? { write: (line: string) => { process.stderr.write(humanLine(line)); } }
+    : pino.destination(2);
+  return pino({
+    name,
+    level,
+    base: { pid: process.pid },
+    hooks: {
+      logMethod(args, method) {
+        method.apply(this, args.map((arg) => redactArg(arg)) as Parameters<typeof method>);
+      },
+    },
+  }, destination);
+}
+
+function redactArg(arg: unknown): unknown {
+  if (typeof arg === 'string') return redactCredentials(arg);
+  if (arg === null || typeof arg !== 'object' || Array.isArray(arg)) return arg;
+  if (arg instanceof Error) return { err: redactCredentials(arg.message) };
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(arg)) out[key] = typeof value === 'string' ? redactCredentials(value) : value;
+  return out;
 }
 
 /** A logger that keeps every record in memory; for tests that assert what was logged, in order. */

@@ -7,6 +7,8 @@ import type { Config } from '../config/config';
 import { InvalidArgumentError, UnknownRunError } from '../errors';
 import { newRunId } from './newRunId';
 import { validateArgs } from './validateArgs';
+import { fetcherEnv } from './fetcherEnv';
+import { fetcherUmask } from '../config/umask';
 import type { Logger } from '../log/logger';
 import type { FinalUsage, RunMemory } from '../memory/runMemory';
 import { readProcInfo } from '../slots/procInfo';
@@ -62,7 +64,7 @@ export class RunManager {
   enqueue(fetcher: string, args: string[], trigger: RunTrigger): RunInfo {
     if (!this.intake) throw new InvalidArgumentError('the agent is stopping and takes no new runs');
     const entry = this.deps.catalog.resolve(fetcher);
-    validateArgs(args);
+    validateArgs(args, entry);
     const runId = newRunId();
     const run: StoredRun = {
       runId,
@@ -284,10 +286,10 @@ export class RunManager {
         statusFile,
         argv: [...entry.argv, ...run.args],
         cwd: entry.cwd ?? config.dataDir,
-        env: {
-          ...process.env, ...entry.env, DATA_DIR: config.dataDir, QUANTILICA_RUN_ID: run.runId, QUANTILICA_FETCHER: run.fetcher, QUANTILICA_POOL: run.pool, QUANTILICA_SLOT: String(slot),
+        env: fetcherEnv({ base: process.env, entryEnv: entry.env, passEnv: entry.passEnv, fetcherUmask: fetcherUmask(), run: {
+          DATA_DIR: config.dataDir, QUANTILICA_RUN_ID: run.runId, QUANTILICA_FETCHER: run.fetcher, QUANTILICA_POOL: run.pool, QUANTILICA_SLOT: String(slot),
           ...this.deps.memory?.prepare(run.runId, run.pool, entry.memoryMb), // memory ceilings (issue 12): the run's cgroup, before the spawn
-        },
+        } }),
         logFd,
         lockFd,
       });

@@ -34,8 +34,12 @@ fi
 trap 'cancelled=1' TERM INT HUP
 (
   trap 'cancelled=1' TERM INT HUP
+  # The agent runs with umask 077 (its files are private); the fetcher gets the umask the agent was
+  # started with, for data that others may be meant to read.
+  [ -n "${QUANTILICA_FETCHER_UMASK:-}" ] && umask "$QUANTILICA_FETCHER_UMASK"
   "$@"
   code=$?
+  umask 077
   # The trailing newline marks a complete record: a reader ignores the file until it is there.
   printf '%s\n' "$code" > "$status_file"
   exit "$code"

@@ -55,7 +55,12 @@ export class ClientConnection {
       if (Message.isResponse(message)) this.answered();
     });
     this.rpc = createMessageConnection(reader, writer, {
-      error: (message) => logger.warn({ client: id }, message),
+      // A notification to a client that is going away fails by design (the change stream races the
+      // close); that is counted at debug level, not a warning per change.
+      error: (message) => {
+        if (message.startsWith('Sending notification failed') && (this.closed || ws.readyState !== ws.OPEN)) logger.debug({ client: id, reason: 'client-gone' }, message);
+        else logger.warn({ client: id }, message);
+      },
       warn: (message) => logger.warn({ client: id }, message),
       info: (message) => logger.debug({ client: id }, message),
       log: (message) => logger.debug({ client: id }, message),

@@ -6,7 +6,7 @@ import type { ConnectionInfo } from '../../shared/protocol';
 
 /** Why a connection file cannot be trusted or used; the message says what to do about it. */
 export class ConnectionFileError extends Error {
-  constructor(readonly file: string, readonly reason: 'missing' | 'unsafe' | 'invalid', message: string) {
+  constructor(readonly file: string, readonly reason: 'missing' | 'unsafe' | 'invalid' | 'stale', message: string) {
     super(message);
     this.name = 'ConnectionFileError';
   }
@@ -17,6 +17,9 @@ const connectionInfoSchema = z.object({
   token: z.string().regex(/^[A-Za-z0-9_-]{22,256}$/, 'a base64url token of at least 128 bits'),
   pid: z.number().int().positive(),
   protocolVersion: z.number().int().nonnegative(),
+  uid: z.number().int().optional(),
+  startTime: z.number().int().nonnegative().optional(),
+  bootId: z.string().max(64).optional(),
 }).strict();
 
 /**

@@ -1,13 +1,18 @@
 import * as http from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { PROTOCOL_VERSION } from '../../shared/protocol';
+import { EnvironmentError } from '../errors';
 import type { Logger } from '../log/logger';
 import type { AgentControl } from './agentControl';
 import { ClientConnection } from './clientConnection';
 import { removeConnectionFile, writeConnectionFile } from './connectionFile';
 import { requestHandlers } from './requestHandlers';
-import { checkUpgrade, newToken, tokenDigest } from './upgradeGuard';
+import { RefusalLog } from './refusalLog';
+import { checkUpgrade, newNonce, newToken, PROOF_HEADER, proofOf, sameSecret, tokenDigest } from './upgradeGuard';
+import { readProcInfo } from '../slots/procInfo';
+import { bootId } from '../client/agentIdentity';
 
 export interface AgentServerOptions {
   /** 0 picks a free port. */
@@ -24,6 +29,12 @@ export interface AgentServerOptions {
   stallTimeoutMs?: number;
   /** Connections at once (default 64); one more is refused with 503. */
   maxClients?: number;
+  /** Connections not yet authenticated at once (default 64); one more is closed at accept. */
+  maxPending?: number;
+  /** A connection not authenticated within this long is closed (default 5 s). */
+  authTimeoutMs?: number;
+  /** Refused connections are logged at most once per this period, in aggregate (default 10 s). */
+  refusalLogPeriodMs?: number;
 }
 
 export interface AgentServer {
@@ -31,6 +42,8 @@ export interface AgentServer {
   readonly token: string;
   /** Connected clients right now. */
   clientCount(): number;
+  /** Connections refused since the start (any reason). */
+  refusedCount(): number;
   close(): Promise<void>;
 }
 
@@ -56,6 +69,18 @@ export async function startAgentServer(control: AgentControl, opts: AgentServerO
   const handlers = requestHandlers(control);
   const clients = new Set<ClientConnection>();
   let nextId = 1;
+  const refusals = new RefusalLog(logger, opts.refusalLogPeriodMs);
+  const maxPending = opts.maxPending ?? 64;
+  const authTimeoutMs = opts.authTimeoutMs ?? 5000;
+  // Sockets from accept until authenticated: capped and timed, so idle or slow connections of anyone
+  // on the machine cannot fill the agent's descriptor table.
+  const pending = new Map<Socket, NodeJS.Timeout>();
+  const authenticated = (socket: Duplex) => {
+    const timer = pending.get(socket as Socket);
+    if (timer !== undefined) clearTimeout(timer);
+    pending.delete(socket as Socket);
+  };
+  const agentProofs = new WeakMap<http.IncomingMessage, string>();
 
   const wss = new WebSocketServer({
     noServer: true,
@@ -63,30 +88,78 @@ export async function startAgentServer(control: AgentControl, opts: AgentServerO
     perMessageDeflate: false,
     clientTracking: false,
   });
+  wss.on('headers', (headers: string[], req: http.IncomingMessage) => {
+    const proof = agentProofs.get(req);
+    if (proof !== undefined) headers.push(`${PROOF_HEADER}: ${proof}`);
+  });
   const server = http.createServer((_req, res) => {
     res.writeHead(426, { 'Content-Type': 'text/plain; charset=utf-8', Connection: 'close' });
     res.end('the Quantilica agent speaks JSON-RPC over WebSocket only\n');
   });
   server.on('clientError', (_err, socket) => socket.destroy());
+  server.headersTimeout = authTimeoutMs;
+  server.requestTimeout = authTimeoutMs;
+  server.on('connection', (socket: Socket) => {
+    if (pending.size >= maxPending) {
+      refusals.count('too-many-pending');
+      socket.destroy();
+      return;
+    }
+    const timer = setTimeout(() => {
+      if (!pending.has(socket)) return;
+      refusals.count('auth-timeout');
+      socket.destroy();
+    }, authTimeoutMs);
+    timer.unref();
+    pending.set(socket, timer);
+    socket.once('close', () => authenticated(socket));
+  });
 
   const listening = await listen(server, opts.port);
+  const accept = (ws: WebSocket) => {
+    const client = new ClientConnection(ws, control, handlers, logger, limits, nextId++);
+    clients.add(client);
+    logger.info({ client: client.id, clients: clients.size }, 'client connected');
+    void client.whenClosed().then(() => clients.delete(client));
+  };
   server.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', () => socket.destroy());
     const verdict = checkUpgrade(req.headers, listening, digest);
     if (!verdict.ok) {
-      logger.warn({ status: verdict.status, origin: req.headers.origin, host: req.headers.host }, verdict.body.trim());
+      refusals.count(verdict.reason);
       refuse(socket, verdict.status, verdict.body);
       return;
     }
     if (clients.size >= maxClients) {
+      refusals.count('too-many-clients');
       refuse(socket, 503, `refused: ${maxClients} clients are connected already\n`);
       return;
     }
+    if (verdict.kind === 'token') {
+      wss.handleUpgrade(req, socket, head, (ws: WebSocket) => {
+        authenticated(socket);
+        accept(ws);
+      });
+      return;
+    }
+    // The challenge: the agent proves first (a header of the 101 answer), so a client that finds an
+    // impostor on the port has sent it nothing but a random nonce; then the client's first frame
+    // must carry its own proof.
+    const agentNonce = newNonce();
+    agentProofs.set(req, `${agentNonce}.${proofOf('agent', token, verdict.clientNonce, agentNonce)}`);
+    const expected = proofOf('client', token, verdict.clientNonce, agentNonce);
     wss.handleUpgrade(req, socket, head, (ws: WebSocket) => {
-      const client = new ClientConnection(ws, control, handlers, logger, limits, nextId++);
-      clients.add(client);
-      logger.info({ client: client.id, clients: clients.size }, 'client connected');
-      void client.whenClosed().then(() => clients.delete(client));
+      ws.once('message', (data: Buffer, isBinary: boolean) => {
+        const proof = isBinary || data.length > 512 ? null : clientProof(data.toString('utf8'));
+        if (proof === null || !sameSecret(proof, expected)) {
+          refusals.count('wrong-proof');
+          ws.close(1008, 'wrong proof');
+          setTimeout(() => ws.terminate(), 1000).unref();
+          return;
+        }
+        authenticated(socket);
+        accept(ws);
+      });
     });
   });
 
@@ -94,7 +167,17 @@ export async function startAgentServer(control: AgentControl, opts: AgentServerO
   pingTimer.unref();
 
   try {
-    await writeConnectionFile(opts.connectionFile, { port: listening, token, pid: process.pid, protocolVersion: PROTOCOL_VERSION });
+    await writeConnectionFile(opts.connectionFile, {
+      port: listening,
+      token,
+      pid: process.pid,
+      protocolVersion: PROTOCOL_VERSION,
+      // Who and which process wrote the file: clients check them before connecting, so a file
+      // left by a killed agent (its pid since reused by anyone) is recognised as stale.
+      uid: process.getuid?.() ?? -1,
+      startTime: readProcInfo(process.pid)?.startTime ?? 0,
+      bootId: bootId(),
+    });
   } catch (err) {
     clearInterval(pingTimer);
     server.close();
@@ -107,9 +190,12 @@ export async function startAgentServer(control: AgentControl, opts: AgentServerO
     port: listening,
     token,
     clientCount: () => clients.size,
+    refusedCount: () => refusals.total,
     close: () => {
       closing ??= (async () => {
         clearInterval(pingTimer);
+        refusals.flush();
+        for (const socket of pending.keys()) socket.destroy();
         // First the file, so no new client finds a server that is going away.
         await removeConnectionFile(opts.connectionFile, token);
         const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
@@ -123,9 +209,23 @@ export async function startAgentServer(control: AgentControl, opts: AgentServerO
   };
 }
 
+/** The client's first frame in the challenge: `{"proof": "<base64url>"}`. */
+function clientProof(text: string): string | null {
+  try {
+    const value = (JSON.parse(text) as { proof?: unknown }).proof;
+    return typeof value === 'string' ? value : null;
+  } catch {
+    return null;
+  }
+}
+
 function listen(server: http.Server, port: number): Promise<number> {
   return new Promise((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (err: NodeJS.ErrnoException) => {
+      if (err.code === 'EADDRINUSE' || err.code === 'EACCES') {
+        reject(new EnvironmentError(`QUANTILICA_PORT=${port}: cannot listen on 127.0.0.1:${port} (${err.code === 'EADDRINUSE' ? 'the port is in use' : 'not permitted'}); choose another port, or 0 for a free one`));
+      } else reject(err);
+    });
     server.listen(port, LOOPBACK, () => {
       server.off('error', reject);
       const address = server.address();

@@ -15,6 +15,14 @@ pkg.categories = ['Data Science', 'Other'];
 pkg.extensionKind = ['workspace'];
 pkg.galleryBanner = { color: '#16324f', theme: 'dark' };
 pkg.activationEvents = ['onStartupFinished'];
+// The extension starts and commands an agent that runs programs: never on behalf of an untrusted folder.
+pkg.capabilities = {
+  untrustedWorkspaces: {
+    supported: false,
+    description: 'The extension starts and controls the Quantilica agent, which runs fetcher programs on this machine; it reads nothing from the workspace, but it must not act on behalf of an untrusted folder.',
+  },
+  virtualWorkspaces: false,
+};
 pkg.contributes = contributes;
 pkg.scripts = { ...pkg.scripts, package: 'node extension/packageVsix.mjs', 'test:extension': 'node test/extension/runOffline.mjs' };
 

@@ -59,13 +59,15 @@ test('a wrong token is refused with 401', async () => {
 test('a browser Origin is refused with 403 even with the right token', async () => {
   const answer = await tryUpgrade({ Authorization: `Bearer ${info.token}`, Origin: 'https://evil.example' });
   assert.equal(answer.status, 403);
-  assert.match(answer.body, /requests from a browser \(Origin "https:\/\/evil.example"\)/);
+  assert.match(answer.body, /requests from a browser \(an Origin header\)/);
+  assert.doesNotMatch(answer.body, /evil\.example/, 'a refusal never echoes a header value');
 });
 
 test('a foreign Host (DNS rebinding) is refused with 403 even with the right token', async () => {
   const answer = await tryUpgrade({ Authorization: `Bearer ${info.token}`, Host: `evil.example:${info.port}` });
   assert.equal(answer.status, 403);
-  assert.match(answer.body, /Host "evil.example:\d+" is not the agent's loopback address/);
+  assert.match(answer.body, /the Host header is not the agent's loopback address/);
+  assert.doesNotMatch(answer.body, /evil\.example/, 'a refusal never echoes a header value');
   assert.equal((await tryUpgrade({ Authorization: `Bearer ${info.token}`, Host: `localhost:${info.port}` })).status, 101);
 });
 

@@ -20,6 +20,9 @@ export interface FetcherSpec {
   argv: string[];
   env?: Record<string, string>;
   expectedSizeMb?: number;
+  /** Defaults to true here (the catalog's own default is false): the tests pass arguments freely. */
+  extraArgs?: boolean | string;
+  passEnv?: string[];
   /** memory ceilings (issue 12) */
   memoryMb?: number;
 }
@@ -58,7 +61,7 @@ export function makeTestEnv(fetchers: FetcherSpec[] | null, extra: Record<string
   };
   if (fetchers) {
     const catalogPath = path.join(root, 'catalog.json');
-    fs.writeFileSync(catalogPath, JSON.stringify({ fetchers }, null, 2));
+    fs.writeFileSync(catalogPath, JSON.stringify({ fetchers: fetchers.map((f) => ({ extraArgs: true, ...f })) }, null, 2));
     env.QUANTILICA_CATALOG = catalogPath;
   }
   return { root, home, lockDir, dataDir, env };
