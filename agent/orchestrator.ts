@@ -6,6 +6,7 @@ import { demoCatalog } from './catalog/demoCatalog';
 import type { Config } from './config/config';
 import { InvalidArgumentError } from './errors';
 import type { Logger } from './log/logger';
+import { MemoryCeilings } from './memory/memoryCeilings';
 import { checkStationDirs, SERIAL_LOCK_FILE } from './checkStationDirs';
 import { distFile } from './paths';
 import { tailFile } from './runs/logCap';
@@ -37,6 +38,8 @@ export class Orchestrator implements AgentControl {
   readonly pools = new Map<string, SlotPool>();
   readonly runs: RunManager;
   readonly store: RunStore;
+  /** memory ceilings (issue 12) */
+  readonly memory: MemoryCeilings;
   private readonly startedAt = new Date().toISOString();
   private readonly lastStatus = new Map<string, RunInfo['status']>();
 
@@ -45,6 +48,13 @@ export class Orchestrator implements AgentControl {
     this.catalog = config.catalogPath ? Catalog.load(config.catalogPath) : demoCatalog(config);
     this.createPools(policy);
     this.store = new RunStore(path.join(config.homeDir, 'state.db'), logger);
+    // memory ceilings (issue 12): pools' cgroups made, and those an earlier agent left taken over or removed.
+    this.memory = new MemoryCeilings({
+      pools: this.poolCeilings(), reserveMb: config.memory.reserveMb, cgroupName: config.memory.cgroupName, logger,
+      support: config.memory.enforce ? undefined : { kind: 'not-enforced', reason: 'disabled-by-setting' },
+    });
+    const activeIds = new Set(this.store.active().map((r) => r.runId));
+    this.memory.adoptLeftovers((runId) => activeIds.has(runId));
     this.hub = new StateHub(() => this.collect());
     this.runs = new RunManager({
       config,
@@ -56,7 +66,9 @@ export class Orchestrator implements AgentControl {
       store: this.store,
       logger,
       wrapperPath: distFile('runWrapper.sh'),
-      onRunChange: (run) => {
+      memory: this.memory,
+      onRunChange: (info) => {
+        const run = this.withUsage(info);
         this.hub.publish({ kind: 'run', run });
         // A pool's waiting count moves when a run enters or leaves the queue, not on position updates.
         if (this.lastStatus.get(run.runId) !== run.status) {
@@ -88,7 +100,7 @@ export class Orchestrator implements AgentControl {
   }
 
   listRuns(limit: number): RunInfo[] {
-    const active = this.runs.activeRuns();
+    const active = this.runs.activeRuns().map((r) => this.withUsage(r));
     const ids = new Set(active.map((r) => r.runId));
     const recent = this.store.recent(limit).filter((r) => !ids.has(r.runId)).map(toRunInfo);
     return [...active, ...recent].slice(0, limit);
@@ -126,6 +138,7 @@ export class Orchestrator implements AgentControl {
       waiting: active.filter((r) => r.pool === pool.name && r.status === 'waiting').length,
       waitTimeoutSeconds: pool.waitTimeoutSeconds,
       slots,
+      memory: this.memory.poolMemory(pool.name), // memory ceilings (issue 12)
     };
   }
 
@@ -138,18 +151,20 @@ export class Orchestrator implements AgentControl {
       mode: this.config.usePools ? 'pools' : 'serial',
       dataDir: this.config.dataDir,
       lockDir: this.config.lockDir,
+      memory: this.memory.enforcement(), // memory ceilings (issue 12)
     };
   }
 
   async close(stopFetchers = false): Promise<void> {
     await this.runs.shutdown(stopFetchers);
     for (const pool of this.pools.values()) pool.close();
+    this.memory.close();
     this.store.close();
   }
 
   private collect(): Omit<ReturnType<StateHub['snapshot']>, 'version'> {
     const extras = this.parts.snapshotExtras?.() ?? { disk: null, spool: null, schedule: null };
-    const active = this.runs.activeRuns();
+    const active = this.runs.activeRuns().map((r) => this.withUsage(r));
     const ids = new Set(active.map((r) => r.runId));
     return {
       agent: this.agentInfo(),
@@ -158,6 +173,20 @@ export class Orchestrator implements AgentControl {
       runs: [...active, ...this.store.recent(50).filter((r) => !ids.has(r.runId)).map(toRunInfo)],
       ...extras,
     };
+  }
+
+  // memory ceilings (issue 12)
+  /** Each pool's memory ceiling; the serial mode's one pool gets heavy-io's (its fetchers run there). */
+  private poolCeilings(): Map<string, number> {
+    if (!this.config.usePools) return new Map([[SERIAL_POOL, this.config.pools['heavy-io'].memoryMb]]);
+    return new Map(Object.entries(this.config.pools).map(([name, pool]) => [name, pool.memoryMb]));
+  }
+
+  /** A running run with its memory and CPU as of now (memory ceilings, issue 12). */
+  private withUsage(run: RunInfo): RunInfo {
+    if (run.status !== 'running') return run;
+    const usage = this.memory.usage(run.runId);
+    return usage ? { ...run, ...usage } : run;
   }
 
   private publishPool(name: string): void {
@@ -178,6 +207,8 @@ export class Orchestrator implements AgentControl {
         pool: event.pool,
         payload: { slot: event.index, lockPath: event.lockPath, pid: event.record.pid, killedGroup: event.killedGroup, reason: 'holder-stopped' },
       });
+      // memory ceilings (issue 12): the run's cgroup also holds what left its process group.
+      if (event.record.runId) this.memory.signal(event.record.runId, 'SIGKILL');
       this.publishPool(event.pool);
     };
     if (!this.config.usePools) {

@@ -170,8 +170,8 @@ function poolItem(node: PoolNode, pool: PoolState | undefined, s: Snapshot | nul
   const gate = s?.disk?.state ?? 'unknown';
   // Counted from the runs, which change with every enqueue, rather than the pool record's count.
   const waiting = waitingRuns(s, pool.name).length;
-  item.description = `${pool.used}/${pool.size} slots · ${waiting} waiting · disk ${gate}`;
-  item.tooltip = `${pool.name}: ${pool.used} of ${pool.size} slots in use, ${waiting} waiting (a run waits at most ${pool.waitTimeoutSeconds} s); disk gate ${gate}`;
+  item.description = `${pool.used}/${pool.size} slots · ${waiting} waiting · disk ${gate}${poolMemoryText(pool)}`;
+  item.tooltip = `${pool.name}: ${pool.used} of ${pool.size} slots in use, ${waiting} waiting (a run waits at most ${pool.waitTimeoutSeconds} s); disk gate ${gate}${poolMemoryText(pool, s)}`;
   item.accessibilityInformation = { label: `pool ${pool.name}: ${pool.used} of ${pool.size} slots in use, ${waiting} waiting, disk gate ${gate}` };
   return item;
 }
@@ -192,7 +192,7 @@ function slotItem(node: SlotNode, pool: PoolState | undefined, s: Snapshot | nul
   const since = run?.startedAt ?? holder.since;
   // The fetcher leads (it is what an operator looks for); slot and time follow, ids sit in the tooltip.
   item.label = holder.fetcher ?? (holder.foreign ? 'another process' : 'unknown fetcher');
-  item.description = [`slot ${node.index}`, since ? elapsed(since) : null].filter((p) => p !== null).join(' · ');
+  item.description = [`slot ${node.index}`, since ? elapsed(since) : null, runMemoryText(run)].filter((p) => p !== null).join(' · ');
   const tooltip = run ? runTooltip(run) : new vscode.MarkdownString(undefined, true);
   if (!run) tooltip.appendMarkdown(`**${escapeMd(String(item.label))}** — ${holder.foreign ? 'a process outside this agent holds the slot' : 'running'}\n\nSince: ${escapeMd(localTime(since))}  \nProcess: pid ${holder.pid}`);
   tooltip.appendMarkdown(`  \nLock: ${escapeMd(slot?.lockPath ?? '')}`);
@@ -205,4 +205,20 @@ function slotItem(node: SlotNode, pool: PoolState | undefined, s: Snapshot | nul
   item.contextValue = holder.foreign || !holder.runId ? 'slot.foreign' : 'run.running';
   if (holder.runId && !holder.foreign) item.command = { command: 'quantilica.showRunLog', title: 'Show Run Log', arguments: [holder.runId] };
   return item;
+}
+
+// memory ceilings (issue 12)
+/** A pool's memory use against its ceiling; with the snapshot (tooltip), why it is not enforced. */
+function poolMemoryText(pool: PoolState, s?: Snapshot | null): string {
+  const m = pool.memory;
+  if (!m) return '';
+  const used = m.usedMb === null ? '?' : (m.usedMb / 1024).toFixed(1);
+  const enforced = m.enforcement === 'not-enforced' ? ` NOT ENFORCED${s?.agent.memory?.reason ? ` (${s.agent.memory.reason})` : ''}` : '';
+  return ` · mem ${used}/${(m.ceilingMb / 1024).toFixed(1)} GB${enforced}`;
+}
+
+/** A running run's memory against its ceiling. */
+function runMemoryText(run: RunInfo | undefined): string | null {
+  if (!run || run.memoryMb === undefined || run.memoryMb === null) return null;
+  return `${Math.round(run.memoryMb)}${run.memoryLimitMb ? `/${run.memoryLimitMb}` : ''} MB${run.memorySource === 'sampled' ? ' (sampled)' : ''}`;
 }

@@ -41,6 +41,37 @@ export interface RunInfo {
   reason: string | null;
   wait: WaitReason | null;
   logPath: string | null;
+  // memory ceilings (issue 12): optional, so older agents and clients keep working.
+  /** Memory the run uses now (MB), while it runs. */
+  memoryMb?: number | null;
+  /** The most the run has used (MB): from its cgroup, or sampled from /proc (memorySource). */
+  peakMemoryMb?: number | null;
+  /** CPU time of the run's processes (user + system). */
+  cpuSeconds?: number | null;
+  /** The run's own ceiling (the catalog's memoryMb) or else its pool's; null when none is enforced. */
+  memoryLimitMb?: number | null;
+  memorySource?: MemorySource;
+}
+
+// memory ceilings (issue 12)
+/** Where a run's memory figures come from: its cgroup, or samples of /proc (no cgroup: not enforced). */
+export type MemorySource = 'cgroup' | 'sampled';
+export type MemoryEnforcementKind = 'cgroup-v1' | 'cgroup-v2' | 'not-enforced';
+
+/** Whether memory ceilings are enforced on this station, and why not when they are not. */
+export interface MemoryEnforcement {
+  kind: MemoryEnforcementKind;
+  /** A token saying why ceilings are not enforced (`cgroup-v1-not-writable`, …); null when enforced. */
+  reason: string | null;
+  /** Set when the pools' ceilings and the reserve add up to more than the machine's RAM. */
+  budgetWarning: string | null;
+}
+
+/** A pool's memory: what its runs use now against its ceiling. */
+export interface PoolMemory {
+  usedMb: number | null;
+  ceilingMb: number;
+  enforcement: MemoryEnforcementKind;
 }
 
 /** Who holds a slot; read from the lock file's owner record and checked against /proc. */
@@ -67,6 +98,8 @@ export interface PoolState {
   waiting: number;
   waitTimeoutSeconds: number;
   slots: SlotState[];
+  /** memory ceilings (issue 12) */
+  memory?: PoolMemory;
 }
 
 export type DiskGateState = 'ok' | 'warn' | 'paused' | 'unknown';
@@ -125,6 +158,8 @@ export interface AgentInfo {
   mode: 'pools' | 'serial';
   dataDir: string;
   lockDir: string;
+  /** memory ceilings (issue 12) */
+  memory?: MemoryEnforcement;
 }
 
 export interface CatalogEntryInfo {

@@ -4,7 +4,7 @@ import type { PoolState, RunInfo, ScheduleStatus, Snapshot } from '../../shared/
 export function formatSlots(pools: PoolState[]): string {
   const lines: string[] = [];
   for (const pool of pools) {
-    lines.push(`${pool.name}  ${pool.used}/${pool.size} used, ${pool.waiting} waiting`);
+    lines.push(`${pool.name}  ${pool.used}/${pool.size} used, ${pool.waiting} waiting${poolMemory(pool)}`);
     for (const slot of pool.slots) {
       const h = slot.holder;
       const who = h ? `pid ${h.pid}${h.fetcher ? ` ${h.fetcher}` : ''}${h.runId ? ` run ${h.runId}` : ''}${h.since ? ` since ${h.since}` : ''}${h.foreign ? ' (other process)' : ''}` : 'free';
@@ -16,8 +16,8 @@ export function formatSlots(pools: PoolState[]): string {
 
 export function formatRuns(runs: RunInfo[]): string {
   if (runs.length === 0) return 'no runs\n';
-  const rows = runs.map((r) => [r.runId, r.fetcher, r.pool, r.status, r.exitCode === null ? '-' : String(r.exitCode), r.startedAt ?? r.enqueuedAt, r.reason ?? waitText(r) ?? '']);
-  const head = ['RUN', 'FETCHER', 'POOL', 'STATUS', 'EXIT', 'SINCE', 'REASON'];
+  const rows = runs.map((r) => [r.runId, r.fetcher, r.pool, r.status, r.exitCode === null ? '-' : String(r.exitCode), r.startedAt ?? r.enqueuedAt, runMemory(r), r.cpuSeconds == null ? '-' : r.cpuSeconds.toFixed(1), r.reason ?? waitText(r) ?? '']);
+  const head = ['RUN', 'FETCHER', 'POOL', 'STATUS', 'EXIT', 'SINCE', 'MEM MB', 'CPU S', 'REASON'];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
   const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd();
   return `${[line(head), ...rows.map(line)].join('\n')}\n`;
@@ -27,6 +27,12 @@ export function formatStatus(s: Snapshot, remote: boolean): string {
   const out: string[] = [];
   out.push(`agent: ${remote ? `running, pid ${s.agent.pid} since ${s.agent.startedAt}` : 'not running (this view is read by the CLI itself)'}; mode ${s.agent.mode}`);
   out.push(`data: ${s.agent.dataDir}   locks: ${s.agent.lockDir}`);
+  const mem = s.agent.memory;
+  if (mem) {
+    // memory ceilings (issue 12): said plainly when they are not enforced, or overcommit the machine.
+    out.push(mem.kind === 'not-enforced' ? `memory: ceilings NOT ENFORCED (${mem.reason ?? 'unknown'}); run memory is sampled` : `memory: ceilings enforced (${mem.kind})`);
+    if (mem.budgetWarning) out.push(`memory: WARNING ${mem.budgetWarning}`);
+  }
   if (s.disk) {
     const next = s.disk.next ? `, ${s.disk.next.distanceGb} GB to ${s.disk.next.threshold} (${s.disk.next.gb} GB)` : '';
     out.push(`disk: ${s.disk.state}, ${s.disk.freeGb ?? '?'} GB free${next}${s.disk.error ? ` — ${s.disk.error}` : ''}`);
@@ -44,6 +50,22 @@ export function formatStatus(s: Snapshot, remote: boolean): string {
     out.push(`schedule: ${s.schedule.paused ? 'PAUSED' : 'active'}; next: ${next.map((e) => `${e.fetcher} ${e.nextDue}`).join(', ') || 'none'}`);
   }
   return `${out.join('\n')}\n`;
+}
+
+// memory ceilings (issue 12)
+function poolMemory(pool: PoolState): string {
+  const m = pool.memory;
+  if (!m) return '';
+  return `, memory ${m.usedMb === null ? '?' : Math.round(m.usedMb)}/${m.ceilingMb} MB${m.enforcement === 'not-enforced' ? ' (not enforced)' : ''}`;
+}
+
+/** Now/ceiling while running; the peak once ended (`~` when sampled from /proc). */
+function runMemory(r: RunInfo): string {
+  const mark = r.memorySource === 'sampled' ? '~' : '';
+  const limit = r.memoryLimitMb ? `/${r.memoryLimitMb}` : '';
+  if (r.status === 'running' && r.memoryMb != null) return `${mark}${Math.round(r.memoryMb)}${limit}`;
+  if (r.peakMemoryMb != null) return `${mark}peak ${Math.round(r.peakMemoryMb)}${limit}`;
+  return '-';
 }
 
 function waitText(r: RunInfo): string | null {

@@ -9,6 +9,8 @@ import { SETTINGS, type SettingName } from './settings';
 export interface PoolConfig {
   slots: number;
   waitTimeoutSeconds: number;
+  /** memory ceilings (issue 12): the pool's ceiling, all its runs together. */
+  memoryMb: number;
 }
 
 export interface DiskConfig {
@@ -47,6 +49,8 @@ export interface Config {
   demo: { seconds: number; rateMb: number };
   /** How long and how many ended runs' logs and status files are kept (runs/retention.ts). */
   retention: { days: number; runs: number };
+  /** memory ceilings (issue 12): RAM kept out of the pools' ceilings, and the cgroup folder's name. */
+  memory: { reserveMb: number; cgroupName: string | null; enforce: boolean };
   /** Where the values came from, for `quantilica status`. */
   configFile: string | null;
 }
@@ -97,6 +101,7 @@ export function loadConfig(env: Env = process.env): Config {
       return [pool, {
         slots: get<number>(`CRON_POOL_${key}_SLOTS`),
         waitTimeoutSeconds: get<number>(`CRON_POOL_${key}_TIMEOUT`),
+        memoryMb: Math.round(get<number>(`CRON_POOL_${key}_MEMORY_GB`) * 1024), // memory ceilings (issue 12)
       }];
     }),
   ) as Record<PoolName, PoolConfig>;
@@ -125,6 +130,7 @@ export function loadConfig(env: Env = process.env): Config {
     agentLogCapBytes: Math.round(get<number>('QUANTILICA_AGENT_LOG_CAP_MB') * 1024 * 1024),
     demo: { seconds: get('QUANTILICA_DEMO_SECONDS'), rateMb: get('QUANTILICA_DEMO_RATE_MB') },
     retention: { days: get('QUANTILICA_RETENTION_DAYS'), runs: get('QUANTILICA_RETENTION_RUNS') },
+    memory: { reserveMb: Math.round(get<number>('QUANTILICA_MEMORY_RESERVE_GB') * 1024), cgroupName: get('QUANTILICA_CGROUP_NAME'), enforce: get('QUANTILICA_MEMORY_ENFORCE') }, // memory ceilings (issue 12)
     configFile: fromFile.used ? configFile : null,
   };
 }

@@ -81,12 +81,30 @@ const poolSettings = (key: string, slots: number): Setting[] => [
   { name: `CRON_POOL_${key}_TIMEOUT`, default: '21600', description: 'seconds a run waits for a slot before failing', parse: number(1, 7 * 86400, true) },
 ];
 
+// memory ceilings (issue 12)
+const poolMemorySetting = (key: string, gb: number): Setting =>
+  ({ name: `CRON_POOL_${key}_MEMORY_GB`, default: String(gb), description: 'memory ceiling of the pool in GB (all its runs together), enforced by a cgroup', parse: number(0.01, 1e5, false) });
+
+const cgroupName = (text: string): Parsed => {
+  const t = text.trim();
+  if (t === '') return { ok: true, value: null };
+  if (!/^[a-z0-9][a-z0-9._-]{0,63}$/i.test(t)) return { ok: false, error: 'allowed: letters, digits, ".", "_" or "-", at most 64, starting with a letter or digit' };
+  return { ok: true, value: t };
+};
+
 /** Every setting the agent reads, from the environment or the config file, with its default. */
 export const SETTINGS = [
   { name: 'CRON_USE_POOLS', default: 'false', description: 'use the three pools; false is the serial compatibility mode (one global lock)', parse: bool },
   ...poolSettings('HEAVY_IO', 3),
   ...poolSettings('CPU_ANALYSIS', 2),
   ...poolSettings('NETWORK_LIGHT', 6),
+  // memory ceilings (issue 12)
+  poolMemorySetting('HEAVY_IO', 12),
+  poolMemorySetting('CPU_ANALYSIS', 12),
+  poolMemorySetting('NETWORK_LIGHT', 3),
+  { name: 'QUANTILICA_MEMORY_RESERVE_GB', default: '5', description: "GB of the machine's RAM the pools' ceilings must leave for the system, the page cache and PostgreSQL (checked at start; a warning, not a refusal)", parse: number(0, 1e5, false) },
+  { name: 'QUANTILICA_MEMORY_ENFORCE', default: 'true', description: 'enforce the memory ceilings with cgroups where the machine allows; false runs without (reported as not enforced, memory sampled)', parse: bool },
+  { name: 'QUANTILICA_CGROUP_NAME', default: '', description: "the agent's cgroup folder under the memory controller (default quantilica-<uid>)", parse: cgroupName },
   { name: 'CRON_DISK_WARN_GB', default: '25', description: 'free GB below which the disk gate warns', parse: number(0, 1e6, false) },
   { name: 'CRON_DISK_PAUSE_GB', default: '10', description: 'free GB below which no fetcher starts', parse: number(0, 1e6, false) },
   { name: 'CRON_DISK_RESUME_GB', default: '35', description: 'free GB at or above which a paused gate opens again', parse: number(0, 1e6, false) },

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { CatalogEntry } from '../catalog/catalog';
 import { readProcInfo } from '../slots/procInfo';
 import type { Logger } from '../log/logger';
+import type { RunMemory } from '../memory/runMemory';
 import { signalRunGroup, type RunGroup } from './runGroup';
 import type { RunWatch } from './runProcess';
 import type { StoredRun } from './runStore';
@@ -56,13 +57,17 @@ export function groupOf(run: StoredRun): RunGroup {
  * (called when the run finishes) clears it, so it can never hit a later process that was given the
  * same number as its group.
  */
-export function terminateGroup(state: ActiveRun, graceSeconds: number, logger: Logger): void {
+export function terminateGroup(state: ActiveRun, graceSeconds: number, logger: Logger, memory?: RunMemory): void {
   const group = groupOf(state.run);
   signalRunGroup(group, 'SIGTERM');
+  // memory ceilings (issue 12): the run's cgroup also holds processes that left its group (setsid).
+  memory?.signal(state.run.runId, 'SIGTERM');
   if (state.grace) clearTimeout(state.grace);
   state.grace = setTimeout(() => {
     state.grace = null;
-    if (signalRunGroup(group, 'SIGKILL')) {
+    const killedGroup = signalRunGroup(group, 'SIGKILL');
+    const killedCgroup = memory?.signal(state.run.runId, 'SIGKILL') ?? false; // memory ceilings (issue 12)
+    if (killedGroup || killedCgroup) {
       logger.warn({ runId: state.run.runId, pgid: group.pgid }, 'fetcher group outlived the cancel grace period; sent SIGKILL');
     }
   }, graceSeconds * 1000);

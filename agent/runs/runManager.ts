@@ -10,6 +10,7 @@ import { validateArgs } from './validateArgs';
 import { fetcherEnv } from './fetcherEnv';
 import { fetcherUmask } from '../config/umask';
 import type { Logger } from '../log/logger';
+import type { FinalUsage, RunMemory } from '../memory/runMemory';
 import { readProcInfo } from '../slots/procInfo';
 import type { SlotPool } from '../slots/slotPool';
 import type { TelemetrySink } from '../telemetry/telemetrySink';
@@ -31,6 +32,8 @@ export interface RunManagerDeps {
   store: RunStore;
   logger: Logger;
   wrapperPath: string;
+  /** memory ceilings (issue 12): each run's cgroup, or /proc sampling; absent: no figures at all. */
+  memory?: RunMemory;
   /** Called after every change of a run, and of a pool's occupancy (for the state hub). */
   onRunChange(run: RunInfo): void;
   onPoolChange(pool: string): void;
@@ -157,7 +160,7 @@ export class RunManager {
     if (state.run.status === 'waiting') {
       state.abort.abort(new CancelledError('cancelled', 'cancelled while waiting'));
     } else if (state.run.pid) {
-      terminateGroup(state, this.deps.config.cancelGraceSeconds, this.deps.logger);
+      terminateGroup(state, this.deps.config.cancelGraceSeconds, this.deps.logger, this.deps.memory); // memory ceilings (issue 12)
     }
     return toRunInfo(state.run);
   }
@@ -227,6 +230,7 @@ export class RunManager {
       this.deps.logger.info({ runId: stored.runId, fetcher: stored.fetcher, pid: stored.pid }, 'adopted a run left by a previous agent');
       const watch = watchRun(groupOf(state.run), stored.statusFile ?? '', null, (pids) => this.onLingering(state, pids));
       state.watch = watch;
+      this.deps.memory?.track(stored.runId, stored.pool, groupOf(state.run)); // memory ceilings (issue 12)
       if (stored.logPath) this.logCapper.watch(stored.logPath);
       this.startHeartbeat(state);
       this.changed(state);
@@ -282,13 +286,17 @@ export class RunManager {
         statusFile,
         argv: [...entry.argv, ...run.args],
         cwd: entry.cwd ?? config.dataDir,
-        env: fetcherEnv({ base: process.env, entryEnv: entry.env, passEnv: entry.passEnv, fetcherUmask: fetcherUmask(), run: { DATA_DIR: config.dataDir, QUANTILICA_RUN_ID: run.runId, QUANTILICA_FETCHER: run.fetcher, QUANTILICA_POOL: run.pool, QUANTILICA_SLOT: String(slot) } }),
+        env: fetcherEnv({ base: process.env, entryEnv: entry.env, passEnv: entry.passEnv, fetcherUmask: fetcherUmask(), run: {
+          DATA_DIR: config.dataDir, QUANTILICA_RUN_ID: run.runId, QUANTILICA_FETCHER: run.fetcher, QUANTILICA_POOL: run.pool, QUANTILICA_SLOT: String(slot),
+          ...this.deps.memory?.prepare(run.runId, run.pool, entry.memoryMb), // memory ceilings (issue 12): the run's cgroup, before the spawn
+        } }),
         logFd,
         lockFd,
       });
       Object.assign(run, { status: 'running', startedAt: new Date().toISOString(), slot, pid: proc.pid, startTime: proc.startTime, logPath, statusFile, wait: null });
       this.changed(state);
       this.emit(run, 'start', { slot, argv: [...entry.argv, ...run.args], host: os.hostname(), pid: proc.pid, trigger: run.trigger });
+      this.deps.memory?.track(run.runId, run.pool, groupOf(run)); // memory ceilings (issue 12)
       this.startHeartbeat(state);
       this.logCapper.watch(logPath);
       state.watch = watchRun(groupOf(run), statusFile, proc.exited, (pids) => this.onLingering(state, pids));
@@ -299,7 +307,12 @@ export class RunManager {
   }
 
   private startHeartbeat(state: ActiveRun): void {
-    state.heartbeat = setInterval(() => this.emit(state.run, 'heartbeat', state.lingering.length > 0 ? { pid: state.run.pid, lingering: this.refreshLingering(state) } : { pid: state.run.pid }), this.deps.config.heartbeatSeconds * 1000);
+    state.heartbeat = setInterval(() => {
+      // memory ceilings (issue 12): the run's memory and CPU so far ride on each heartbeat, and clients see them.
+      const usage = this.deps.memory?.usage(state.run.runId);
+      this.emit(state.run, 'heartbeat', { ...(state.lingering.length > 0 ? { pid: state.run.pid, lingering: this.refreshLingering(state) } : { pid: state.run.pid }), ...usage });
+      if (usage) this.deps.onRunChange(toRunInfo(state.run));
+    }, this.deps.config.heartbeatSeconds * 1000);
     state.heartbeat.unref();
   }
 
@@ -330,13 +343,24 @@ export class RunManager {
       this.finish(state, 'cancelled', 'cancelled', exit);
       return;
     }
+    // memory ceilings (issue 12): a run whose process the OOM killer took at its (or its pool's) ceiling failed
+    // for that reason, told by the cgroup's counter, not guessed from a SIGKILL.
+    const usage = this.deps.memory?.release(state.run.runId) ?? null;
+    if (usage?.oomKilled && exit.exitCode !== 0) {
+      this.finish(state, 'failed', 'memory-limit', exit, `the run reached its memory ceiling (${usage.memoryLimitMb ?? '?'} MB) and was killed`, usage);
+      return;
+    }
     if (exit.unknown) this.finish(state, 'failed', 'exit-status-unknown', exit, 'the run ended while no agent watched it and left no exit status');
-    else this.finish(state, exit.exitCode === 0 ? 'completed' : 'failed', exit.exitCode === 0 ? null : exit.signal ? 'signal' : 'exit-code', exit);
+    else this.finish(state, exit.exitCode === 0 ? 'completed' : 'failed', exit.exitCode === 0 ? null : exit.signal ? 'signal' : 'exit-code', exit, undefined, usage);
   }
 
-  private finish(state: ActiveRun, status: RunStatus, reason: string | null, exit: ExitInfo, message?: string): void {
+  private finish(state: ActiveRun, status: RunStatus, reason: string | null, exit: ExitInfo, message?: string, usage?: FinalUsage | null): void {
     if (this.closed) return;
     const { run } = state;
+    // memory ceilings (issue 12): the run's peak memory and CPU, kept with it and sent with its finish.
+    const final = usage === undefined ? this.deps.memory?.release(run.runId) ?? null : usage;
+    const figures = final ? { peakMemoryMb: final.peakMemoryMb, cpuSeconds: final.cpuSeconds, memorySource: final.memorySource } : {};
+    if (final) Object.assign(run, figures, { memoryMb: null, memoryLimitMb: final.memoryLimitMb });
     // A run that ended while no agent watched it ended when its status file was written, not when
     // it was noticed.
     const finishedAt = exit.endedAt ?? new Date();
@@ -348,7 +372,7 @@ export class RunManager {
     // The finish event is spooled before the run's terminal state is saved: a crash in between leaves
     // the run `running` in the store, the next agent adopts it and emits the same finish again, under
     // the same event id, which PostgreSQL keeps once.
-    this.emit(run, 'finish', { status, exitCode: exit.exitCode, signal: exit.signal, durationSeconds: duration, reason, message: message ?? null });
+    this.emit(run, 'finish', { status, exitCode: exit.exitCode, signal: exit.signal, durationSeconds: duration, reason, message: message ?? null, ...figures });
     this.changed(state);
     if (message) this.deps.logger.warn({ runId: run.runId, fetcher: run.fetcher, reason }, message);
     this.deps.gate.runEnded(run.runId);

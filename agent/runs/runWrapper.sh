@@ -15,6 +15,20 @@
 # inherits it, so the slot stays taken exactly while the run's processes live.
 status_file=$1
 shift
+# memory ceilings (issue 12): first thing, before anything of the fetcher runs, this process joins the
+# run's cgroup(s) (QUANTILICA_CGROUP_PROCS, paths joined by ':'); every process it starts is born
+# inside, so a ceiling holds for the whole run and cancel can reach processes that leave the group.
+if [ -n "${QUANTILICA_CGROUP_PROCS:-}" ]; then
+  IFS=:
+  for procs in $QUANTILICA_CGROUP_PROCS; do
+    if ! echo $$ > "$procs"; then
+      echo "quantilica: could not join the run's cgroup $procs; the run is not started" >&2
+      printf '125\n' > "$status_file"
+      exit 125
+    fi
+  done
+  unset IFS QUANTILICA_CGROUP_PROCS
+fi
 # The agent cancels by signalling the whole process group. With a trap set, sh lets its child finish
 # first (and the fetcher, whose caught signals are reset to the default on exec, gets the signal too).
 trap 'cancelled=1' TERM INT HUP

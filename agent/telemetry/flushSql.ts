@@ -40,7 +40,8 @@ folded AS (
 ),
 upserted AS (
 INSERT INTO core.task_run AS t (run_id, task, pool, status, status_rank, status_at, exit_code, signal, reason,
-  started_at, finished_at, duration_seconds, last_heartbeat_at, last_event_at, event_count, slot, argv, host, pid)
+  started_at, finished_at, duration_seconds, last_heartbeat_at, last_event_at, event_count, slot, argv, host, pid,
+  peak_memory_mb, cpu_seconds)
 SELECT f.run_id, f.task, f.pool, coalesce(top.status, 'unknown'), coalesce(top.rank, 0), coalesce(top.at, '-infinity'),
   CASE WHEN top.rank = 3 THEN core.jsonb_int(top.payload->'exitCode') END,
   CASE WHEN top.rank = 3 THEN core.jsonb_text(top.payload->'signal') END,
@@ -52,7 +53,10 @@ SELECT f.run_id, f.task, f.pool, coalesce(top.status, 'unknown'), coalesce(top.r
   core.jsonb_int(s.payload->'slot'),
   CASE WHEN jsonb_typeof(s.payload->'argv') = 'array' THEN s.payload->'argv' END,
   core.jsonb_text(s.payload->'host'),
-  core.jsonb_int(s.payload->'pid')
+  core.jsonb_int(s.payload->'pid'),
+  -- memory ceilings (issue 12): the finish carries the run's peak memory and CPU time (migration 002).
+  CASE WHEN top.rank = 3 THEN core.jsonb_num(top.payload->'peakMemoryMb') END,
+  CASE WHEN top.rank = 3 THEN core.jsonb_num(top.payload->'cpuSeconds') END
 FROM folded f LEFT JOIN top USING (run_id) LEFT JOIN started s USING (run_id)
 ON CONFLICT (run_id) DO UPDATE SET
   task = coalesce(EXCLUDED.task, t.task),
@@ -76,6 +80,8 @@ ON CONFLICT (run_id) DO UPDATE SET
   argv = coalesce(EXCLUDED.argv, t.argv),
   host = coalesce(EXCLUDED.host, t.host),
   pid = coalesce(EXCLUDED.pid, t.pid),
+  peak_memory_mb = coalesce(EXCLUDED.peak_memory_mb, t.peak_memory_mb),
+  cpu_seconds = coalesce(EXCLUDED.cpu_seconds, t.cpu_seconds),
   updated_at = now()
 RETURNING 1
 )

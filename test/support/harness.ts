@@ -23,6 +23,8 @@ export interface FetcherSpec {
   /** Defaults to true here (the catalog's own default is false): the tests pass arguments freely. */
   extraArgs?: boolean | string;
   passEnv?: string[];
+  /** memory ceilings (issue 12) */
+  memoryMb?: number;
 }
 
 export interface TestEnv {

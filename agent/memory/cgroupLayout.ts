@@ -1,0 +1,243 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { CgroupSupport } from './cgroupSupport';
+
+/** The folders of one cgroup (a pool's or a run's) in each hierarchy we use. */
+export interface CgroupDirs {
+  memory: string;
+  /** v1: the matching cpuacct folder; v2: the same folder as memory. */
+  cpu: string | null;
+  /** v1 only: the matching freezer folder, to stop a run's processes before killing them. */
+  freezer: string | null;
+}
+
+/** What a cgroup's counters say. Sizes in MB; null where the kernel has no such counter. */
+export interface CgroupFigures {
+  currentMb: number | null;
+  peakMb: number | null;
+  cpuSeconds: number | null;
+  /** Processes of this cgroup the OOM killer chose (its ceiling, or its pool's, was reached). */
+  oomKills: number;
+}
+
+type Enforcing = Exclude<CgroupSupport, { kind: 'not-enforced' }>;
+
+const MB = 1024 * 1024;
+
+/**
+ * The layout `<base>/<pool>/<runId>` in the memory hierarchy (and on v1 the same names under cpuacct
+ * and freezer), and the few files each version reads or writes.
+ */
+export class CgroupLayout {
+  constructor(readonly support: Enforcing) {}
+
+  dirsOf(...parts: string[]): CgroupDirs {
+    const s = this.support;
+    const memory = path.join(s.base, ...parts);
+    if (s.kind === 'cgroup-v2') return { memory, cpu: memory, freezer: null };
+    return { memory, cpu: s.cpuBase ? path.join(s.cpuBase, ...parts) : null, freezer: s.freezerBase ? path.join(s.freezerBase, ...parts) : null };
+  }
+
+  /** Makes the folders (kept if they exist) and sets the ceiling; `limitMb` null leaves it unlimited. */
+  make(dirs: CgroupDirs, limitMb: number | null, parentOfChildren: boolean): void {
+    for (const dir of [dirs.memory, dirs.cpu, dirs.freezer]) {
+      if (dir === null) continue;
+      try {
+        fs.mkdirSync(dir);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      }
+    }
+    if (this.support.kind === 'cgroup-v2') {
+      fs.writeFileSync(path.join(dirs.memory, 'memory.max'), limitMb === null ? 'max' : String(limitMb * MB));
+      // No swap beyond the ceiling: a run at its ceiling is killed, not slowed to a crawl.
+      writeIfPresent(path.join(dirs.memory, 'memory.swap.max'), '0');
+      if (parentOfChildren) {
+        const offered = fs.readFileSync(path.join(dirs.memory, 'cgroup.controllers'), 'utf8').trim().split(/\s+/);
+        fs.writeFileSync(path.join(dirs.memory, 'cgroup.subtree_control'), ['memory', 'cpu'].filter((c) => offered.includes(c)).map((c) => `+${c}`).join(' '));
+      }
+      return;
+    }
+    const bytes = limitMb === null ? '-1' : String(limitMb * MB);
+    // memsw (memory + swap) must stay >= memory: raise it first when there is one, lower it after.
+    writeIfPresent(path.join(dirs.memory, 'memory.memsw.limit_in_bytes'), '-1');
+    fs.writeFileSync(path.join(dirs.memory, 'memory.limit_in_bytes'), bytes);
+    writeIfPresent(path.join(dirs.memory, 'memory.memsw.limit_in_bytes'), bytes);
+  }
+
+  /** The files the run's wrapper writes its pid into, joined by ':' (QUANTILICA_CGROUP_PROCS). */
+  procsFiles(dirs: CgroupDirs): string {
+    const dirsToJoin = this.support.kind === 'cgroup-v2' ? [dirs.memory] : [dirs.memory, dirs.cpu, dirs.freezer];
+    return dirsToJoin.filter((d): d is string => d !== null).map((d) => path.join(d, 'cgroup.procs')).join(':');
+  }
+
+  limitMb(dirs: CgroupDirs): number | null {
+    const file = this.support.kind === 'cgroup-v2' ? 'memory.max' : 'memory.limit_in_bytes';
+    const n = readNumber(path.join(dirs.memory, file));
+    // v1 says "no limit" with a huge number near 2^63.
+    return n === null || n >= 2 ** 52 ? null : Math.round(n / MB);
+  }
+
+  figures(dirs: CgroupDirs): CgroupFigures {
+    const v2 = this.support.kind === 'cgroup-v2';
+    const current = readNumber(path.join(dirs.memory, v2 ? 'memory.current' : 'memory.usage_in_bytes'));
+    const peak = readNumber(path.join(dirs.memory, v2 ? 'memory.peak' : 'memory.max_usage_in_bytes'));
+    let cpuSeconds: number | null = null;
+    if (dirs.cpu !== null) {
+      if (v2) {
+        const usec = keyed(path.join(dirs.cpu, 'cpu.stat'), 'usage_usec');
+        cpuSeconds = usec === null ? null : usec / 1e6;
+      } else {
+        const ns = readNumber(path.join(dirs.cpu, 'cpuacct.usage'));
+        cpuSeconds = ns === null ? null : ns / 1e9;
+      }
+    }
+    const oomKills = keyed(path.join(dirs.memory, v2 ? 'memory.events' : 'memory.oom_control'), 'oom_kill') ?? 0;
+    return { currentMb: toMb(current), peakMb: toMb(peak), cpuSeconds, oomKills };
+  }
+
+  /** The processes in the cgroup now (an empty list once it is gone). */
+  procs(dirs: CgroupDirs): number[] {
+    return readProcs(path.join(dirs.memory, 'cgroup.procs'));
+  }
+
+  /** Sends a signal to every process of the cgroup (the setsid'd ones too). */
+  signal(dirs: CgroupDirs, signal: NodeJS.Signals): number {
+    let sent = 0;
+    for (const pid of this.procs(dirs)) sent += trySignal(pid, signal);
+    return sent;
+  }
+
+  /**
+   * Kills every process of the cgroup so that none can escape by forking meanwhile: v2 has
+   * cgroup.kill; v1 freezes the cgroup first (a frozen process cannot fork), kills every task and
+   * thaws so the kills take effect; without a freezer it kills every listed task until none is left.
+   * Returns how many processes were signalled.
+   */
+  kill(dirs: CgroupDirs): number {
+    if (this.support.kind === 'cgroup-v2') {
+      const n = this.procs(dirs).length;
+      if (n > 0) writeIfPresent(path.join(dirs.memory, 'cgroup.kill'), '1');
+      return n;
+    }
+    let sent = 0;
+    if (dirs.freezer !== null && freeze(dirs.freezer)) {
+      try {
+        for (const pid of readProcs(path.join(dirs.freezer, 'cgroup.procs'))) sent += trySignal(pid, 'SIGKILL');
+      } finally {
+        writeIfPresent(path.join(dirs.freezer, 'freezer.state'), 'THAWED');
+      }
+    }
+    for (let round = 0; round < 100; round++) {
+      const pids = this.procs(dirs);
+      if (pids.length === 0) break;
+      for (const pid of pids) sent += trySignal(pid, 'SIGKILL');
+    }
+    return sent;
+  }
+
+  /** Removes the cgroup's folders; false while processes are still inside. */
+  remove(dirs: CgroupDirs): boolean {
+    let ok = true;
+    // On v2 the cpu folder is the memory folder.
+    for (const dir of new Set([dirs.memory, dirs.cpu, dirs.freezer])) {
+      if (dir === null) continue;
+      try {
+        fs.rmdirSync(dir);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') ok = false;
+      }
+    }
+    return ok;
+  }
+
+  /** Seconds since the cgroup's folder was made (Infinity when it cannot be told). */
+  ageSeconds(dirs: CgroupDirs): number {
+    try {
+      return (Date.now() - fs.statSync(dirs.memory).ctimeMs) / 1000;
+    } catch {
+      return Infinity;
+    }
+  }
+
+  /** The run cgroups under a pool's folder (left by this agent or an earlier one). */
+  runsOf(pool: string): string[] {
+    try {
+      return fs.readdirSync(this.dirsOf(pool).memory, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+    } catch {
+      return [];
+    }
+  }
+}
+
+function freeze(dir: string): boolean {
+  const state = path.join(dir, 'freezer.state');
+  try {
+    fs.writeFileSync(state, 'FROZEN');
+  } catch {
+    return false;
+  }
+  // FREEZING turns FROZEN once every task has stopped; a task stuck in the kernel can delay it.
+  const deadline = Date.now() + 2000;
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  while (Date.now() < deadline) {
+    try {
+      if (fs.readFileSync(state, 'utf8').trim() === 'FROZEN') return true;
+    } catch {
+      return false;
+    }
+    Atomics.wait(pause, 0, 0, 5);
+  }
+  return true;
+}
+
+function trySignal(pid: number, signal: NodeJS.Signals): number {
+  if (pid <= 1 || pid === process.pid) return 0;
+  try {
+    process.kill(pid, signal);
+    return 1;
+  } catch {
+    return 0;
+  }
+}
+
+function readProcs(file: string): number[] {
+  try {
+    return fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map(Number).filter((n) => Number.isInteger(n) && n > 0);
+  } catch {
+    return [];
+  }
+}
+
+function readNumber(file: string): number | null {
+  try {
+    const t = fs.readFileSync(file, 'utf8').trim();
+    if (t === 'max') return Number.MAX_SAFE_INTEGER;
+    const n = Number(t);
+    return Number.isFinite(n) ? n : null;
+  } catch {
+    return null;
+  }
+}
+
+/** A `key value` line of a flat-keyed file (memory.events, memory.oom_control, cpu.stat). */
+function keyed(file: string, key: string): number | null {
+  try {
+    const m = new RegExp(`^${key} (\\d+)$`, 'm').exec(fs.readFileSync(file, 'utf8'));
+    return m ? Number(m[1]) : null;
+  } catch {
+    return null;
+  }
+}
+
+function toMb(bytes: number | null): number | null {
+  return bytes === null || bytes >= 2 ** 52 ? null : Math.round((bytes / MB) * 10) / 10;
+}
+
+function writeIfPresent(file: string, text: string): void {
+  try {
+    fs.writeFileSync(file, text);
+  } catch {
+    // An optional knob (no swap accounting, an older kernel): nothing to set.
+  }
+}

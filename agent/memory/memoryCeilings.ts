@@ -1,0 +1,204 @@
+import type { MemoryEnforcement, PoolMemory } from '../../shared/protocol';
+import type { Logger } from '../log/logger';
+import type { RunGroup } from '../runs/runGroup';
+import { CgroupLayout, type CgroupDirs } from './cgroupLayout';
+import { detectCgroups, type CgroupSupport } from './cgroupSupport';
+import { GroupSampler } from './groupSampler';
+import { memoryBudgetWarning } from './memoryBudget';
+import type { FinalUsage, RunMemory, RunUsage } from './runMemory';
+
+export interface MemoryCeilingsOptions {
+  /** Each pool's ceiling in MB. */
+  pools: ReadonlyMap<string, number>;
+  reserveMb: number;
+  /** The agent's cgroup folder name; default `quantilica-<uid>`. */
+  cgroupName: string | null;
+  logger: Logger;
+  /** How often runs without a cgroup are sampled (besides at each heartbeat). */
+  sampleMs?: number;
+  /** Instead of detecting: what to use (`not-enforced` when QUANTILICA_MEMORY_ENFORCE=false). */
+  support?: CgroupSupport;
+}
+
+/**
+ * An empty run cgroup younger than this may be one another process (a CLI run sharing the station)
+ * just made for a run it is starting: its wrapper has not joined yet. It is left for a later sweep.
+ */
+const FRESH_SECONDS = 60;
+
+interface Tracked {
+  pool: string;
+  limitMb: number | null;
+  dirs: CgroupDirs | null;
+  sampler: GroupSampler | null;
+}
+
+/**
+ * Memory ceilings per pool and per run (issue 12), through cgroups: `<base>/<pool>` carries the
+ * pool's ceiling, `<base>/<pool>/<runId>` the run's (the catalog's memoryMb) and holds every process
+ * of the run, which its wrapper moves there before the fetcher executes. Without usable cgroups the
+ * runs go on unlimited, sampled from /proc, and `enforcement()` says why, never silently.
+ */
+export class MemoryCeilings implements RunMemory {
+  readonly support: CgroupSupport;
+  private readonly layout: CgroupLayout | null;
+  private readonly runs = new Map<string, Tracked>();
+  private readonly budgetWarning: string | null;
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(private readonly opts: MemoryCeilingsOptions) {
+    const name = opts.cgroupName ?? `quantilica-${process.getuid?.() ?? 0}`;
+    let support = opts.support ?? detectCgroups(name);
+    let layout: CgroupLayout | null = null;
+    if (support.kind !== 'not-enforced') {
+      layout = new CgroupLayout(support);
+      try {
+        for (const [pool, ceilingMb] of opts.pools) layout.make(layout.dirsOf(pool), ceilingMb, true);
+      } catch (err) {
+        support = { kind: 'not-enforced', reason: `cgroup-pool-setup-failed` };
+        opts.logger.error({ err: (err as Error).message }, 'could not set up the pools\' cgroups');
+        layout = null;
+      }
+    }
+    this.support = support;
+    this.layout = layout;
+    this.budgetWarning = memoryBudgetWarning([...opts.pools.values()], opts.reserveMb);
+    if (this.budgetWarning) opts.logger.warn({ reserveMb: opts.reserveMb }, `MEMORY BUDGET: ${this.budgetWarning}`);
+    if (support.kind === 'not-enforced') {
+      opts.logger.warn({ reason: support.reason }, `MEMORY CEILINGS ARE NOT ENFORCED (${support.reason}): runs are not limited; their memory is sampled from /proc`);
+    } else {
+      opts.logger.info({ kind: support.kind, base: support.base }, 'memory ceilings enforced by cgroups');
+    }
+  }
+
+  enforcement(): MemoryEnforcement {
+    return { kind: this.support.kind, reason: this.support.kind === 'not-enforced' ? this.support.reason : null, budgetWarning: this.budgetWarning };
+  }
+
+  poolMemory(pool: string): PoolMemory | undefined {
+    const ceilingMb = this.opts.pools.get(pool);
+    if (ceilingMb === undefined) return undefined;
+    let usedMb: number | null;
+    if (this.layout) usedMb = this.layout.figures(this.layout.dirsOf(pool)).currentMb;
+    else {
+      usedMb = 0;
+      for (const t of this.runs.values()) if (t.pool === pool && t.sampler) usedMb += t.sampler.currentMb;
+      usedMb = Math.round(usedMb * 10) / 10;
+    }
+    return { usedMb, ceilingMb, enforcement: this.support.kind };
+  }
+
+  prepare(runId: string, pool: string, memoryMb: number | undefined): Record<string, string> {
+    const poolMb = this.opts.pools.get(pool) ?? null;
+    const limitMb = memoryMb !== undefined && (poolMb === null || memoryMb < poolMb) ? memoryMb : poolMb;
+    const tracked: Tracked = { pool, limitMb, dirs: null, sampler: null };
+    this.runs.set(runId, tracked);
+    if (!this.layout) return {};
+    const dirs = this.layout.dirsOf(pool, runId);
+    try {
+      try {
+        this.layout.make(dirs, memoryMb ?? null, false);
+      } catch (err) {
+        // The pool's folder was removed under us: made again, with its ceiling.
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+        this.layout.make(this.layout.dirsOf(pool), poolMb, true);
+        this.layout.make(dirs, memoryMb ?? null, false);
+      }
+    } catch (err) {
+      this.layout.remove(dirs);
+      this.opts.logger.error({ runId, pool, err: (err as Error).message }, 'could not make the run\'s cgroup: the run goes on WITHOUT its memory ceiling (sampled)');
+      return {};
+    }
+    tracked.dirs = dirs;
+    return { QUANTILICA_CGROUP_PROCS: this.layout.procsFiles(dirs) };
+  }
+
+  track(runId: string, pool: string, group: RunGroup): void {
+    let tracked = this.runs.get(runId);
+    if (!tracked) {
+      tracked = { pool, limitMb: this.opts.pools.get(pool) ?? null, dirs: null, sampler: null };
+      this.runs.set(runId, tracked);
+    }
+    if (tracked.dirs) return;
+    tracked.sampler = new GroupSampler(group);
+    tracked.sampler.sample();
+    this.timer ??= setInterval(() => this.sampleAll(), this.opts.sampleMs ?? 1000);
+    this.timer.unref();
+  }
+
+  usage(runId: string): RunUsage | null {
+    const t = this.runs.get(runId);
+    if (!t) return null;
+    if (t.dirs && this.layout) {
+      const f = this.layout.figures(t.dirs);
+      return { memoryMb: f.currentMb, peakMemoryMb: f.peakMb, cpuSeconds: round(f.cpuSeconds), memoryLimitMb: t.limitMb, memorySource: 'cgroup' };
+    }
+    if (!t.sampler) return null;
+    t.sampler.sample();
+    return { memoryMb: t.sampler.currentMb, peakMemoryMb: t.sampler.peakMb, cpuSeconds: round(t.sampler.cpuSeconds), memoryLimitMb: t.limitMb, memorySource: 'sampled' };
+  }
+
+  signal(runId: string, signal: NodeJS.Signals): boolean {
+    const t = this.runs.get(runId);
+    if (!t?.dirs || !this.layout) return false;
+    return (signal === 'SIGKILL' ? this.layout.kill(t.dirs) : this.layout.signal(t.dirs, signal)) > 0;
+  }
+
+  release(runId: string): FinalUsage | null {
+    const t = this.runs.get(runId);
+    if (!t) return null;
+    this.runs.delete(runId);
+    if (this.runs.size === 0 && this.timer) {
+      clearInterval(this.timer);
+      this.timer = null;
+    }
+    if (t.dirs && this.layout) {
+      // Processes still in the run's cgroup left its process group (setsid) and outlived the run.
+      const escaped = this.layout.kill(t.dirs);
+      if (escaped > 0) this.opts.logger.warn({ runId, killed: escaped }, 'killed processes of an ended run that had left its process group');
+      const f = this.layout.figures(t.dirs);
+      if (!this.layout.remove(t.dirs)) this.opts.logger.warn({ runId, cgroup: t.dirs.memory }, 'could not remove the run\'s cgroup; the next agent removes it');
+      return { memoryMb: null, peakMemoryMb: f.peakMb, cpuSeconds: round(f.cpuSeconds), memoryLimitMb: t.limitMb, memorySource: 'cgroup', oomKilled: f.oomKills > 0 };
+    }
+    if (!t.sampler) return null;
+    t.sampler.sample();
+    return { memoryMb: null, peakMemoryMb: t.sampler.peakMb, cpuSeconds: round(t.sampler.cpuSeconds), memoryLimitMb: t.limitMb, memorySource: 'sampled', oomKilled: false };
+  }
+
+  /**
+   * At start, before the run manager adopts runs: run cgroups an earlier agent left are taken over
+   * when their run is still known as active (its figures are read at its end, also when it ended
+   * while no agent watched), and removed when empty and of no active run.
+   */
+  adoptLeftovers(isActiveRun: (runId: string) => boolean): void {
+    const layout = this.layout;
+    if (!layout) return;
+    for (const pool of this.opts.pools.keys()) {
+      for (const runId of layout.runsOf(pool)) {
+        if (this.runs.has(runId)) continue;
+        const dirs = layout.dirsOf(pool, runId);
+        if (isActiveRun(runId)) {
+          this.runs.set(runId, { pool, limitMb: layout.limitMb(dirs) ?? this.opts.pools.get(pool) ?? null, dirs, sampler: null });
+          this.opts.logger.info({ runId, pool, cgroup: dirs.memory }, 'adopted the cgroup of a run left by a previous agent');
+        } else if (layout.procs(dirs).length === 0 && layout.ageSeconds(dirs) > FRESH_SECONDS) {
+          if (layout.remove(dirs)) this.opts.logger.info({ runId, pool }, 'removed the empty cgroup of an ended run');
+        } else if (layout.procs(dirs).length > 0) {
+          this.opts.logger.warn({ runId, pool, cgroup: dirs.memory }, 'a cgroup of an unknown run still has processes; left alone');
+        }
+      }
+    }
+  }
+
+  close(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  private sampleAll(): void {
+    for (const t of this.runs.values()) t.sampler?.sample();
+  }
+}
+
+function round(n: number | null): number | null {
+  return n === null ? null : Math.round(n * 1000) / 1000;
+}

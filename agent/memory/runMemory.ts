@@ -1,0 +1,32 @@
+import type { MemorySource } from '../../shared/protocol';
+import type { RunGroup } from '../runs/runGroup';
+
+/** A run's memory and CPU as last read (MB, seconds). */
+export interface RunUsage {
+  memoryMb: number | null;
+  peakMemoryMb: number | null;
+  cpuSeconds: number | null;
+  memoryLimitMb: number | null;
+  memorySource: MemorySource;
+}
+
+/** The figures at a run's end, and whether a memory ceiling killed one of its processes. */
+export interface FinalUsage extends RunUsage {
+  oomKilled: boolean;
+}
+
+/**
+ * The seam between the run manager and memory ceilings (memoryCeilings.ts): everything the run's
+ * lifecycle needs, and nothing about cgroups. Each call is cheap and never throws.
+ */
+export interface RunMemory {
+  /** Before the spawn: makes the run's cgroup; returns what the wrapper needs in its environment. */
+  prepare(runId: string, pool: string, memoryMb: number | undefined): Record<string, string>;
+  /** After the spawn, or on adoption: follows the run (samples /proc when it has no cgroup). */
+  track(runId: string, pool: string, group: RunGroup): void;
+  usage(runId: string): RunUsage | null;
+  /** Signals every process in the run's cgroup; SIGKILL kills the cgroup. False without a cgroup. */
+  signal(runId: string, signal: NodeJS.Signals): boolean;
+  /** At the run's end: the last figures; processes left in its cgroup are killed and it is removed. */
+  release(runId: string): FinalUsage | null;
+}

@@ -1,0 +1,139 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { after, test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { FIXTURES, OUT_FIXTURES, groupMembers, makeTestEnv, openOrchestrator, stopAll } from '../support/harness';
+import { finishPayload, memoryCgroup, removeCgroupTree, uniqueCgroupName } from '../support/cgroups';
+import { waitFor } from '../support/waitFor';
+
+// Memory ceilings (issue 12) with real cgroups: CI runs as root on a machine whose v1 memory
+// controller we may write. Each test has its own cgroup folder (QUANTILICA_CGROUP_NAME).
+const ALLOCATE = path.join(OUT_FIXTURES, 'allocateMemory.js');
+const names: string[] = [];
+after(() => { for (const name of names) removeCgroupTree(name); });
+
+function cgroupName(tag: string): string {
+  const name = uniqueCgroupName(tag);
+  names.push(name);
+  return name;
+}
+
+function alive(pid: number): boolean {
+  try {
+    return fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0] !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+test('200 MB under a 64 MB run ceiling fails with memory-limit, nothing else killed; under 512 MB it completes with its peak', { timeout: 120000 }, async () => {
+  const name = cgroupName('run');
+  const release = path.join(makeTestEnv(null).root, 'release-bystander');
+  const t = makeTestEnv([
+    { name: 'alloc-64', pool: 'heavy-io', argv: [process.execPath, ALLOCATE, '200'], memoryMb: 64 },
+    { name: 'alloc-512', pool: 'heavy-io', argv: [process.execPath, ALLOCATE, '200'], memoryMb: 512 },
+    { name: 'bystander', pool: 'heavy-io', argv: [path.join(FIXTURES, 'exitWhenFileExists.sh'), release, '0'] },
+  ], { QUANTILICA_CGROUP_NAME: name });
+  const { orchestrator, close } = openOrchestrator(t);
+  try {
+    const enforcement = orchestrator.agentInfo().memory!;
+    assert.notEqual(enforcement.kind, 'not-enforced', `cgroups must be usable as root here (${enforcement.reason ?? ''})`);
+    const bystander = orchestrator.run('bystander', [], 'cli');
+    const bystanderPid = (await waitFor(() => orchestrator.runs.get(bystander.runId)?.pid, { what: 'the bystander to run', timeoutMs: 30000 }));
+
+    const small = orchestrator.run('alloc-64', [], 'cli');
+    const smallEnd = await orchestrator.waitRun(small.runId);
+    assert.equal(smallEnd.status, 'failed');
+    assert.equal(smallEnd.reason, 'memory-limit');
+    assert.equal(smallEnd.signal, 'SIGKILL');
+    assert.equal(smallEnd.memoryLimitMb, 64);
+    assert.ok(smallEnd.peakMemoryMb! <= 64.5, `the run never used more than its ceiling (${smallEnd.peakMemoryMb} MB)`);
+    assert.equal(orchestrator.runs.get(bystander.runId)!.status, 'running', 'the other run of the pool is not touched');
+    assert.ok(alive(bystanderPid), 'the bystander process lives');
+    const smallFinish = finishPayload(t.env.QUANTILICA_TELEMETRY_SPOOL!, small.runId)!;
+    assert.equal(smallFinish.reason, 'memory-limit');
+    assert.equal(smallFinish.memorySource, 'cgroup');
+    assert.equal(fs.existsSync(memoryCgroup(name, 'heavy-io', small.runId)), false, 'the run\'s cgroup is removed at its end');
+
+    const big = orchestrator.run('alloc-512', [], 'cli');
+    await waitFor(() => fs.existsSync(memoryCgroup(name, 'heavy-io', big.runId)) || orchestrator.runs.get(big.runId)?.status !== 'waiting', { what: 'the run\'s cgroup' });
+    const bigEnd = await orchestrator.waitRun(big.runId);
+    assert.equal(bigEnd.status, 'completed', `ended ${bigEnd.status} ${bigEnd.reason ?? ''}`);
+    assert.ok(bigEnd.peakMemoryMb! > 200 && bigEnd.peakMemoryMb! < 512, `peak ${bigEnd.peakMemoryMb} MB is between 200 and 512`);
+    assert.ok(bigEnd.cpuSeconds! > 0, `cpu ${bigEnd.cpuSeconds} s`);
+    const bigFinish = finishPayload(t.env.QUANTILICA_TELEMETRY_SPOOL!, big.runId)!;
+    assert.equal(bigFinish.peakMemoryMb, bigEnd.peakMemoryMb);
+    assert.equal(bigFinish.cpuSeconds, bigEnd.cpuSeconds);
+
+    fs.writeFileSync(release, '');
+    const bystanderEnd = await orchestrator.waitRun(bystander.runId);
+    assert.equal(bystanderEnd.status, 'completed', 'the bystander ends as it chose to');
+  } finally {
+    await stopAll(orchestrator);
+    await close();
+  }
+});
+
+test('three runs of 100 MB in a pool of 250 MB: the ceiling holds, one is killed and says so, the others complete', { timeout: 120000 }, async () => {
+  const name = cgroupName('pool');
+  const t0 = makeTestEnv(null);
+  const signals = path.join(t0.root, 'signals');
+  fs.mkdirSync(signals);
+  const hold = path.join(t0.root, 'release');
+  const t = makeTestEnv([{ name: 'alloc', pool: 'cpu-analysis', argv: [process.execPath, ALLOCATE, '100'], env: { ALLOC_SIGNAL_DIR: signals, ALLOC_HOLD_FILE: hold } }], {
+    QUANTILICA_CGROUP_NAME: name,
+    CRON_POOL_CPU_ANALYSIS_SLOTS: '3',
+    CRON_POOL_CPU_ANALYSIS_MEMORY_GB: String(250 / 1024),
+  });
+  const { orchestrator, close } = openOrchestrator(t);
+  try {
+    assert.equal(orchestrator.poolStates().find((p) => p.name === 'cpu-analysis')!.memory!.ceilingMb, 250);
+    const runs = [0, 1, 2].map(() => orchestrator.run('alloc', [], 'cli'));
+    // Every run holds its 100 MB until the test says so: the OOM killer must pick one of the three.
+    const killed = await waitFor(() => {
+      const ended = runs.map((r) => orchestrator.runs.get(r.runId)!).filter((r) => r.status === 'failed');
+      const holding = runs.filter((r) => fs.existsSync(path.join(signals, `${r.runId}.allocated`)) && orchestrator.runs.get(r.runId)!.status === 'running');
+      return ended.length === 1 && holding.length === 2 ? ended[0] : null;
+    }, { what: 'one run killed at the pool ceiling while two hold their memory', timeoutMs: 60000 });
+    assert.equal(killed.reason, 'memory-limit', 'the killed run says why');
+    const poolPeak = Number(fs.readFileSync(path.join(memoryCgroup(name, 'cpu-analysis'), 'memory.max_usage_in_bytes'), 'utf8')) / (1024 * 1024);
+    assert.ok(poolPeak <= 250.5, `the pool never used more than its ceiling (${poolPeak} MB)`);
+    const running = orchestrator.poolStates().find((p) => p.name === 'cpu-analysis')!.memory!;
+    assert.ok(running.usedMb! >= 200 && running.usedMb! <= 250.5, `the pool's use is shown (${running.usedMb} MB)`);
+    fs.writeFileSync(hold, '');
+    const ends = await Promise.all(runs.map((r) => orchestrator.waitRun(r.runId)));
+    assert.deepEqual(ends.map((e) => e.status).sort(), ['completed', 'completed', 'failed']);
+    for (const e of ends.filter((x) => x.status === 'completed')) assert.ok(e.peakMemoryMb! >= 100, `peak ${e.peakMemoryMb} MB`);
+  } finally {
+    await stopAll(orchestrator);
+    await close();
+  }
+});
+
+test('a fetcher whose child leaves the process group (setsid): cancel ends both', { timeout: 60000 }, async () => {
+  const name = cgroupName('setsid');
+  const t0 = makeTestEnv(null);
+  const childPidFile = path.join(t0.root, 'child.pid');
+  // The child calls setsid (a new session and process group) and runs on; the parent waits.
+  const script = `setsid sh -c 'echo $$ > ${childPidFile}; trap "" TERM; while :; do sleep 1; done' & while :; do sleep 1; done`;
+  const t = makeTestEnv([{ name: 'escaper', pool: 'network-light', argv: ['sh', '-c', script] }], { QUANTILICA_CGROUP_NAME: name, QUANTILICA_CANCEL_GRACE_SECONDS: '30' });
+  const { orchestrator, close } = openOrchestrator(t);
+  try {
+    const run = orchestrator.run('escaper', [], 'cli');
+    const childPid = await waitFor(() => {
+      const text = fs.existsSync(childPidFile) ? fs.readFileSync(childPidFile, 'utf8').trim() : '';
+      return text.length > 0 ? Number(text) : null;
+    }, { what: 'the escaped child to start', timeoutMs: 30000 });
+    const pgid = orchestrator.runs.get(run.runId)!.pid!;
+    assert.ok(!groupMembers(pgid).includes(childPid), 'the child really left the run\'s process group');
+    assert.ok(alive(childPid));
+    orchestrator.runs.cancel(run.runId);
+    const ended = await orchestrator.waitRun(run.runId);
+    assert.equal(ended.status, 'cancelled');
+    assert.deepEqual(groupMembers(pgid), [], 'the group is gone');
+    await waitFor(() => !alive(childPid), { what: 'the escaped child to be gone', timeoutMs: 10000 });
+  } finally {
+    await stopAll(orchestrator);
+    await close();
+  }
+});
