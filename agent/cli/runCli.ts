@@ -7,14 +7,18 @@ import { ClientError, EnvironmentError } from '../errors';
 import { ExitCode } from '../exitCodes';
 import { createLogger, type Logger } from '../log/logger';
 import { redactCredentials } from '../config/redact';
-import type { RunInfo } from '../../shared/protocol';
+import type { RunInfo, RunStatus } from '../../shared/protocol';
 import type { FlushResult } from '../server/agentControl';
 import { registerGithubCommands } from '../github/githubCommand'; // GitHub sync (issue 11)
 import { emitFromCli, flushFromCli, type TelemetryEmitOptions } from '../telemetry/emitCommand';
 import { Spool } from '../telemetry/spool';
 import type { AgentLink } from './agentLink';
 import { agentCommand } from './agentCommand';
-import { formatRuns, formatSchedule, formatSlots, formatStatus } from './format';
+import { registerCompletionCommands } from './completionCommand';
+import { registerLogsCommand } from './logsCommand';
+import { registerServiceCommand } from './serviceCommand';
+import { filterRuns, formatRunsTable, parseSince, parseStatus, useColour } from './runsView';
+import { formatSchedule, formatSlots, formatStatus } from './format';
 import { openLink, openRemoteLink } from './openLink';
 import { checkSettingPaths, secureHome } from './checkSettingPaths';
 import { startDetachedOwner, type OwnerReport } from './detachedRun';
@@ -158,10 +162,15 @@ export async function runCli(argv: string[]): Promise<number> {
     });
   program.command('runs').description('recent runs, newest first').addOption(jsonOption())
     .option('--limit <n>', 'how many', (v) => parseLimit(v), 20)
-    .action(async (opts: { json?: boolean; limit: number }) => {
+    .option('--fetcher <name>', 'only this fetcher')
+    .option('--status <status>', 'only runs in this state (waiting, running, completed, failed, cancelled, skipped)', parseStatus)
+    .option('--since <when>', 'only runs started since: 30min, 2h, 3d, or a date')
+    .action(async (opts: { json?: boolean; limit: number; fetcher?: string; status?: RunStatus; since?: string }) => {
+      const since = opts.since === undefined ? undefined : parseSince(opts.since);
       exitCode = await withLink(async (link) => {
-        const runs = await link.listRuns(opts.limit);
-        process.stdout.write(opts.json ? `${JSON.stringify({ runs })}\n` : formatRuns(runs));
+        const filtered = opts.fetcher !== undefined || opts.status !== undefined || since !== undefined;
+        const runs = filterRuns(await link.listRuns(filtered ? 1000 : opts.limit), { fetcher: opts.fetcher, status: opts.status, since }).slice(0, opts.limit);
+        process.stdout.write(opts.json ? `${JSON.stringify({ runs })}\n` : formatRunsTable(runs, useColour()));
         return ExitCode.ok;
       });
     });
@@ -233,6 +242,9 @@ export async function runCli(argv: string[]): Promise<number> {
     });
 
   registerGithubCommands(program, (code) => { exitCode = code; }); // GitHub sync (issue 11)
+  registerLogsCommand(program, (code) => { exitCode = code; });
+  registerCompletionCommands(program);
+  registerServiceCommand(program, (code) => { exitCode = code; });
 
   program.command('demo-fetch', { hidden: true })
     .argument('<name>')
