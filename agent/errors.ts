@@ -27,6 +27,17 @@ export class InvalidArgumentError extends ClientError {
   }
 }
 
+/**
+ * A gate or the slot wait refused a run; `reason` is a stable token such as `disk-backpressure-timeout`.
+ * Here, not in runs/, because the slots and the disk gate throw it and must not depend on the runs.
+ */
+export class RunRefusedError extends Error {
+  constructor(readonly reason: string, message: string) {
+    super(message);
+    this.name = 'RunRefusedError';
+  }
+}
+
 /** A directory the agent must write (lock dir, DATA_DIR, its home) is not writable. */
 export class EnvironmentError extends Error {
   readonly exitCode = ExitCode.cannotWrite;

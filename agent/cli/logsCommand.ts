@@ -7,9 +7,9 @@ import { loadConfig, type Config } from '../config/config';
 import { ClientError } from '../errors';
 import { ExitCode } from '../exitCodes';
 import { RunStore, toRunInfo } from '../runs/runStore';
-import { ConnectionFileError, readConnectionFile } from '../server/connectionFile';
+import { ConnectionFileError, readConnectionFile } from '../../shared/node/connectionFile';
 import { MAX_CHUNK_BYTES, readLogBytes } from '../server/logFollow';
-import { readProcInfo } from '../slots/procInfo';
+import { readProcInfo } from '../../shared/node/procInfo';
 
 const RUN_ID = /^[0-9a-z]{6,12}-[0-9a-f]{8}$/;
 const ENDED = new Set<RunInfo['status']>(['completed', 'failed', 'cancelled', 'skipped']);

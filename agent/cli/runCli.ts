@@ -25,7 +25,7 @@ import { startDetachedOwner, type OwnerReport } from './detachedRun';
 import { followRun, type LinkHolder } from './followRun';
 import { cliVersion } from './cliVersion';
 import { cancelCommand } from './cancelCommand';
-import { ConnectionFileError } from '../server/connectionFile';
+import { ConnectionFileError } from '../../shared/node/connectionFile';
 
 
 /** Parses argv, runs one command and returns the process exit code (documented in the README). */

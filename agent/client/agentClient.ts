@@ -23,10 +23,9 @@ import {
 } from '../../shared/protocol';
 import { StateTracker } from '../../shared/stateTracker';
 import { TextMessageReader, TextMessageWriter } from '../../shared/textMessageTransport';
-import { ConnectionFileError, readConnectionFile } from '../server/connectionFile';
-import { checkAgentLiveness } from './agentIdentity';
-import { openAgentSocket } from './agentSocket';
-import { wsText } from './wsText';
+import { readLiveConnectionFile } from '../../shared/node/connectionFile';
+import { openAgentSocket } from '../../shared/node/agentSocket';
+import { wsText } from '../../shared/node/wsText';
 
 export interface ConnectOptions {
   /** Who is connecting, for the agent's log (`quantilica-cli`, `bench`, …). */
@@ -181,14 +180,4 @@ export class AgentClient {
  */
 export async function connectAgent(connectionFile: string, opts: ConnectOptions): Promise<AgentClient> {
   return AgentClient.open(await readLiveConnectionFile(connectionFile), opts);
-}
-
-/** The connection file's content, if the agent it names is alive; a `stale` ConnectionFileError otherwise. */
-export async function readLiveConnectionFile(connectionFile: string): Promise<ConnectionInfo> {
-  const info = await readConnectionFile(connectionFile);
-  const liveness = checkAgentLiveness(info);
-  if (!liveness.live) {
-    throw new ConnectionFileError(connectionFile, 'stale', `the connection file ${connectionFile} is left from an agent that is gone: ${liveness.reason}`);
-  }
-  return info;
 }

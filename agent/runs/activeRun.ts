@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { CatalogEntry } from '../catalog/catalog';
-import { readProcInfo } from '../slots/procInfo';
+import { readProcInfo } from '../../shared/node/procInfo';
 import type { Logger } from '../log/logger';
 import { signalRunGroup, type RunGroup } from './runGroup';
 import type { RunWatch } from './runProcess';

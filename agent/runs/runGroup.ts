@@ -1,5 +1,5 @@
 import * as fs from 'node:fs';
-import { readProcInfo } from '../slots/procInfo';
+import { readProcInfo } from '../../shared/node/procInfo';
 
 /** The process group of one run: the wrapper is its leader, so the group id is the wrapper's pid. */
 export interface RunGroup {

@@ -10,7 +10,7 @@ import { validateArgs } from './validateArgs';
 import { fetcherEnv } from './fetcherEnv';
 import { fetcherUmask } from '../config/umask';
 import type { Logger } from '../log/logger';
-import { readProcInfo } from '../slots/procInfo';
+import { readProcInfo } from '../../shared/node/procInfo';
 import type { SlotPool } from '../slots/slotPool';
 import type { TelemetrySink } from '../telemetry/telemetrySink';
 import { CancelledError, groupOf, newActiveRun, ownerAlive, runEventId, stopTimers, terminateGroup, type ActiveRun } from './activeRun';
@@ -19,7 +19,8 @@ import { Retention } from './retention';
 import { runMembers } from './runGroup';
 import { spawnRun, watchRun, type ExitInfo } from './runProcess';
 import { toRunInfo, type RunStore, type StoredRun } from './runStore';
-import { RunRefusedError, type GateRequest, type StartGate } from './startGate';
+import { RunRefusedError } from '../errors';
+import type { GateRequest, StartGate } from './startGate';
 
 export interface RunManagerDeps {
   config: Config;

@@ -1,11 +1,7 @@
-import type { RunInfo, RunTrigger, ScheduleStatus } from '../../shared/protocol';
+import type { FlushTelemetry, RunInfo, RunTrigger, ScheduleStatus } from '../../shared/protocol';
 import type { StateHub } from '../state/stateHub';
 
-export interface FlushResult {
-  sent: number;
-  remaining: number;
-  error: string | null;
-}
+export type FlushResult = FlushTelemetry.Result;
 
 /**
  * What the protocol server (and the CLI when it runs in-process) may ask of the agent. Methods throw

@@ -10,7 +10,7 @@ import {
 import type { RawData, WebSocket } from 'ws';
 import { Changed, ErrorCodes, Hello, PROTOCOL_VERSION, type ChangedParams, type FlushProgress, type Snapshot } from '../../shared/protocol';
 import { errorResponseText, TextMessageReader, TextMessageWriter } from '../../shared/textMessageTransport';
-import { wsText } from '../client/wsText';
+import { wsText } from '../../shared/node/wsText';
 import type { Logger } from '../log/logger';
 import type { AgentControl } from './agentControl';
 import { BEFORE_HELLO, describeIssues, paramSchemas, type ParamMethod } from './paramSchemas';

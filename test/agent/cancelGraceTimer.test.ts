@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { runMembers, signalRunGroup } from '../../agent/runs/runGroup';
-import { readProcInfo } from '../../agent/slots/procInfo';
+import { readProcInfo } from '../../shared/node/procInfo';
 import { makeTestEnv, openOrchestrator, stopAll } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 

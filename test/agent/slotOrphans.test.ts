@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { formatOwnerRecord } from '../../agent/slots/ownerRecord';
-import { readProcInfo } from '../../agent/slots/procInfo';
+import { readProcInfo } from '../../shared/node/procInfo';
 import { tryLockSlot } from '../../agent/slots/slotLock';
 import { groupExists, makeTestEnv, openOrchestrator, stopAll } from '../support/harness';
 import { waitFor } from '../support/waitFor';

@@ -11,7 +11,7 @@ import { type AgentClient, connectAgent } from '../../agent/client/agentClient';
 import { UnknownFetcherError, UnknownRunError } from '../../agent/errors';
 import { memoryLogger } from '../../agent/log/logger';
 import type { AgentControl, FlushResult } from '../../agent/server/agentControl';
-import { readConnectionFile } from '../../agent/server/connectionFile';
+import { readConnectionFile } from '../../shared/node/connectionFile';
 import { startAgentServer, type AgentServer } from '../../agent/server/startAgentServer';
 import { StateHub } from '../../agent/state/stateHub';
 import { ErrorCodes, GetSnapshot, Hello, type FlushProgress, type RunInfo, type ScheduleStatus } from '../../shared/protocol';
