@@ -6,7 +6,7 @@ import { demoCatalog } from './catalog/demoCatalog';
 import type { Config } from './config/config';
 import { InvalidArgumentError } from './errors';
 import type { Logger } from './log/logger';
-import { checkStationDirs, SERIAL_LOCK_FILE } from './checkStationDirs';
+import { SERIAL_LOCK_FILE } from './checkStationDirs';
 import { distFile } from './paths';
 import { tailFile } from './runs/logCap';
 import { RunManager } from './runs/runManager';
@@ -16,19 +16,26 @@ import type { AgentControl, FlushResult } from './server/agentControl';
 import { readKernelFlocks, type KernelLock } from './slots/procLocks';
 import { SlotPool, type ReclaimEvent } from './slots/slotPool';
 import type { StationPolicy } from './station/stationPolicy';
-import { StateHub } from './state/stateHub';
+import type { SnapshotParts, StateHub } from './state/stateHub';
 import type { TelemetrySink } from './telemetry/telemetrySink';
 
-/** Parts that other modules provide; each is optional so the core runs on its embedded defaults. */
+/**
+ * What the core is built on (agent/openAgent.ts builds them, in order, before it); the optional ones
+ * fall back to embedded defaults so a test can run the core alone.
+ */
 export interface AgentParts {
+  /** Made first: everything publishes into it from its first moment, so no change is lost. */
+  hub: StateHub;
+  /** The station's checked folders (checkStationDirs, called once by whoever builds the parts). */
+  policy: StationPolicy;
   gate?: StartGate;
-  /** Called once the orchestrator exists (the schedule needs it as its target). */
-  attach?(orchestrator: Orchestrator): void;
   telemetry: TelemetrySink;
-  snapshotExtras?: () => Pick<ReturnType<StateHub['snapshot']>, 'disk' | 'spool' | 'schedule'>;
   flush?: (onProgress: (sent: number, remaining: number) => void) => Promise<FlushResult>;
   setSchedulePaused?: (paused: boolean, fetcher?: string) => ScheduleStatus;
 }
+
+/** Finished runs a snapshot carries besides the active ones: what a client lists before it asks for more. */
+const SNAPSHOT_RECENT_RUNS = 50;
 
 /** The orchestration core shared by the agent and an in-process CLI run: catalog, pools, runs, state. */
 export class Orchestrator implements AgentControl {
@@ -41,11 +48,10 @@ export class Orchestrator implements AgentControl {
   private readonly lastStatus = new Map<string, RunInfo['status']>();
 
   constructor(readonly config: Config, private readonly logger: Logger, private readonly parts: AgentParts) {
-    const policy = checkStationDirs(config);
+    this.hub = parts.hub;
     this.catalog = config.catalogPath ? Catalog.load(config.catalogPath) : demoCatalog(config);
-    this.createPools(policy);
+    this.createPools(parts.policy);
     this.store = new RunStore(path.join(config.homeDir, 'state.db'), logger);
-    this.hub = new StateHub(() => this.collect());
     this.runs = new RunManager({
       config,
       catalog: this.catalog,
@@ -67,7 +73,6 @@ export class Orchestrator implements AgentControl {
       },
       onPoolChange: (pool) => this.publishPool(pool),
     });
-    parts.attach?.(this);
   }
 
   run(fetcher: string, args: string[], trigger: RunInfo['trigger']): RunInfo {
@@ -147,16 +152,15 @@ export class Orchestrator implements AgentControl {
     this.store.close();
   }
 
-  private collect(): Omit<ReturnType<StateHub['snapshot']>, 'version'> {
-    const extras = this.parts.snapshotExtras?.() ?? { disk: null, spool: null, schedule: null };
+  /** The core's part of a snapshot; the disk gate, the spool and the schedule add theirs. */
+  coreState(): Omit<SnapshotParts, 'disk' | 'spool' | 'schedule'> {
     const active = this.runs.activeRuns();
     const ids = new Set(active.map((r) => r.runId));
     return {
       agent: this.agentInfo(),
       catalog: this.catalog.entries.map((e) => ({ name: e.name, pool: this.config.usePools ? e.pool : SERIAL_POOL, aliases: e.aliases ?? [], demo: e.demo })),
       pools: this.poolStates(),
-      runs: [...active, ...this.store.recent(50).filter((r) => !ids.has(r.runId)).map(toRunInfo)],
-      ...extras,
+      runs: [...active, ...this.store.recent(SNAPSHOT_RECENT_RUNS).filter((r) => !ids.has(r.runId)).map(toRunInfo)],
     };
   }
 

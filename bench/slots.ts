@@ -4,8 +4,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { loadConfig } from '../agent/config/config';
 import { createLogger } from '../agent/log/logger';
-import { Orchestrator } from '../agent/orchestrator';
-import { Spool } from '../agent/telemetry/spool';
+import { openAgent } from '../agent/openAgent';
 import { percentile, printTable, sampleIdle } from './benchSupport';
 
 // Issue 2's benchmark: 1,000 runs of a no-op fetcher through the three pools (11 slots) by the
@@ -28,16 +27,16 @@ async function agentThroughput(): Promise<{ runsPerSecond: number; seconds: numb
   const { env } = station();
   const config = loadConfig(env);
   const logger = createLogger('bench', 'warn');
-  const spool = new Spool({ path: config.telemetrySpool, logger });
-  const orchestrator = new Orchestrator(config, logger, { telemetry: spool });
+  const agent = openAgent(config, logger, { role: 'cli' });
+  await agent.start();
+  const orchestrator = agent.control;
   const started = process.hrtime.bigint();
   const runs = Array.from({ length: RUNS }, (_, i) => orchestrator.run(POOLS[i % POOLS.length][0], [], 'cli'));
   const done = await Promise.all(runs.map((r) => orchestrator.waitRun(r.runId)));
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   const failed = done.filter((r) => r.status !== 'completed');
   if (failed.length > 0) throw new Error(`${failed.length} runs did not complete: ${JSON.stringify(failed[0])}`);
-  await orchestrator.close();
-  spool.close();
+  await agent.close();
   return { runsPerSecond: RUNS / seconds, seconds };
 }
 
@@ -46,10 +45,11 @@ async function spawnLatency(samples: number): Promise<number[]> {
   const { env } = station();
   const config = loadConfig(env);
   const logger = createLogger('bench', 'warn');
-  const spool = new Spool({ path: config.telemetrySpool, logger });
   const latencies: number[] = [];
   let enqueuedAt = 0n;
-  const orchestrator = new Orchestrator(config, logger, { telemetry: spool });
+  const agent = openAgent(config, logger, { role: 'cli' });
+  await agent.start();
+  const orchestrator = agent.control;
   orchestrator.hub.onChange(({ change }) => {
     if (change.kind === 'run' && change.run.status === 'running') latencies.push(Number(process.hrtime.bigint() - enqueuedAt) / 1e6);
   });
@@ -58,8 +58,7 @@ async function spawnLatency(samples: number): Promise<number[]> {
     const run = orchestrator.run('noop-light', [], 'cli');
     await orchestrator.waitRun(run.runId);
   }
-  await orchestrator.close();
-  spool.close();
+  await agent.close();
   return latencies;
 }
 

@@ -3,12 +3,10 @@ import type { Config } from '../config/config';
 import { ClientError, UnknownRunError } from '../errors';
 import { ExitCode } from '../exitCodes';
 import type { Logger } from '../log/logger';
-import { Orchestrator } from '../orchestrator';
 import { toRunInfo } from '../runs/runStore';
 import { ErrorCodes } from '../../shared/protocol';
 import type { AgentLink } from './agentLink';
-import { createParts } from '../agentParts';
-import { checkStationDirs } from '../checkStationDirs';
+import { openAgent } from '../openAgent';
 import { ownerOf, signalOwner } from './runOwner';
 
 const TERMINAL = new Set(['completed', 'failed', 'cancelled', 'skipped']);
@@ -21,11 +19,9 @@ const POLL_MS = 250;
  * them if their owner dies meanwhile).
  */
 export async function localLink(config: Config, logger: Logger): Promise<AgentLink> {
-  checkStationDirs(config);
-  const parts = createParts(config, logger, 'cli');
-  const orchestrator = new Orchestrator(config, logger, parts);
-  orchestrator.runs.adoptLeftovers();
-  await parts.start();
+  const agent = openAgent(config, logger, { role: 'cli' });
+  const orchestrator = agent.control;
+  await agent.start();
 
   const foreignActive = (runId: string) => {
     if (orchestrator.runs.isOwnRun(runId)) return null;
@@ -75,9 +71,6 @@ export async function localLink(config: Config, logger: Logger): Promise<AgentLi
     listRuns: (limit) => Promise.resolve(orchestrator.listRuns(limit)),
     flush: (onProgress) => orchestrator.flush(onProgress),
     setSchedulePaused: (paused, fetcher) => Promise.resolve(orchestrator.setSchedulePaused(paused, fetcher)),
-    close: async () => {
-      await orchestrator.close(false);
-      await parts.close();
-    },
+    close: () => agent.close(false),
   };
 }
