@@ -18,14 +18,10 @@ export async function agentCommand(config: Config, stopFetchersFlag: boolean): P
   const { control } = agent;
   await agent.start();
   const server = await startAgentServer(control, { port: config.port, connectionFile: config.connectionFile, logger });
-  // The ready line is what scripts and tests wait for: it comes after the agent can serve. A person
-  // at a terminal gets a short summary instead.
-  const ready = { ready: true, pid: process.pid, port: server.port, mode: config.usePools ? 'pools' : 'serial', catalog: control.catalog.source };
-  process.stdout.write(process.stdout.isTTY ? startSummary(config, ready, control.catalog.names().length) : `${JSON.stringify(ready)}\n`);
-  logger.info({ pid: process.pid, lockDir: config.lockDir, dataDir: config.dataDir }, 'agent ready');
-
+  // Listen for the stop signals before saying ready: a signal sent on the ready line must stop the
+  // agent in order, never meet the default action (an instant exit).
   const stopFetchers = stopFetchersFlag || config.stopFetchersOnExit;
-  await new Promise<void>((resolve) => {
+  const stopped = new Promise<void>((resolve) => {
     const stop = (signal: NodeJS.Signals) => {
       logger.info({ signal, stopFetchers }, 'agent stopping');
       resolve();
@@ -33,6 +29,12 @@ export async function agentCommand(config: Config, stopFetchersFlag: boolean): P
     process.once('SIGTERM', stop);
     process.once('SIGINT', stop);
   });
+  // The ready line is what scripts and tests wait for: it comes after the agent can serve. A person
+  // at a terminal gets a short summary instead.
+  const ready = { ready: true, pid: process.pid, port: server.port, mode: config.usePools ? 'pools' : 'serial', catalog: control.catalog.source };
+  process.stdout.write(process.stdout.isTTY ? startSummary(config, ready, control.catalog.names().length) : `${JSON.stringify(ready)}\n`);
+  logger.info({ pid: process.pid, lockDir: config.lockDir, dataDir: config.dataDir }, 'agent ready');
+  await stopped;
   await server.close();
   agent.stopIntake();
   await agent.close(stopFetchers);

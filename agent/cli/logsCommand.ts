@@ -30,6 +30,9 @@ interface LogSource {
  * run ends. Works with the agent (protocol, `quantilica/readLog`) and without one (the run store and
  * the log file, read-only).
  */
+/** Runs a fetcher name is looked up among when no agent answers (its newest run is the one shown). */
+const LOCAL_RECENT_RUNS = 1000;
+
 export function registerLogsCommand(program: Command, setExit: (code: number) => void): void {
   program.command('logs')
     .description("a run's log; with --follow, what it prints until it ends (like journalctl -f)")
@@ -128,7 +131,7 @@ function localSource(storeFile: string): LogSource {
     return toRunInfo(stored);
   };
   return {
-    runs: () => Promise.resolve(store.recent(1000).map(toRunInfo)),
+    runs: () => Promise.resolve(store.recent(LOCAL_RECENT_RUNS).map(toRunInfo)),
     read: async (runId, offset, waitMs) => {
       const deadline = Date.now() + waitMs;
       for (;;) {

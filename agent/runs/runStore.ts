@@ -7,6 +7,9 @@ import { CorruptSpoolError, errorText, isBusyError, isCorruptionError, moveAside
 import { guardSqliteFiles, tightenSqliteFiles } from '../telemetry/sqliteFileGuard';
 
 /** A run as kept on disk: what clients see plus what a later agent needs to adopt it. */
+/** The most runs one `recent` reads: a bound on one query's memory, whatever a caller asks. */
+const MAX_RECENT_RUNS = 10_000;
+
 export interface StoredRun extends RunInfo {
   /** /proc start time of `pid`. */
   startTime: number | null;
@@ -92,7 +95,7 @@ export class RunStore {
   }
 
   recent(limit: number): StoredRun[] {
-    const n = Math.max(1, Math.min(limit, 10000));
+    const n = Math.max(1, Math.min(limit, MAX_RECENT_RUNS));
     const merged = this.overlay(this.rows(`SELECT body FROM runs ORDER BY enqueued_at DESC LIMIT ${n}`));
     return merged.sort((a, b) => (a.enqueuedAt < b.enqueuedAt ? 1 : a.enqueuedAt > b.enqueuedAt ? -1 : 0)).slice(0, n);
   }

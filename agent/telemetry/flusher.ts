@@ -6,7 +6,7 @@ import { errorText } from './openSpoolDatabase';
 import { sendIsolating } from './sendBatch';
 import type { Spool } from './spool';
 import type { SpoolColumns } from './spoolTypes';
-import { invalidReason, pickRows } from './validateSpoolRow';
+import { invalidReason, pickRows } from './spoolRow';
 import { isConnectionError, TelemetryDatabase } from './telemetryDatabase';
 
 export interface FlusherOptions {

@@ -6,7 +6,7 @@ import { prepareStatements, quarantineRows, readBatch, readColumns, readCounts, 
 import type { SpoolColumns, SpooledEvent, SpoolHealth, SpoolOptions } from './spoolTypes';
 import { identityOf } from './sqliteFileGuard';
 import type { NewTelemetryEvent, TelemetrySink } from './telemetrySink';
-import { toSpoolRow } from './toSpoolRow';
+import { toSpoolRow } from './spoolRow';
 
 export type { SpoolColumns, SpooledEvent, SpoolHealth, SpoolOptions } from './spoolTypes';
 

@@ -5,7 +5,7 @@ import type { Logger } from '../log/logger';
 import { errorText, openAt } from './openSpoolDatabase';
 import { ensurePrivateDir } from './privateDir';
 import { INSERT_EVENT, SELECT_ALL_EVENTS } from './spoolSql';
-import type { SpoolRow } from './toSpoolRow';
+import type { SpoolRow } from './spoolRow';
 
 /** An event on its way into a spool file, with the time it was first spooled. */
 export interface PendingRow extends SpoolRow {

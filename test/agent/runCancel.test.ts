@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { tryLockSlot } from '../../agent/slots/slotLock';
+import { tryLockSlot } from '../support/tryLockSlot';
 import { FIXTURES, groupMembers, makeTestEnv, openOrchestrator, stopAll } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 

@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import type { RunInfo } from '../../shared/protocol';
-import { tryLockSlot } from '../../agent/slots/slotLock';
+import { tryLockSlot } from '../support/tryLockSlot';
 import { FIXTURES, groupMembers, makeTestEnv, openOrchestrator, runCli, startAgent, stopAll } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { formatOwnerRecord } from '../../agent/slots/ownerRecord';
 import { readProcInfo } from '../../shared/node/procInfo';
-import { tryLockSlot } from '../../agent/slots/slotLock';
+import { tryLockSlot } from '../support/tryLockSlot';
 import { groupExists, makeTestEnv, openOrchestrator, stopAll } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 

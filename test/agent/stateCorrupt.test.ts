@@ -5,7 +5,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import Database from 'better-sqlite3';
-import { memoryLogger } from '../../agent/log/logger';
+import { memoryLogger } from '../support/memoryLogger';
 import { RunStore } from '../../agent/runs/runStore';
 import { makeTestEnv, runCli } from '../support/harness';
 

@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import type { RunInfo, SpoolStatus } from '../../shared/protocol';
-import { memoryLogger } from '../../agent/log/logger';
+import { memoryLogger } from '../support/memoryLogger';
 import { RunStore, type StoredRun } from '../../agent/runs/runStore';
 import { makeTestEnv, runCli, startAgent } from '../support/harness';
 import { fillUp, freeUp, mountSmallTmpfs } from '../support/smallTmpfs';

@@ -4,7 +4,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import * as readline from 'node:readline';
 import { loadConfig, type Config } from '../../agent/config/config';
-import { memoryLogger } from '../../agent/log/logger';
+import { memoryLogger } from './memoryLogger';
 import { checkStationDirs } from '../../agent/checkStationDirs';
 import { Orchestrator } from '../../agent/orchestrator';
 import { StateHub, type SnapshotParts } from '../../agent/state/stateHub';

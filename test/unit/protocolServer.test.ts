@@ -9,7 +9,7 @@ import { after, before, test } from 'node:test';
 import { WebSocket } from 'ws';
 import { type AgentClient, connectAgent } from '../../agent/client/agentClient';
 import { UnknownFetcherError, UnknownRunError } from '../../agent/errors';
-import { memoryLogger } from '../../agent/log/logger';
+import { memoryLogger } from '../support/memoryLogger';
 import type { AgentControl, FlushResult } from '../../agent/server/agentControl';
 import { readConnectionFile } from '../../shared/node/connectionFile';
 import { startAgentServer, type AgentServer } from '../../agent/server/startAgentServer';

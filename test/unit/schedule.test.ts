@@ -5,9 +5,9 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { SEED_SOURCES } from '../../agent/catalog/seedSources';
 import { ConfigError } from '../../agent/config/configError';
-import { memoryLogger } from '../../agent/log/logger';
+import { memoryLogger } from '../support/memoryLogger';
 import type { Clock } from '../../agent/schedule/clock';
-import { ManualClock } from '../../agent/schedule/manualClock';
+import { ManualClock } from '../support/manualClock';
 import { Schedule } from '../../agent/schedule/schedule';
 import type { ScheduleTarget } from '../../agent/schedule/scheduleTarget';
 
