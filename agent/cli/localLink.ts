@@ -10,11 +10,11 @@ export async function localLink(config: Config, logger: Logger): Promise<AgentLi
   checkStationDirs(config);
   const parts = createParts(config, logger, 'cli');
   const orchestrator = new Orchestrator(config, logger, parts);
-  orchestrator.runs.adoptLeftovers();
+  await orchestrator.runs.adoptLeftovers();
   await parts.start();
   return {
     remote: false,
-    run: (fetcher, args) => Promise.resolve(orchestrator.run(fetcher, args, 'cli')),
+    run: (fetcher, args) => orchestrator.run(fetcher, args, 'cli'),
     waitRun: (runId) => orchestrator.waitRun(runId),
     cancel: (target) => orchestrator.cancel(target),
     snapshot: () => Promise.resolve(orchestrator.hub.snapshot()),
