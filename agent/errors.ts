@@ -1,4 +1,4 @@
-import { ErrorCodes } from '../shared/protocol';
+import { ErrorCodes, type RunReason } from '../shared/protocol';
 import { ExitCode } from './exitCodes';
 
 /** An error a client caused (bad name, bad argument); carries the protocol error code and a CLI exit code. */
@@ -32,7 +32,7 @@ export class InvalidArgumentError extends ClientError {
  * Here, not in runs/, because the slots and the disk gate throw it and must not depend on the runs.
  */
 export class RunRefusedError extends Error {
-  constructor(readonly reason: string, message: string) {
+  constructor(readonly reason: RunReason, message: string) {
     super(message);
     this.name = 'RunRefusedError';
   }

@@ -88,8 +88,8 @@ function build(config: Config, logger: Logger, role: OpenAgentOptions['role'], p
   return {
     control,
     start: async () => {
-      control.runs.adoptLeftovers();
-      if (role === 'agent') control.runs.startRetention();
+      await control.runs.adoptLeftovers();
+      if (role === 'agent') control.startRetention();
       stopSpoolStatus = publishSpoolStatus(spool, (status) => hub.publish({ kind: 'spool', spool: status }));
       flusher.start();
       await gate.start();
@@ -120,8 +120,8 @@ function build(config: Config, logger: Logger, role: OpenAgentOptions['role'], p
 function scheduleTarget(control: Orchestrator): ScheduleTarget {
   return {
     isActive: (fetcher) => control.runs.activeRunOf(fetcher) !== null,
-    enqueue: (fetcher, trigger) => { control.run(fetcher, [], trigger); },
-    recordSkipped: (fetcher, reason, trigger) => { control.runs.recordSkipped(fetcher, reason, trigger); },
+    enqueue: (fetcher, trigger) => { control.run(fetcher, [], trigger).catch(() => { /* refused: the schedule logged its attempt */ }); },
+    recordSkipped: (fetcher, reason, trigger, message) => { void control.runs.recordSkipped(fetcher, reason, trigger, { message }); },
     lastStartedAt: (fetcher) => control.store.lastStartedAt(fetcher),
   };
 }

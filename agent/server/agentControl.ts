@@ -9,7 +9,7 @@ export type FlushResult = FlushTelemetry.Result;
  */
 export interface AgentControl {
   readonly hub: StateHub;
-  run(fetcher: string, args: string[], trigger: RunTrigger): RunInfo;
+  run(fetcher: string, args: string[], trigger: RunTrigger): Promise<RunInfo>;
   waitRun(runId: string): Promise<RunInfo>;
   cancel(target: { runId?: string; fetcher?: string }): Promise<RunInfo[]>;
   listRuns(limit: number): RunInfo[];
