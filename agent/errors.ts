@@ -1,4 +1,4 @@
-import { ErrorCodes } from '../shared/protocol';
+import { ErrorCodes, type RunReason } from '../shared/protocol';
 import { ExitCode } from './exitCodes';
 
 /** An error a client caused (bad name, bad argument); carries the protocol error code and a CLI exit code. */
@@ -24,6 +24,17 @@ export class UnknownRunError extends ClientError {
 export class InvalidArgumentError extends ClientError {
   constructor(message: string) {
     super(ErrorCodes.invalidArgument, ExitCode.usage, message);
+  }
+}
+
+/**
+ * A gate or the slot wait refused a run; `reason` is a stable token such as `disk-backpressure-timeout`.
+ * Here, not in runs/, because the slots and the disk gate throw it and must not depend on the runs.
+ */
+export class RunRefusedError extends Error {
+  constructor(readonly reason: RunReason, message: string) {
+    super(message);
+    this.name = 'RunRefusedError';
   }
 }
 

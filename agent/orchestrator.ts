@@ -7,29 +7,42 @@ import type { Config } from './config/config';
 import { InvalidArgumentError } from './errors';
 import type { Logger } from './log/logger';
 import { MemoryCeilings } from './memory/memoryCeilings';
-import { checkStationDirs, SERIAL_LOCK_FILE } from './checkStationDirs';
+import { SERIAL_LOCK_FILE } from './checkStationDirs';
 import { distFile } from './paths';
 import { tailFile } from './runs/logCap';
+import { processSpawner } from './runs/processSpawner';
+import { Retention } from './runs/retention';
 import { RunManager } from './runs/runManager';
+import { systemClock } from './runs/runPorts';
+import { spoolJournal } from './runs/spoolJournal';
 import { RunStore, toRunInfo } from './runs/runStore';
 import { openGate, type StartGate } from './runs/startGate';
 import type { AgentControl, FlushResult } from './server/agentControl';
+import { readProcInfo } from '../shared/node/procInfo';
 import { readKernelFlocks, type KernelLock } from './slots/procLocks';
 import { SlotPool, type ReclaimEvent } from './slots/slotPool';
 import type { StationPolicy } from './station/stationPolicy';
-import { StateHub } from './state/stateHub';
-import type { TelemetrySink } from './telemetry/telemetrySink';
+import type { SnapshotParts, StateHub } from './state/stateHub';
+import type { Spool } from './telemetry/spool';
 
-/** Parts that other modules provide; each is optional so the core runs on its embedded defaults. */
+/**
+ * What the core is built on (agent/openAgent.ts builds them, in order, before it); the optional ones
+ * fall back to embedded defaults so a test can run the core alone.
+ */
 export interface AgentParts {
+  /** Made first: everything publishes into it from its first moment, so no change is lost. */
+  hub: StateHub;
+  /** The station's checked folders (checkStationDirs, called once by whoever builds the parts). */
+  policy: StationPolicy;
   gate?: StartGate;
-  /** Called once the orchestrator exists (the schedule needs it as its target). */
-  attach?(orchestrator: Orchestrator): void;
-  telemetry: TelemetrySink;
-  snapshotExtras?: () => Pick<ReturnType<StateHub['snapshot']>, 'disk' | 'spool' | 'schedule'>;
+  /** The spool: telemetry events, and the run state beside them (one database, one transaction per move). */
+  telemetry: Spool;
   flush?: (onProgress: (sent: number, remaining: number) => void) => Promise<FlushResult>;
   setSchedulePaused?: (paused: boolean, fetcher?: string) => ScheduleStatus;
 }
+
+/** Finished runs a snapshot carries besides the active ones: what a client lists before it asks for more. */
+const SNAPSHOT_RECENT_RUNS = 50;
 
 /** The orchestration core shared by the agent and an in-process CLI run: catalog, pools, runs, state. */
 export class Orchestrator implements AgentControl {
@@ -42,28 +55,32 @@ export class Orchestrator implements AgentControl {
   readonly memory: MemoryCeilings;
   private readonly startedAt = new Date().toISOString();
   private readonly lastStatus = new Map<string, RunInfo['status']>();
+  private retention: Retention | null = null;
 
   constructor(readonly config: Config, private readonly logger: Logger, private readonly parts: AgentParts) {
-    const policy = checkStationDirs(config);
+    this.hub = parts.hub;
     this.catalog = config.catalogPath ? Catalog.load(config.catalogPath) : demoCatalog(config);
-    this.createPools(policy);
-    this.store = new RunStore(path.join(config.homeDir, 'state.db'), logger);
-    // memory ceilings (issue 12): pools' cgroups made, and those an earlier agent left taken over or removed.
+    this.createPools(parts.policy);
+    // The run state lives in the spool's database; a state.db of an earlier version is moved in.
+    this.store = new RunStore(parts.telemetry, path.join(config.homeDir, 'state.db'), logger);
+    // memory ceilings (issue 12): pools' cgroups made, and those an earlier agent left taken over or removed,
+    // before the run manager adopts that agent's runs.
     this.memory = new MemoryCeilings({
       pools: this.poolCeilings(), reserveMb: config.memory.reserveMb, cgroupName: config.memory.cgroupName, logger,
       support: config.memory.enforce ? undefined : { kind: 'not-enforced', reason: 'disabled-by-setting' },
     });
     const activeIds = new Set(this.store.active().map((r) => r.runId));
     this.memory.adoptLeftovers((runId) => activeIds.has(runId));
-    this.hub = new StateHub(() => this.collect());
     this.runs = new RunManager({
       config,
       catalog: this.catalog,
       pools: this.pools,
       poolOf: (entry) => (config.usePools ? entry.pool : SERIAL_POOL),
       gate: parts.gate ?? openGate,
-      telemetry: parts.telemetry,
-      store: this.store,
+      journal: spoolJournal(parts.telemetry, this.store),
+      spawner: processSpawner,
+      clock: systemClock,
+      self: { pid: process.pid, startTime: readProcInfo(process.pid)?.startTime ?? 0 },
       logger,
       wrapperPath: distFile('runWrapper.sh'),
       memory: this.memory,
@@ -79,11 +96,26 @@ export class Orchestrator implements AgentControl {
       },
       onPoolChange: (pool) => this.publishPool(pool),
     });
-    parts.attach?.(this);
   }
 
-  run(fetcher: string, args: string[], trigger: RunInfo['trigger']): RunInfo {
+  /** Queues a run; resolves once it is durably recorded. */
+  run(fetcher: string, args: string[], trigger: RunInfo['trigger']): Promise<RunInfo> {
     return this.runs.enqueue(fetcher, args, trigger);
+  }
+
+  /** The agent's periodic pruning of ended runs' logs and status files (applied now, then hourly). */
+  startRetention(): void {
+    const { config } = this;
+    this.retention ??= new Retention({
+      logDir: config.logDir,
+      statusDir: this.runs.statusDir(),
+      days: config.retention.days,
+      runs: config.retention.runs,
+      // Runs of any process (an in-process CLI run, a run another agent left) keep their files.
+      activeRunIds: () => new Set([...this.runs.activeIds(), ...this.store.active().map((r) => r.runId)]),
+      logger: this.logger,
+    });
+    this.retention.start();
   }
 
   waitRun(runId: string): Promise<RunInfo> {
@@ -157,21 +189,20 @@ export class Orchestrator implements AgentControl {
 
   async close(stopFetchers = false): Promise<void> {
     await this.runs.shutdown(stopFetchers);
+    this.retention?.close();
     for (const pool of this.pools.values()) pool.close();
-    this.memory.close();
-    this.store.close();
+    this.memory.close(); // memory ceilings (issue 12)
   }
 
-  private collect(): Omit<ReturnType<StateHub['snapshot']>, 'version'> {
-    const extras = this.parts.snapshotExtras?.() ?? { disk: null, spool: null, schedule: null };
+  /** The core's part of a snapshot; the disk gate, the spool and the schedule add theirs. */
+  coreState(): Omit<SnapshotParts, 'disk' | 'spool' | 'schedule'> {
     const active = this.runs.activeRuns().map((r) => this.withUsage(r));
     const ids = new Set(active.map((r) => r.runId));
     return {
       agent: this.agentInfo(),
       catalog: this.catalog.entries.map((e) => ({ name: e.name, pool: this.config.usePools ? e.pool : SERIAL_POOL, aliases: e.aliases ?? [], demo: e.demo })),
       pools: this.poolStates(),
-      runs: [...active, ...this.store.recent(50).filter((r) => !ids.has(r.runId)).map(toRunInfo)],
-      ...extras,
+      runs: [...active, ...this.store.recent(SNAPSHOT_RECENT_RUNS).filter((r) => !ids.has(r.runId)).map(toRunInfo)],
     };
   }
 

@@ -9,7 +9,7 @@ import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { DiskGate } from '../agent/disk/diskGate';
 import { statfsProbe, type DiskProbe } from '../agent/disk/diskProbe';
-import { memoryLogger } from '../agent/log/logger';
+import { memoryLogger } from '../test/support/memoryLogger';
 
 const CHECKS = Number(process.env.BENCH_CHECKS ?? 20000);
 // 31 s: two whole 15 s poll intervals fit in the window.

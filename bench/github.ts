@@ -6,7 +6,7 @@ import { runGithubSync, type GithubSyncOutcome } from '../agent/github/runGithub
 import { GithubStore } from '../agent/github/store/githubStore';
 import { migrateGithub } from '../agent/github/store/migrateGithub';
 import { PostgresGithubDb } from '../agent/github/store/postgresGithubDb';
-import { memoryLogger } from '../agent/log/logger';
+import { memoryLogger } from '../test/support/memoryLogger';
 import type { ServedRequest } from '../simulator/github/githubSimulator';
 import { newDatabase } from '../test/support/githubTestBed';
 import { startTestPostgres } from '../test/support/postgres';

@@ -1,11 +1,12 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { checkStationDirs } from '../agent/checkStationDirs';
 import { loadConfig } from '../agent/config/config';
 import { createLogger } from '../agent/log/logger';
-import { memoryLogger } from '../agent/log/logger';
 import { MemoryCeilings } from '../agent/memory/memoryCeilings';
 import { Orchestrator } from '../agent/orchestrator';
+import { StateHub, type SnapshotParts } from '../agent/state/stateHub';
 import { Spool } from '../agent/telemetry/spool';
 import { percentile, printTable } from './benchSupport';
 
@@ -33,11 +34,12 @@ async function measure(enforce: boolean): Promise<Figures> {
   const config = loadConfig(env);
   const logger = createLogger('bench', 'error');
   const spool = new Spool({ path: config.telemetrySpool, logger });
-  const orchestrator = new Orchestrator(config, logger, { telemetry: spool });
+  const hub: StateHub = new StateHub((): SnapshotParts => ({ ...orchestrator.coreState(), disk: null, spool: spool.status(), schedule: null }));
+  const orchestrator: Orchestrator = new Orchestrator(config, logger, { hub, policy: checkStationDirs(config), telemetry: spool });
   const enforcement = orchestrator.agentInfo().memory?.kind ?? 'unknown';
   try {
     const started = process.hrtime.bigint();
-    const runs = Array.from({ length: RUNS }, (_, i) => orchestrator.run(POOLS[i % POOLS.length][0], [], 'cli'));
+    const runs = await Promise.all(Array.from({ length: RUNS }, (_, i) => orchestrator.run(POOLS[i % POOLS.length][0], [], 'cli')));
     const done = await Promise.all(runs.map((r) => orchestrator.waitRun(r.runId)));
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     const failed = done.filter((r) => r.status !== 'completed');
@@ -50,7 +52,7 @@ async function measure(enforce: boolean): Promise<Figures> {
     });
     for (let i = 0; i < 200; i++) {
       enqueuedAt = process.hrtime.bigint();
-      await orchestrator.waitRun(orchestrator.run('noop-light', [], 'cli').runId);
+      await orchestrator.waitRun((await orchestrator.run('noop-light', [], 'cli')).runId);
     }
     off();
     return { runsPerSecond: RUNS / seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99), enforcement };
@@ -63,7 +65,7 @@ async function measure(enforce: boolean): Promise<Figures> {
 
 /** The cgroup work alone, per run: make (3 v1 hierarchies, the limit), read the figures, remove. */
 function cgroupCostMs(samples: number): number[] {
-  const ceilings = new MemoryCeilings({ pools: new Map([['heavy-io', 1024]]), reserveMb: 0, cgroupName: CGROUP_NAME, logger: memoryLogger() });
+  const ceilings = new MemoryCeilings({ pools: new Map([['heavy-io', 1024]]), reserveMb: 0, cgroupName: CGROUP_NAME, logger: createLogger('bench', 'error') });
   const out: number[] = [];
   for (let i = 0; i < samples; i++) {
     const started = process.hrtime.bigint();

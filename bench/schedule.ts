@@ -6,7 +6,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { Cron } from 'croner';
 import { SEED_SOURCES } from '../agent/catalog/seedSources';
-import { ManualClock } from '../agent/schedule/manualClock';
+import { ManualClock } from '../test/support/manualClock';
 import { Schedule } from '../agent/schedule/schedule';
 import type { ScheduleTarget } from '../agent/schedule/scheduleTarget';
 

@@ -39,6 +39,9 @@ export function launchAgent(launch: AgentLaunch, onExit: (code: number | null, l
   }
 }
 
+/** How often a stopping agent is checked for its exit: a pid of another process cannot be waited on. */
+const EXIT_POLL_MS = 50;
+
 /** Asks an agent to stop (SIGTERM: running fetchers go on) and waits until it has exited. */
 export async function stopAgent(pid: number, timeoutMs = 30_000): Promise<void> {
   if (!alive(pid)) return;
@@ -46,7 +49,7 @@ export async function stopAgent(pid: number, timeoutMs = 30_000): Promise<void> 
   const deadline = Date.now() + timeoutMs;
   while (alive(pid)) {
     if (Date.now() > deadline) throw new Error(`the agent (pid ${pid}) did not stop within ${timeoutMs / 1000} s`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await new Promise((resolve) => setTimeout(resolve, EXIT_POLL_MS));
   }
 }
 

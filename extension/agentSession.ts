@@ -13,6 +13,7 @@ import {
 } from '../shared/protocol';
 import { StateTracker } from '../shared/stateTracker';
 import { openAgentTransport } from './agentTransport';
+import { onNotification, sendRequest, sendRequest0 } from './protocolCalls';
 
 export type SessionState =
   | { kind: 'connecting' }
@@ -138,14 +139,14 @@ export class AgentSession implements vscode.Disposable {
       });
       this.languageClient = client;
       this.connectionScope.push(
-        client.onNotification(Changed.method, (params: ChangedParams) => this.changed(params)),
+        onNotification(client, Changed.type, (params) => this.changed(params)),
         { dispose: () => transport.socket.terminate() },
       );
       transport.socket.once('close', (code: number, reason: Buffer) => {
         if (this.languageClient === client) this.lost(`the agent closed the connection (${code}${reason.length > 0 ? `: ${reason.toString('utf8')}` : ''})`);
       });
       await client.start();
-      const hello = await client.sendRequest<Hello.Result>(Hello.method, { protocolVersion: PROTOCOL_VERSION, client: `vscode ${vscode.version}` } satisfies Hello.Params);
+      const hello = await sendRequest(client, Hello.type, { protocolVersion: PROTOCOL_VERSION, client: `vscode ${vscode.version}` });
       if (this.languageClient !== client) return;
       this.reset(hello.snapshot, client);
       this.attempt = 0;
@@ -176,7 +177,7 @@ export class AgentSession implements vscode.Disposable {
     const client = this.languageClient;
     if (!client) return;
     try {
-      this.reset(await client.sendRequest<Snapshot>(GetSnapshot.method), client);
+      this.reset(await sendRequest0(client, GetSnapshot.type), client);
     } catch (err) {
       this.log.warn(`resynchronising failed: ${err instanceof Error ? err.message : String(err)}`);
     }

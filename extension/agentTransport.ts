@@ -1,8 +1,8 @@
 import type { MessageTransports } from 'vscode-languageclient/node';
 import { WebSocket, type RawData } from 'ws';
-import { wsText } from '../agent/client/wsText';
-import { readLiveConnectionFile } from '../agent/client/agentClient';
-import { openAgentSocket } from '../agent/client/agentSocket';
+import { wsText } from '../shared/node/wsText';
+import { readLiveConnectionFile } from '../shared/node/connectionFile';
+import { openAgentSocket } from '../shared/node/agentSocket';
 import type { ConnectionInfo } from '../shared/protocol';
 import { TextMessageReader, TextMessageWriter } from '../shared/textMessageTransport';
 

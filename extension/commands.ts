@@ -1,5 +1,5 @@
 import * as vscode from 'vscode';
-import { ProgressType, type LanguageClient } from 'vscode-languageclient/node';
+import type { LanguageClient } from 'vscode-languageclient/node';
 import {
   CancelRun,
   FlushTelemetry,
@@ -16,8 +16,8 @@ import type { Notices } from './notices';
 import type { TreeNode } from './poolTreeProvider';
 import { runLogUri } from './runLogDocuments';
 import type { RunsNode } from './runsTreeProvider';
+import { sendRequest } from './protocolCalls';
 
-const flushProgress = new ProgressType<FlushProgress>();
 
 /** A run named by a tree item (slot, waiting run, Runs row) or by its id. */
 type RunTarget = string | TreeNode | RunsNode | undefined;
@@ -73,7 +73,7 @@ export function registerCommands(session: AgentSession, launcher: AgentLauncher,
     const active = activeRunOf(session.snapshot, name);
     if (active && !(await confirmSecondRun(active, notices))) return undefined;
     try {
-      const { run } = await client.sendRequest<RunFetcher.Result>(RunFetcher.method, { fetcher: name, trigger: 'protocol' } satisfies RunFetcher.Params);
+      const { run } = await sendRequest(client, RunFetcher.type, { fetcher: name, trigger: 'protocol' });
       vscode.window.setStatusBarMessage(`Quantilica: ${run.fetcher} queued in ${run.pool}`, 5000);
       return run;
     } catch (err) {
@@ -118,7 +118,7 @@ export function registerCommands(session: AgentSession, launcher: AgentLauncher,
       const runId = await runIdOf(target, 'Cancel which run?', true);
       if (!runId) return undefined;
       try {
-        const { cancelled } = await client.sendRequest<CancelRun.Result>(CancelRun.method, { runId } satisfies CancelRun.Params);
+        const { cancelled } = await sendRequest(client, CancelRun.type, { runId });
         vscode.window.setStatusBarMessage(`Quantilica: cancelled ${findRun(runId)?.fetcher ?? runId}`, 5000);
         return cancelled;
       } catch (err) {
@@ -139,7 +139,7 @@ export function registerCommands(session: AgentSession, launcher: AgentLauncher,
       return vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Quantilica: flushing telemetry' }, async (progress) => {
         let reported = 0;
         const seen: FlushProgress[] = [];
-        const subscription = client.onProgress(flushProgress, workDoneToken, (value) => {
+        const subscription = client.onProgress(FlushTelemetry.progress, workDoneToken, (value) => {
           seen.push(value);
           const percentage = value.percentage ?? reported;
           progress.report({ message: `${value.sent} sent, ${value.remaining} remaining`, increment: Math.max(0, percentage - reported) });
@@ -147,7 +147,7 @@ export function registerCommands(session: AgentSession, launcher: AgentLauncher,
           log.debug(`flush progress: ${value.kind} ${value.message}`);
         });
         try {
-          const result = await client.sendRequest<FlushTelemetry.Result>(FlushTelemetry.method, { workDoneToken } satisfies FlushTelemetry.Params);
+          const result = await sendRequest(client, FlushTelemetry.type, { workDoneToken });
           if (result.error) {
             log.warn(`flush stopped after ${result.sent} events: ${result.error}`);
             void notices.show('warning', `Quantilica: flush stopped after ${result.sent} events: ${result.error}.`, 'Show Output').then((c) => { if (c === 'Show Output') log.show(true); });

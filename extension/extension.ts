@@ -18,6 +18,7 @@ import { RunsTreeProvider, type RunsFilter } from './runsTreeProvider';
 import { ScheduleTreeProvider, type ScheduleNode } from './scheduleTreeProvider';
 import { StationPanel } from './stationPanel';
 import { TelemetryHealthItem } from './telemetryHealthItem';
+import { sendRequest } from './protocolCalls';
 
 /** What `activate` returns: the extension-host tests read the live state through it. */
 export interface QuantilicaApi {
@@ -132,7 +133,7 @@ function registerViewCommands(session: AgentSession, runs: RunsTreeProvider, not
   const setPaused = async (node: ScheduleNode | string | undefined, paused: boolean) => {
     const fetcher = typeof node === 'string' ? node : node?.fetcher;
     try {
-      const result = await session.client().sendRequest<SetSchedulePaused.Result>(SetSchedulePaused.method, (fetcher ? { paused, fetcher } : { paused }) satisfies SetSchedulePaused.Params);
+      const result = await sendRequest(session.client(), SetSchedulePaused.type, fetcher ? { paused, fetcher } : { paused });
       vscode.window.setStatusBarMessage(`Quantilica: ${fetcher ?? 'the schedule'} ${paused ? 'paused' : 'resumed'}`, 5000);
       return result.schedule;
     } catch (err) {

@@ -1,6 +1,7 @@
 import * as vscode from 'vscode';
 import { ReadLog, type LogChunk } from '../shared/protocol';
 import type { AgentSession } from './agentSession';
+import { sendRequest } from './protocolCalls';
 
 export const RUN_LOG_SCHEME = 'quantilica-log';
 
@@ -85,7 +86,7 @@ export class RunLogDocuments implements vscode.TextDocumentContentProvider, vsco
   }
 
   private read(uri: vscode.Uri, offset: number, waitMs: number): Promise<LogChunk> {
-    return this.session.client().sendRequest<ReadLog.Result>(ReadLog.method, { runId: runIdOf(uri), offset, waitMs } satisfies ReadLog.Params);
+    return sendRequest(this.session.client(), ReadLog.type, { runId: runIdOf(uri), offset, waitMs });
   }
 
   private append(f: Followed, chunk: LogChunk): void {

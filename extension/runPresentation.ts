@@ -26,7 +26,7 @@ export function outcome(run: RunInfo): string {
   if (run.status === 'running') return run.startedAt ? `running for ${elapsed(run.startedAt)}` : 'running';
   const how = run.exitCode !== null ? `exit ${run.exitCode}` : run.signal ?? '';
   // A reason that only repeats the status or the exit code adds nothing.
-  const reason = run.reason && run.reason !== run.status && run.reason !== 'exit-code' && run.reason !== 'exit-status' ? run.reason : '';
+  const reason = run.reason && run.reason !== run.status && run.reason !== 'exit-code' ? run.reason : '';
   return [run.status, how, reason].filter((p) => p !== '').join(' · ');
 }
 

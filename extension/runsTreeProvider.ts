@@ -3,6 +3,7 @@ import { ListRuns, type RunInfo, type RunStatus } from '../shared/protocol';
 import type { AgentSession, StateEvent } from './agentSession';
 import { TICK_MS } from './poolTreeProvider';
 import { duration, outcome, runIcon, runTooltip, spokenRun } from './runPresentation';
+import { sendRequest } from './protocolCalls';
 
 export type DayNode = { kind: 'day'; id: string; day: string };
 export type RunNode = { kind: 'run'; id: string; runId: string };
@@ -116,7 +117,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
   /** The agent's history (its run store), merged with what the change events already brought. */
   private async load(): Promise<void> {
     try {
-      const { runs } = await this.session.client().sendRequest<ListRuns.Result>(ListRuns.method, { limit: MAX_RUNS } satisfies ListRuns.Params);
+      const { runs } = await sendRequest(this.session.client(), ListRuns.type, { limit: MAX_RUNS });
       for (const run of runs) if (!this.runs.has(run.runId) || rank(run) >= rank(this.runs.get(run.runId)!)) this.runs.set(run.runId, run);
       this.trim();
       this.emitter.fire(undefined);

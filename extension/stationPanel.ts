@@ -2,6 +2,7 @@ import * as crypto from 'node:crypto';
 import * as vscode from 'vscode';
 import { GetHistory } from '../shared/protocol';
 import type { AgentSession } from './agentSession';
+import { sendRequest } from './protocolCalls';
 
 /** What the webview reported after drawing (the tests check the DOM through this). */
 export interface StationRendered {
@@ -69,7 +70,7 @@ export class StationPanel implements vscode.Disposable {
     const panel = this.panel;
     if (!panel) return;
     try {
-      const history = await this.session.client().sendRequest<GetHistory.Result>(GetHistory.method, { hours: 24 } satisfies GetHistory.Params);
+      const history = await sendRequest(this.session.client(), GetHistory.type, { hours: 24 });
       await panel.webview.postMessage({ type: 'history', history });
     } catch (err) {
       this.log.info(`station panel: no history (${err instanceof Error ? err.message : String(err)})`);

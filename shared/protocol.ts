@@ -4,6 +4,12 @@
 // State travels as a versioned snapshot plus ordered change events: every change bumps
 // `Snapshot.version` by exactly one and is pushed as `ChangedNotification` carrying that version, so a
 // client applies version N+1 on top of N and asks for a new snapshot on any gap.
+//
+// Each message is declared once, as a vscode-jsonrpc `RequestType`/`NotificationType` constant
+// (`Hello.type`, …); every sender and receiver passes that constant, so params and results are
+// checked where they are used, and the agent's param schemas are checked against the same types.
+
+import { NotificationType, ProgressType, RequestType, RequestType0 } from 'vscode-jsonrpc';
 
 export const PROTOCOL_VERSION = 1;
 
@@ -15,6 +21,21 @@ export const SERIAL_POOL = 'serial';
 
 export type RunStatus = 'waiting' | 'running' | 'completed' | 'failed' | 'cancelled' | 'skipped';
 export type RunTrigger = 'cli' | 'protocol' | 'schedule' | 'catch-up' | 'adopted';
+
+/**
+ * Why a run is in its state: why it failed, was cancelled or skipped, or what a live run is doing
+ * (`starting`: its spawn is recorded but not yet confirmed; `lingering`: its wrapper ended but
+ * processes of the run still hold the slot; `hibernating`: a GitHub sync waiting for its rate limit).
+ * Always one of these tokens, never prose: clients switch on them.
+ */
+export const RUN_REASONS = [
+  'wait-timeout', 'disk-backpressure-timeout', 'admission-impossible', 'no-such-pool',
+  'lock-file-unsafe', 'lock-dir-unsafe', 'lock-group-unknown', 'slot-error', 'start-error',
+  'exit-code', 'signal', 'exit-status-unknown', 'memory-limit',
+  'cancelled', 'agent-stopping', 'owner-exited-while-waiting', 'already-active',
+  'starting', 'lingering', 'hibernating',
+] as const;
+export type RunReason = (typeof RUN_REASONS)[number];
 
 /** Why a waiting run has not started yet. */
 export type WaitReason =
@@ -37,8 +58,8 @@ export interface RunInfo {
   pid: number | null;
   exitCode: number | null;
   signal: string | null;
-  /** Why the run failed, was cancelled or skipped (`wait-timeout`, `disk-backpressure-timeout`, …). */
-  reason: string | null;
+  /** Why the run failed, was cancelled or skipped, or what a live run is doing (see RunReason). */
+  reason: RunReason | null;
   wait: WaitReason | null;
   logPath: string | null;
   // memory ceilings (issue 12): optional, so older agents and clients keep working.
@@ -195,7 +216,6 @@ export interface ChangedParams {
 
 /** Error codes of JSON-RPC errors the agent returns (besides JSON-RPC's own). */
 export const ErrorCodes = {
-  unauthorized: -32001,
   unknownFetcher: -32002,
   unknownRun: -32003,
   invalidArgument: -32004,
@@ -206,8 +226,8 @@ export const ErrorCodes = {
 } as const;
 
 /**
- * What a running agent writes to its connection file (mode 0600): where to connect and the token to
- * present as `Authorization: Bearer <token>` in the WebSocket upgrade request.
+ * What a running agent writes to its connection file (mode 0600): where to connect, the token the
+ * upgrade's challenge proves knowledge of, and who wrote it.
  */
 export interface ConnectionInfo {
   port: number;
@@ -242,6 +262,7 @@ export namespace Hello {
   export const method = 'quantilica/hello' as const;
   export interface Params { protocolVersion: number; client: string }
   export interface Result { protocolVersion: number; snapshot: Snapshot }
+  export const type = new RequestType<Params, Result, void>(method);
 }
 
 export namespace Initialize {
@@ -249,17 +270,22 @@ export namespace Initialize {
   // else. The agent has no LSP capabilities; `quantilica/hello` follows and does the real handshake.
   export const method = 'initialize' as const;
   export interface Result { capabilities: Record<string, never>; serverInfo: { name: string; version: string } }
+  /** LSP's InitializeParams; the agent reads none of them. */
+  export type Params = Record<string, unknown>;
+  export const type = new RequestType<Params, Result, void>(method);
 }
 
 export namespace Shutdown {
   // client → agent: LSP's lifecycle end (vscode-languageclient's stop); the agent goes on serving others.
   export const method = 'shutdown' as const;
+  export const type = new RequestType0<null, void>(method);
 }
 
 export namespace GetSnapshot {
   // client → agent: the whole state (used to resynchronise after a gap in versions).
   export const method = 'quantilica/snapshot' as const;
   export type Result = Snapshot;
+  export const type = new RequestType0<Result, void>(method);
 }
 
 export namespace RunFetcher {
@@ -267,6 +293,7 @@ export namespace RunFetcher {
   export const method = 'quantilica/run' as const;
   export interface Params { fetcher: string; args?: string[]; trigger?: 'cli' | 'protocol' }
   export interface Result { run: RunInfo }
+  export const type = new RequestType<Params, Result, void>(method);
 }
 
 export namespace WaitRun {
@@ -274,6 +301,7 @@ export namespace WaitRun {
   export const method = 'quantilica/waitRun' as const;
   export interface Params { runId: string }
   export interface Result { run: RunInfo }
+  export const type = new RequestType<Params, Result, void>(method);
 }
 
 export namespace CancelRun {
@@ -281,6 +309,7 @@ export namespace CancelRun {
   export const method = 'quantilica/cancel' as const;
   export interface Params { runId?: string; fetcher?: string }
   export interface Result { cancelled: RunInfo[] }
+  export const type = new RequestType<Params, Result, void>(method);
 }
 
 export namespace ListRuns {
@@ -288,6 +317,8 @@ export namespace ListRuns {
   export const method = 'quantilica/runs' as const;
   export interface Params { limit?: number }
   export interface Result { runs: RunInfo[] }
+  /** Params may be left out: the default limit. */
+  export const type = new RequestType<Params | undefined, Result, void>(method);
 }
 
 export namespace TailLog {
@@ -295,6 +326,7 @@ export namespace TailLog {
   export const method = 'quantilica/tailLog' as const;
   export interface Params { runId: string; maxBytes?: number }
   export interface Result { runId: string; path: string; text: string; truncated: boolean }
+  export const type = new RequestType<Params, Result, void>(method);
 }
 
 export namespace FlushTelemetry {
@@ -302,6 +334,10 @@ export namespace FlushTelemetry {
   export const method = 'quantilica/flush' as const;
   export interface Params { workDoneToken?: string | number }
   export interface Result { sent: number; remaining: number; error: string | null }
+  /** Params may be left out: no progress reported. */
+  export const type = new RequestType<Params | undefined, Result, void>(method);
+  /** The `$/progress` values for `workDoneToken`. */
+  export const progress = new ProgressType<FlushProgress>();
 }
 
 export namespace SetSchedulePaused {
@@ -309,12 +345,14 @@ export namespace SetSchedulePaused {
   export const method = 'quantilica/schedule/setPaused' as const;
   export interface Params { paused: boolean; fetcher?: string }
   export interface Result { schedule: ScheduleStatus }
+  export const type = new RequestType<Params, Result, void>(method);
 }
 
 export namespace Changed {
   // agent → client notification: one state change, in version order.
   export const method = 'quantilica/changed' as const;
   export type Params = ChangedParams;
+  export const type = new NotificationType<Params>(method);
 }
 
 /** One answer of `quantilica/readLog`: the bytes of a run's log from `offset` on. */
@@ -338,6 +376,7 @@ export namespace ReadLog {
   export const method = 'quantilica/readLog' as const;
   export interface Params { runId: string; offset: number; maxBytes?: number; waitMs?: number }
   export type Result = LogChunk;
+  export const type = new RequestType<Params, Result, void>(method);
 }
 
 /** One sample of free disk space kept for the Station panel. */
@@ -372,4 +411,29 @@ export namespace GetHistory {
   export const method = 'quantilica/history' as const;
   export interface Params { hours?: number }
   export type Result = StationHistory;
+  /** Params may be left out: the last 24 hours. */
+  export const type = new RequestType<Params | undefined, Result, void>(method);
 }
+
+/** Every request the agent answers, by method: the server's dispatch table and schemas are keyed by it. */
+export const requestTypes = {
+  [Initialize.method]: Initialize.type,
+  [Shutdown.method]: Shutdown.type,
+  [Hello.method]: Hello.type,
+  [GetSnapshot.method]: GetSnapshot.type,
+  [RunFetcher.method]: RunFetcher.type,
+  [WaitRun.method]: WaitRun.type,
+  [CancelRun.method]: CancelRun.type,
+  [ListRuns.method]: ListRuns.type,
+  [TailLog.method]: TailLog.type,
+  [FlushTelemetry.method]: FlushTelemetry.type,
+  [SetSchedulePaused.method]: SetSchedulePaused.type,
+  [GetHistory.method]: GetHistory.type,
+  [ReadLog.method]: ReadLog.type,
+} as const;
+
+export type RequestMethod = keyof typeof requestTypes;
+/** What a request's params may be on the wire (undefined: none sent). */
+export type ParamsOf<M extends RequestMethod> = (typeof requestTypes)[M] extends RequestType<infer P, unknown, unknown> ? P : undefined;
+export type ResultOf<M extends RequestMethod> =
+  (typeof requestTypes)[M] extends RequestType<infer _P, infer R, unknown> ? R : (typeof requestTypes)[M] extends RequestType0<infer R, unknown> ? R : never;

@@ -1,13 +1,9 @@
 import type { Config } from '../config/config';
 import { ExitCode } from '../exitCodes';
 import { createLogger } from '../log/logger';
-import { createParts } from '../agentParts';
-import { Orchestrator } from '../orchestrator';
-import { checkStationDirs } from '../checkStationDirs';
+import { openAgent } from '../openAgent';
 import { startAgentServer } from '../server/startAgentServer';
-import { takeInstanceLock } from './instanceLock';
 import { capStderrLog } from '../log/stderrLogCap';
-import { secureHome } from './checkSettingPaths';
 import { startSummary } from './startSummary';
 
 /**
@@ -18,23 +14,14 @@ import { startSummary } from './startSummary';
 export async function agentCommand(config: Config, stopFetchersFlag: boolean): Promise<number> {
   const logger = createLogger('quantilica-agent', config.logLevel ?? 'info', config.logFormat === 'human' ? 'human' : 'json');
   const stopLogCap = capStderrLog(config.agentLogCapBytes);
-  checkStationDirs(config);
-  secureHome(config.homeDir);
-  const release = takeInstanceLock(config.homeDir);
-  const parts = createParts(config, logger, 'agent');
-  const orchestrator = new Orchestrator(config, logger, parts);
-  orchestrator.runs.adoptLeftovers();
-  orchestrator.runs.startRetention();
-  await parts.start();
-  const server = await startAgentServer(orchestrator, { port: config.port, connectionFile: config.connectionFile, logger });
-  // The ready line is what scripts and tests wait for: it comes after the agent can serve. A person
-  // at a terminal gets a short summary instead.
-  const ready = { ready: true, pid: process.pid, port: server.port, mode: config.usePools ? 'pools' : 'serial', catalog: orchestrator.catalog.source };
-  process.stdout.write(process.stdout.isTTY ? startSummary(config, ready, orchestrator.catalog.names().length) : `${JSON.stringify(ready)}\n`);
-  logger.info({ pid: process.pid, lockDir: config.lockDir, dataDir: config.dataDir }, 'agent ready');
-
+  const agent = openAgent(config, logger, { role: 'agent' });
+  const { control } = agent;
+  await agent.start();
+  const server = await startAgentServer(control, { port: config.port, connectionFile: config.connectionFile, logger });
+  // Listen for the stop signals before saying ready: a signal sent on the ready line must stop the
+  // agent in order, never meet the default action (an instant exit).
   const stopFetchers = stopFetchersFlag || config.stopFetchersOnExit;
-  await new Promise<void>((resolve) => {
+  const stopped = new Promise<void>((resolve) => {
     const stop = (signal: NodeJS.Signals) => {
       logger.info({ signal, stopFetchers }, 'agent stopping');
       resolve();
@@ -42,11 +29,15 @@ export async function agentCommand(config: Config, stopFetchersFlag: boolean): P
     process.once('SIGTERM', stop);
     process.once('SIGINT', stop);
   });
+  // The ready line is what scripts and tests wait for: it comes after the agent can serve. A person
+  // at a terminal gets a short summary instead.
+  const ready = { ready: true, pid: process.pid, port: server.port, mode: config.usePools ? 'pools' : 'serial', catalog: control.catalog.source };
+  process.stdout.write(process.stdout.isTTY ? startSummary(config, ready, control.catalog.names().length) : `${JSON.stringify(ready)}\n`);
+  logger.info({ pid: process.pid, lockDir: config.lockDir, dataDir: config.dataDir }, 'agent ready');
+  await stopped;
   await server.close();
-  parts.stopIntake();
-  await orchestrator.close(stopFetchers);
-  await parts.close();
-  release();
+  agent.stopIntake();
+  await agent.close(stopFetchers);
   logger.info({}, 'agent stopped');
   stopLogCap();
   return ExitCode.ok;

@@ -6,10 +6,12 @@ import { connectAgent, type AgentClient } from '../client/agentClient';
 import { loadConfig, type Config } from '../config/config';
 import { ClientError } from '../errors';
 import { ExitCode } from '../exitCodes';
+import { createLogger } from '../log/logger';
+import { Spool } from '../telemetry/spool';
 import { RunStore, toRunInfo } from '../runs/runStore';
-import { ConnectionFileError, readConnectionFile } from '../server/connectionFile';
+import { ConnectionFileError, readConnectionFile } from '../../shared/node/connectionFile';
 import { MAX_CHUNK_BYTES, readLogBytes } from '../server/logFollow';
-import { readProcInfo } from '../slots/procInfo';
+import { readProcInfo } from '../../shared/node/procInfo';
 
 const RUN_ID = /^[0-9a-z]{6,12}-[0-9a-f]{8}$/;
 const ENDED = new Set<RunInfo['status']>(['completed', 'failed', 'cancelled', 'skipped']);
@@ -30,6 +32,9 @@ interface LogSource {
  * run ends. Works with the agent (protocol, `quantilica/readLog`) and without one (the run store and
  * the log file, read-only).
  */
+/** Runs a fetcher name is looked up among when no agent answers (its newest run is the one shown). */
+const LOCAL_RECENT_RUNS = 1000;
+
 export function registerLogsCommand(program: Command, setExit: (code: number) => void): void {
   program.command('logs')
     .description("a run's log; with --follow, what it prints until it ends (like journalctl -f)")
@@ -107,7 +112,7 @@ async function openSource(config: Config): Promise<LogSource> {
     if (!(err instanceof ConnectionFileError && err.reason === 'missing')) throw err;
   }
   if (pid !== null && readProcInfo(pid)) return remoteSource(await connectAgent(config.connectionFile, { client: 'quantilica-cli logs' }));
-  return localSource(path.join(config.homeDir, 'state.db'));
+  return localSource(config);
 }
 
 function remoteSource(client: AgentClient): LogSource {
@@ -119,16 +124,22 @@ function remoteSource(client: AgentClient): LogSource {
 }
 
 /** No agent: the run store for where the log is and whether the run ended, the file for the bytes. */
-function localSource(storeFile: string): LogSource {
-  if (!fs.existsSync(storeFile)) throw new ClientError(0, ExitCode.unknownName, `no run has been recorded on this station (${storeFile} does not exist)`);
-  const store = new RunStore(storeFile);
+function localSource(config: Config): LogSource {
+  // The run store lives in the spool's database (a state.db of an earlier version is moved in).
+  const legacy = path.join(config.homeDir, 'state.db');
+  if (!fs.existsSync(config.telemetrySpool) && !fs.existsSync(legacy)) {
+    throw new ClientError(0, ExitCode.unknownName, `no run has been recorded on this station (${config.telemetrySpool} does not exist)`);
+  }
+  const logger = createLogger('quantilica-cli', 'warn');
+  const spool = new Spool({ path: config.telemetrySpool, logger });
+  const store = new RunStore(spool, legacy, logger);
   const find = (runId: string): RunInfo => {
     const stored = store.get(runId);
     if (!stored) throw new ClientError(0, ExitCode.unknownName, `no run ${runId}`);
     return toRunInfo(stored);
   };
   return {
-    runs: () => Promise.resolve(store.recent(1000).map(toRunInfo)),
+    runs: () => Promise.resolve(store.recent(LOCAL_RECENT_RUNS).map(toRunInfo)),
     read: async (runId, offset, waitMs) => {
       const deadline = Date.now() + waitMs;
       for (;;) {
@@ -143,7 +154,7 @@ function localSource(storeFile: string): LogSource {
       }
     },
     close: () => {
-      store.close();
+      spool.close();
       return Promise.resolve();
     },
   };

@@ -1,10 +1,10 @@
-import { AgentClient, readLiveConnectionFile } from '../client/agentClient';
-import { AgentSocketError } from '../client/agentSocket';
+import { AgentClient } from '../client/agentClient';
+import { AgentSocketError } from '../../shared/node/agentSocket';
 import type { Config } from '../config/config';
 import { ClientError } from '../errors';
 import { ExitCode } from '../exitCodes';
 import type { Logger } from '../log/logger';
-import { ConnectionFileError } from '../server/connectionFile';
+import { ConnectionFileError, readLiveConnectionFile } from '../../shared/node/connectionFile';
 import { ErrorCodes, type ConnectionInfo } from '../../shared/protocol';
 import type { AgentLink } from './agentLink';
 import { localLink } from './localLink';

@@ -7,8 +7,7 @@ import { ClientError, EnvironmentError } from '../errors';
 import { ExitCode } from '../exitCodes';
 import { createLogger, type Logger } from '../log/logger';
 import { redactCredentials } from '../config/redact';
-import type { RunInfo } from '../../shared/protocol';
-import type { RunStatus } from '../../shared/protocol';
+import type { RunInfo, RunStatus } from '../../shared/protocol';
 import type { FlushResult } from '../server/agentControl';
 import { registerGithubCommands } from '../github/githubCommand'; // GitHub sync (issue 11)
 import { emitFromCli, flushFromCli, type TelemetryEmitOptions } from '../telemetry/emitCommand';
@@ -19,15 +18,14 @@ import { registerCompletionCommands } from './completionCommand';
 import { registerLogsCommand } from './logsCommand';
 import { registerServiceCommand } from './serviceCommand';
 import { filterRuns, formatRunsTable, parseSince, parseStatus, useColour } from './runsView';
-import { formatScheduleTable, progressBar } from './scheduleTable';
-import { formatSlots, formatStatus } from './format';
+import { formatSchedule, formatSlots, formatStatus } from './format';
 import { openLink, openRemoteLink } from './openLink';
 import { checkSettingPaths, secureHome } from './checkSettingPaths';
 import { startDetachedOwner, type OwnerReport } from './detachedRun';
 import { followRun, type LinkHolder } from './followRun';
 import { cliVersion } from './cliVersion';
 import { cancelCommand } from './cancelCommand';
-import { ConnectionFileError } from '../server/connectionFile';
+import { ConnectionFileError } from '../../shared/node/connectionFile';
 
 
 /** Parses argv, runs one command and returns the process exit code (documented in the README). */
@@ -181,7 +179,7 @@ export async function runCli(argv: string[]): Promise<number> {
     .action(async (opts: { json?: boolean }) => {
       exitCode = await withLink(async (link) => {
         const { schedule: status } = await link.snapshot();
-        process.stdout.write(opts.json ? `${JSON.stringify({ schedule: status })}\n` : formatScheduleTable(status));
+        process.stdout.write(opts.json ? `${JSON.stringify({ schedule: status })}\n` : formatSchedule(status));
         return ExitCode.ok;
       });
     });
@@ -192,7 +190,7 @@ export async function runCli(argv: string[]): Promise<number> {
       .action(async (fetcher: string | undefined) => {
         exitCode = await withLink(async (link) => {
           const status = await link.setSchedulePaused(paused, fetcher);
-          process.stdout.write(formatScheduleTable(status));
+          process.stdout.write(formatSchedule(status));
           return ExitCode.ok;
         });
       });
@@ -204,7 +202,7 @@ export async function runCli(argv: string[]): Promise<number> {
     const { config, logger } = prepare(false);
     // Progress is for a person watching: one line rewritten in place on a terminal, nothing otherwise;
     // the result is printed once, on stdout.
-    const progress = (sent: number, remaining: number) => { if (process.stderr.isTTY) process.stderr.write(`\rflush ${progressBar(sent, remaining)}`); };
+    const progress = (sent: number, remaining: number) => { if (process.stderr.isTTY) process.stderr.write(`\rflush: ${sent} sent, ${remaining} remaining`); };
     const link = await openRemoteLink(config, logger);
     let result: FlushResult;
     try {

@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import type { StoredRun } from '../runs/runStore';
-import { readProcInfo } from '../slots/procInfo';
+import { readProcInfo } from '../../shared/node/procInfo';
 
 export type OwnerKind = 'gone' | 'self' | 'cli' | 'agent';
 

@@ -1,4 +1,4 @@
-import { createMessageConnection, ProgressType, type MessageConnection } from 'vscode-jsonrpc';
+import { createMessageConnection, type MessageConnection } from 'vscode-jsonrpc';
 import { WebSocket, type RawData } from 'ws';
 import {
   CancelRun,
@@ -23,10 +23,9 @@ import {
 } from '../../shared/protocol';
 import { StateTracker } from '../../shared/stateTracker';
 import { TextMessageReader, TextMessageWriter } from '../../shared/textMessageTransport';
-import { ConnectionFileError, readConnectionFile } from '../server/connectionFile';
-import { checkAgentLiveness } from './agentIdentity';
-import { openAgentSocket } from './agentSocket';
-import { wsText } from './wsText';
+import { readLiveConnectionFile } from '../../shared/node/connectionFile';
+import { openAgentSocket } from '../../shared/node/agentSocket';
+import { wsText } from '../../shared/node/wsText';
 
 export interface ConnectOptions {
   /** Who is connecting, for the agent's log (`quantilica-cli`, `bench`, …). */
@@ -42,7 +41,6 @@ export type ClientEvent =
 
 /** Frames from the agent: snapshots with many runs are large, unlike what clients send. */
 const CLIENT_MAX_PAYLOAD = 64 * 1024 * 1024;
-const flushProgress = new ProgressType<FlushProgress>();
 
 /**
  * A connection to a running agent: typed requests, and a copy of the agent's state kept current by
@@ -69,9 +67,9 @@ export class AgentClient {
       rpc.dispose();
       for (const listener of client.closeListeners) listener(code, reason.toString('utf8'));
     });
-    rpc.onNotification(Changed.method, (params: ChangedParams) => client.changed(params));
+    rpc.onNotification(Changed.type, (params) => client.changed(params));
     rpc.listen();
-    const hello = await rpc.sendRequest<Hello.Result>(Hello.method, { protocolVersion: PROTOCOL_VERSION, client: opts.client } satisfies Hello.Params);
+    const hello = await rpc.sendRequest(Hello.type, { protocolVersion: PROTOCOL_VERSION, client: opts.client });
     client.reset(hello.snapshot);
     return client;
   }
@@ -94,42 +92,42 @@ export class AgentClient {
   }
 
   getSnapshot(): Promise<Snapshot> {
-    return this.rpc.sendRequest<GetSnapshot.Result>(GetSnapshot.method);
+    return this.rpc.sendRequest(GetSnapshot.type);
   }
 
   async run(fetcher: string, args: string[] = [], trigger: Extract<RunTrigger, 'cli' | 'protocol'> = 'protocol'): Promise<RunInfo> {
-    const result = await this.rpc.sendRequest<RunFetcher.Result>(RunFetcher.method, { fetcher, args, trigger } satisfies RunFetcher.Params);
+    const result = await this.rpc.sendRequest(RunFetcher.type, { fetcher, args, trigger });
     return result.run;
   }
 
   async waitRun(runId: string): Promise<RunInfo> {
-    return (await this.rpc.sendRequest<WaitRun.Result>(WaitRun.method, { runId } satisfies WaitRun.Params)).run;
+    return (await this.rpc.sendRequest(WaitRun.type, { runId })).run;
   }
 
   async cancel(target: CancelRun.Params): Promise<RunInfo[]> {
-    return (await this.rpc.sendRequest<CancelRun.Result>(CancelRun.method, target)).cancelled;
+    return (await this.rpc.sendRequest(CancelRun.type, target)).cancelled;
   }
 
   async listRuns(limit?: number): Promise<RunInfo[]> {
-    return (await this.rpc.sendRequest<ListRuns.Result>(ListRuns.method, (limit === undefined ? {} : { limit }) satisfies ListRuns.Params)).runs;
+    return (await this.rpc.sendRequest(ListRuns.type, limit === undefined ? {} : { limit })).runs;
   }
 
   tailLog(runId: string, maxBytes?: number): Promise<TailLog.Result> {
-    return this.rpc.sendRequest<TailLog.Result>(TailLog.method, (maxBytes === undefined ? { runId } : { runId, maxBytes }) satisfies TailLog.Params);
+    return this.rpc.sendRequest(TailLog.type, maxBytes === undefined ? { runId } : { runId, maxBytes });
   }
 
   /** A run's log from a byte offset; the agent holds the answer up to `waitMs` for new bytes. */
   readLog(params: ReadLog.Params): Promise<ReadLog.Result> {
-    return this.rpc.sendRequest<ReadLog.Result>(ReadLog.method, params);
+    return this.rpc.sendRequest(ReadLog.type, params);
   }
 
   /** Flushes the spool; `onProgress` sees the agent's work-done progress (begin, reports, end). */
   async flush(onProgress?: (progress: FlushProgress) => void): Promise<FlushTelemetry.Result> {
-    if (!onProgress) return this.rpc.sendRequest<FlushTelemetry.Result>(FlushTelemetry.method, {});
+    if (!onProgress) return this.rpc.sendRequest(FlushTelemetry.type, {});
     const workDoneToken = `flush-${process.pid}-${++this.flushSeq}`;
-    const subscription = this.rpc.onProgress(flushProgress, workDoneToken, onProgress);
+    const subscription = this.rpc.onProgress(FlushTelemetry.progress, workDoneToken, onProgress);
     try {
-      return await this.rpc.sendRequest<FlushTelemetry.Result>(FlushTelemetry.method, { workDoneToken } satisfies FlushTelemetry.Params);
+      return await this.rpc.sendRequest(FlushTelemetry.type, { workDoneToken });
     } finally {
       subscription.dispose();
     }
@@ -137,7 +135,7 @@ export class AgentClient {
 
   async setSchedulePaused(paused: boolean, fetcher?: string): Promise<ScheduleStatus> {
     const params: SetSchedulePaused.Params = fetcher === undefined ? { paused } : { paused, fetcher };
-    return (await this.rpc.sendRequest<SetSchedulePaused.Result>(SetSchedulePaused.method, params)).schedule;
+    return (await this.rpc.sendRequest(SetSchedulePaused.type, params)).schedule;
   }
 
   /** Closes the socket and waits until it is closed. */
@@ -181,14 +179,4 @@ export class AgentClient {
  */
 export async function connectAgent(connectionFile: string, opts: ConnectOptions): Promise<AgentClient> {
   return AgentClient.open(await readLiveConnectionFile(connectionFile), opts);
-}
-
-/** The connection file's content, if the agent it names is alive; a `stale` ConnectionFileError otherwise. */
-export async function readLiveConnectionFile(connectionFile: string): Promise<ConnectionInfo> {
-  const info = await readConnectionFile(connectionFile);
-  const liveness = checkAgentLiveness(info);
-  if (!liveness.live) {
-    throw new ConnectionFileError(connectionFile, 'stale', `the connection file ${connectionFile} is left from an agent that is gone: ${liveness.reason}`);
-  }
-  return info;
 }

@@ -10,7 +10,7 @@ export interface GateRequest {
 
 /**
  * A check in front of every fetcher start (the disk gate). The run manager awaits `waitToStart`
- * before it takes a slot; a rejection with a `RunRefusedError` ends the run as failed with that
+ * before it takes a slot; a rejection with a `RunRefusedError` (agent/errors.ts) ends the run as failed with that
  * reason. `onWait` reports why the run is waiting, for status and the extension.
  */
 export interface StartGate {
@@ -19,14 +19,6 @@ export interface StartGate {
   runStarted(request: GateRequest): void;
   /** The run ended (any status): its reservation is released. */
   runEnded(runId: string): void;
-}
-
-/** A gate or the slot wait refused a run; `reason` is a stable token such as `disk-backpressure-timeout`. */
-export class RunRefusedError extends Error {
-  constructor(readonly reason: string, message: string) {
-    super(message);
-    this.name = 'RunRefusedError';
-  }
 }
 
 /** The gate used when no other is configured: every run may start at once. */

@@ -1,11 +1,7 @@
-import type { RunInfo, RunTrigger, ScheduleStatus } from '../../shared/protocol';
+import type { FlushTelemetry, RunInfo, RunTrigger, ScheduleStatus } from '../../shared/protocol';
 import type { StateHub } from '../state/stateHub';
 
-export interface FlushResult {
-  sent: number;
-  remaining: number;
-  error: string | null;
-}
+export type FlushResult = FlushTelemetry.Result;
 
 /**
  * What the protocol server (and the CLI when it runs in-process) may ask of the agent. Methods throw
@@ -13,7 +9,7 @@ export interface FlushResult {
  */
 export interface AgentControl {
   readonly hub: StateHub;
-  run(fetcher: string, args: string[], trigger: RunTrigger): RunInfo;
+  run(fetcher: string, args: string[], trigger: RunTrigger): Promise<RunInfo>;
   waitRun(runId: string): Promise<RunInfo>;
   cancel(target: { runId?: string; fetcher?: string }): Promise<RunInfo[]>;
   listRuns(limit: number): RunInfo[];

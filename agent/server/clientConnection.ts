@@ -2,18 +2,17 @@ import {
   createMessageConnection,
   ErrorCodes as RpcErrorCodes,
   Message,
-  ProgressType,
   ResponseError,
   type CancellationToken,
   type MessageConnection,
 } from 'vscode-jsonrpc';
 import type { RawData, WebSocket } from 'ws';
-import { Changed, ErrorCodes, Hello, PROTOCOL_VERSION, type ChangedParams, type FlushProgress, type Snapshot } from '../../shared/protocol';
+import { Changed, ErrorCodes, FlushTelemetry, Hello, PROTOCOL_VERSION, type ChangedParams, type RequestMethod, type Snapshot } from '../../shared/protocol';
 import { errorResponseText, TextMessageReader, TextMessageWriter } from '../../shared/textMessageTransport';
-import { wsText } from '../client/wsText';
+import { wsText } from '../../shared/node/wsText';
 import type { Logger } from '../log/logger';
 import type { AgentControl } from './agentControl';
-import { BEFORE_HELLO, describeIssues, paramSchemas, type ParamMethod } from './paramSchemas';
+import { BEFORE_HELLO, describeIssues, paramSchemas } from './paramSchemas';
 import type { RequestContext, RequestHandlers } from './requestHandlers';
 import { SendFlow, type SendFlowLimits } from './sendFlow';
 import { toResponseError } from './toResponseError';
@@ -23,7 +22,6 @@ export interface ClientLimits extends SendFlowLimits {
   maxInFlight: number;
 }
 
-const flushProgress = new ProgressType<FlushProgress>();
 const CLOSE_GOING_AWAY = 1001;
 const CLOSE_UNSUPPORTED = 1003;
 
@@ -116,7 +114,7 @@ export class ClientConnection {
     if (!Object.hasOwn(paramSchemas, method)) {
       throw new ResponseError(RpcErrorCodes.MethodNotFound, `unknown method ${JSON.stringify(method)}; the agent answers ${Object.keys(paramSchemas).join(', ')}`);
     }
-    const known = method as ParamMethod;
+    const known = method as RequestMethod;
     if (!BEFORE_HELLO.has(known) && this.unsubscribe === null) {
       throw new ResponseError(ErrorCodes.handshakeRequired, `send ${Hello.method} with protocolVersion ${PROTOCOL_VERSION} before ${method}`);
     }
@@ -143,13 +141,13 @@ export class ClientConnection {
         this.unsubscribe = this.control.hub.onChange((params) => this.push(params));
       },
       sendProgress: (token, value) => {
-        this.rpc.sendProgress(flushProgress, token, value).catch(() => undefined);
+        this.rpc.sendProgress(FlushTelemetry.progress, token, value).catch(() => undefined);
       },
     };
   }
 
   private push(params: ChangedParams): void {
-    this.rpc.sendNotification(Changed.method, params).catch(() => undefined);
+    this.rpc.sendNotification(Changed.type, params).catch(() => undefined);
   }
 
   // Counted where frames arrive, not where handlers start: vscode-jsonrpc queues what it receives

@@ -16,12 +16,14 @@ import {
   TailLog,
   WaitRun,
   type FlushProgress,
+  type ParamsOf,
+  type RequestMethod,
+  type ResultOf,
   type Snapshot,
 } from '../../shared/protocol';
 import type { AgentControl } from './agentControl';
 import { readLog } from './logFollow';
 import { stationHistory } from './stationHistory';
-import type { ParamMethod, ParamsOf } from './paramSchemas';
 
 export interface RequestContext {
   readonly cancel: CancellationToken;
@@ -33,8 +35,9 @@ export interface RequestContext {
   sendProgress(token: string | number, value: FlushProgress): void;
 }
 
-type Handler<M extends ParamMethod> = (params: ParamsOf<M>, ctx: RequestContext) => unknown;
-export type RequestHandlers = { [M in ParamMethod]: Handler<M> };
+/** A handler gets the params its schema checked and must answer what its RequestType declares. */
+type Handler<M extends RequestMethod> = (params: ParamsOf<M>, ctx: RequestContext) => ResultOf<M> | Promise<ResultOf<M>>;
+export type RequestHandlers = { [M in RequestMethod]: Handler<M> };
 
 const DEFAULT_LIST_LIMIT = 50;
 /** LSP's RequestCancelled: the code vscode-languageclient recognises as "the caller gave up". */
@@ -59,8 +62,9 @@ export function requestHandlers(control: AgentControl): RequestHandlers {
       return { protocolVersion: PROTOCOL_VERSION, snapshot };
     },
     [GetSnapshot.method]: (): GetSnapshot.Result => control.hub.snapshot(),
-    [RunFetcher.method]: (params): RunFetcher.Result => ({
-      run: control.run(params.fetcher, params.args ?? [], params.trigger ?? 'protocol'),
+    // Answered once the run is durably recorded: an agent killed right after cannot lose it.
+    [RunFetcher.method]: async (params): Promise<RunFetcher.Result> => ({
+      run: await control.run(params.fetcher, params.args ?? [], params.trigger ?? 'protocol'),
     }),
     [WaitRun.method]: (params, ctx): Promise<WaitRun.Result> => new Promise((resolve, reject) => {
       // The client may give up waiting ($/cancelRequest); the run itself goes on.

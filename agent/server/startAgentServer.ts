@@ -10,9 +10,10 @@ import { ClientConnection } from './clientConnection';
 import { removeConnectionFile, writeConnectionFile } from './connectionFile';
 import { requestHandlers } from './requestHandlers';
 import { RefusalLog } from './refusalLog';
-import { checkUpgrade, newNonce, newToken, PROOF_HEADER, proofOf, sameSecret, tokenDigest } from './upgradeGuard';
-import { readProcInfo } from '../slots/procInfo';
-import { bootId } from '../client/agentIdentity';
+import { newNonce, PROOF_HEADER, proofOf, sameSecret, tokenDigest } from '../../shared/node/handshakeProof';
+import { checkUpgrade, newToken } from './upgradeGuard';
+import { readProcInfo } from '../../shared/node/procInfo';
+import { bootId } from '../../shared/node/agentIdentity';
 
 export interface AgentServerOptions {
   /** 0 picks a free port. */

@@ -1,5 +1,6 @@
 import * as crypto from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
+import { NONCE_HEADER, tokenDigest } from '../../shared/node/handshakeProof';
 
 /** Why an upgrade or a connection was refused: a token for the aggregate count, never a header value. */
 export type RefusalReason =
@@ -14,6 +15,8 @@ export type RefusalReason =
   | 'auth-timeout'
   | 'wrong-proof';
 
+const NONCE = /^[A-Za-z0-9_-]{22,64}$/;
+
 export type UpgradeVerdict =
   /** `token`: authenticated by the bearer token at the upgrade. */
   | { ok: true; kind: 'token' }
@@ -21,37 +24,9 @@ export type UpgradeVerdict =
   | { ok: true; kind: 'challenge'; clientNonce: string }
   | { ok: false; status: 400 | 401 | 403; reason: RefusalReason; body: string };
 
-/** The request header that carries the client's nonce, and the response header with the agent's proof. */
-export const NONCE_HEADER = 'x-quantilica-nonce';
-export const PROOF_HEADER = 'x-quantilica-agent-proof';
-const NONCE = /^[A-Za-z0-9_-]{22,64}$/;
-
-/** Hash of a token: comparing equal-length digests lets `timingSafeEqual` run on any input length. */
-export function tokenDigest(token: string): Buffer {
-  return crypto.createHash('sha256').update(token, 'utf8').digest();
-}
-
 /** 128 random bits at least; 256 here, base64url so it fits a header without escaping. */
 export function newToken(): string {
   return crypto.randomBytes(32).toString('base64url');
-}
-
-/** A fresh nonce for the challenge (256 bits, base64url). */
-export function newNonce(): string {
-  return crypto.randomBytes(32).toString('base64url');
-}
-
-/**
- * The proofs of the challenge. Each side proves it knows the token by an HMAC over both nonces and
- * its own role, so neither proof can be replayed as the other, nor against another nonce.
- */
-export function proofOf(role: 'agent' | 'client', token: string, clientNonce: string, agentNonce: string): string {
-  return crypto.createHmac('sha256', token).update(`quantilica/${role}\n${clientNonce}\n${agentNonce}`).digest('base64url');
-}
-
-/** Constant-time comparison of two proofs (or any two strings). */
-export function sameSecret(a: string, b: string): boolean {
-  return crypto.timingSafeEqual(tokenDigest(a), tokenDigest(b));
 }
 
 /**

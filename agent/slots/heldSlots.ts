@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import type { Logger } from '../log/logger';
 import type { VerifiedDir } from '../station/openInVerifiedDir';
 import type { OwnerRecord } from './ownerRecord';
-import { readProcInfo } from './procInfo';
+import { readProcInfo } from '../../shared/node/procInfo';
 import { tryLockIn, writeRecordTo } from './slotLock';
 
 /** A slot this process handed to one of its runs. */

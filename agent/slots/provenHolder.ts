@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import type { OwnerRecord } from './ownerRecord';
-import { processUid, readProcInfo, type ProcInfo } from './procInfo';
+import { processUid, readProcInfo, type ProcInfo } from '../../shared/node/procInfo';
 
 /** Tells whether a pid with its start time is a run this station's run store has started. */
 export type RecordedRun = (pid: number, startTime: number) => boolean;

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import { readCapped, type VerifiedDir } from '../station/openInVerifiedDir';
 import { parseOwnerRecord, type OwnerRecord } from './ownerRecord';
-import { childrenOf, isStopped, readProcInfo } from './procInfo';
+import { childrenOf, isStopped, readProcInfo } from '../../shared/node/procInfo';
 import { signalProvenGroup, type RecordedRun } from './provenHolder';
 
 /** A stopped holder the pool killed to take its slot back (the seed's orphan rule). */

@@ -1,8 +1,6 @@
 import * as fs from 'node:fs';
-import * as path from 'node:path';
 import { flockSync } from 'fs-ext';
 import { VerifiedDir } from '../station/openInVerifiedDir';
-import { privatePolicy, type StationPolicy } from '../station/stationPolicy';
 import { formatOwnerRecord, type OwnerRecord } from './ownerRecord';
 
 /**
@@ -53,17 +51,6 @@ export function tryLockIn(dir: VerifiedDir, name: string, onRecord?: (record: Ow
     fs.closeSync(fd);
   }
   return null;
-}
-
-/** Takes the slot at a path (tests, tools): the folder must pass the same checks. */
-export function tryLockSlot(lockPath: string, policy: StationPolicy = privatePolicy()): SlotLock | null {
-  const dir = VerifiedDir.open(path.dirname(lockPath), policy);
-  if (!dir) return null;
-  try {
-    return tryLockIn(dir, path.basename(lockPath));
-  } finally {
-    dir.close();
-  }
 }
 
 /** flock(LOCK_EX | LOCK_NB): true when taken; false (descriptor closed) when another holds it. */

@@ -2,18 +2,24 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { SlotHolder, SlotState } from '../../shared/protocol';
 import type { Logger } from '../log/logger';
-import { RunRefusedError } from '../runs/startGate';
+import { RunRefusedError } from '../errors';
 import { readCapped, VerifiedDir } from '../station/openInVerifiedDir';
 import type { StationPolicy } from '../station/stationPolicy';
 import { UnsafeStationError } from '../station/unsafeStationError';
 import { ensureVerifiedDir } from '../station/verifiedDir';
 import { HeldSlots } from './heldSlots';
 import { parseOwnerRecord, type OwnerRecord } from './ownerRecord';
-import { readProcInfo } from './procInfo';
+import { readProcInfo } from '../../shared/node/procInfo';
 import { kernelLockOf, readKernelFlocks, type KernelLock } from './procLocks';
 import { whyNotOurRun, type RecordedRun } from './provenHolder';
 import { reclaimIfStopped, type ReclaimEvent } from './reclaimIfStopped';
 import { tryLockIn, type SlotLock } from './slotLock';
+
+/** How often waiting runs retry a pool: a slot held by another process (a legacy flock script, a CLI
+ * run) is freed without telling us, so the wait polls for it, besides every local release. */
+const SLOT_POLL_MS = 50;
+/** How often the lock files of running fetchers are checked against removal (a tmp cleaner, `rm`). */
+const LOCK_FILE_GUARD_MS = 1000;
 
 export type { ReclaimEvent } from './reclaimIfStopped';
 
@@ -170,7 +176,7 @@ export class SlotPool {
       this.pollTimer = setTimeout(() => {
         this.pollTimer = null;
         this.pump();
-      }, this.opts.pollMs ?? 50);
+      }, this.opts.pollMs ?? SLOT_POLL_MS);
       this.pollTimer.unref();
     }
   }
@@ -249,7 +255,7 @@ export class SlotPool {
   private onHeld(index: number, name: string, record: OwnerRecord, file: { dev: number; ino: number }): void {
     this.held.track(index, name, record, file.dev, file.ino);
     if (this.guardTimer) return;
-    this.guardTimer = setInterval(() => this.guard(), this.opts.guardMs ?? 1000);
+    this.guardTimer = setInterval(() => this.guard(), this.opts.guardMs ?? LOCK_FILE_GUARD_MS);
     this.guardTimer.unref();
   }
 

@@ -1,4 +1,4 @@
-import type { FlushResult } from '../server/agentControl';
+import type { FlushTelemetry } from '../../shared/protocol';
 import type { Logger } from '../log/logger';
 import { FlushLock } from './flushLock';
 import { migrate } from './migrate';
@@ -6,7 +6,7 @@ import { errorText } from './openSpoolDatabase';
 import { sendIsolating } from './sendBatch';
 import type { Spool } from './spool';
 import type { SpoolColumns } from './spoolTypes';
-import { invalidReason, pickRows } from './validateSpoolRow';
+import { invalidReason, pickRows } from './spoolRow';
 import { isConnectionError, TelemetryDatabase } from './telemetryDatabase';
 
 export interface FlusherOptions {
@@ -28,8 +28,8 @@ export interface FlusherOptions {
   applicationName?: string;
 }
 
-/** FlushResult plus what the tests and the CLI want to know beyond the protocol's fields. */
-export interface FlushOutcome extends FlushResult {
+/** The protocol's flush result plus what the tests and the CLI want to know beyond it. */
+export interface FlushOutcome extends FlushTelemetry.Result {
   /** Events of this flush that were new to PostgreSQL (fewer than `sent` after a crash resent a batch). */
   inserted: number;
   /** True when another process held the spool's flush lock and this flush did nothing. */

@@ -1,7 +1,6 @@
 import type pg from 'pg';
 import type { Logger } from '../log/logger';
-import type { Migration } from './migrations/migration';
-import { MIGRATIONS } from './migrations/migrations';
+import { MIGRATIONS, type Migration } from './migrations/migrations';
 
 /** Advisory lock key of schema changes ('quantilica-migrate'); every agent and CLI uses the same one. */
 export const MIGRATION_LOCK_KEY = 0x5175_616e_4d69;

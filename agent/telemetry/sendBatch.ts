@@ -3,7 +3,7 @@ import { faultPoint } from './faultInjection';
 import { INSERT_BATCH } from './flushSql';
 import { errorText } from './openSpoolDatabase';
 import type { SpoolColumns } from './spoolTypes';
-import { pickRows } from './validateSpoolRow';
+import { pickRows } from './spoolRow';
 
 /**
  * Sends one batch (see batchParams) in one transaction: the events (idempotent by event id) and the runs they move

@@ -10,7 +10,7 @@ import type { DiskConfig } from '../../agent/config/config';
 import { dirUsage } from '../../agent/disk/dirUsage';
 import { DiskGate } from '../../agent/disk/diskGate';
 import type { DiskProbe } from '../../agent/disk/diskProbe';
-import { memoryLogger } from '../../agent/log/logger';
+import { memoryLogger } from '../support/memoryLogger';
 import type { GateRequest } from '../../agent/runs/startGate';
 import { waitFor } from '../support/waitFor';
 

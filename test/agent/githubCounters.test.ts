@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, before, test } from 'node:test';
-import { memoryLogger } from '../../agent/log/logger';
+import { memoryLogger } from '../support/memoryLogger';
 import { GithubStore } from '../../agent/github/store/githubStore';
 import { migrateGithub } from '../../agent/github/store/migrateGithub';
 import { PostgresGithubDb } from '../../agent/github/store/postgresGithubDb';

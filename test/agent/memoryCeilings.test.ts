@@ -38,10 +38,10 @@ test('200 MB under a 64 MB run ceiling fails with memory-limit, nothing else kil
   try {
     const enforcement = orchestrator.agentInfo().memory!;
     assert.notEqual(enforcement.kind, 'not-enforced', `cgroups must be usable as root here (${enforcement.reason ?? ''})`);
-    const bystander = orchestrator.run('bystander', [], 'cli');
+    const bystander = await orchestrator.run('bystander', [], 'cli');
     const bystanderPid = (await waitFor(() => orchestrator.runs.get(bystander.runId)?.pid, { what: 'the bystander to run', timeoutMs: 30000 }));
 
-    const small = orchestrator.run('alloc-64', [], 'cli');
+    const small = await orchestrator.run('alloc-64', [], 'cli');
     const smallEnd = await orchestrator.waitRun(small.runId);
     assert.equal(smallEnd.status, 'failed');
     assert.equal(smallEnd.reason, 'memory-limit');
@@ -55,7 +55,7 @@ test('200 MB under a 64 MB run ceiling fails with memory-limit, nothing else kil
     assert.equal(smallFinish.memorySource, 'cgroup');
     assert.equal(fs.existsSync(memoryCgroup(name, 'heavy-io', small.runId)), false, 'the run\'s cgroup is removed at its end');
 
-    const big = orchestrator.run('alloc-512', [], 'cli');
+    const big = await orchestrator.run('alloc-512', [], 'cli');
     await waitFor(() => fs.existsSync(memoryCgroup(name, 'heavy-io', big.runId)) || orchestrator.runs.get(big.runId)?.status !== 'waiting', { what: 'the run\'s cgroup' });
     const bigEnd = await orchestrator.waitRun(big.runId);
     assert.equal(bigEnd.status, 'completed', `ended ${bigEnd.status} ${bigEnd.reason ?? ''}`);
@@ -88,7 +88,7 @@ test('three runs of 100 MB in a pool of 250 MB: the ceiling holds, one is killed
   const { orchestrator, close } = openOrchestrator(t);
   try {
     assert.equal(orchestrator.poolStates().find((p) => p.name === 'cpu-analysis')!.memory!.ceilingMb, 250);
-    const runs = [0, 1, 2].map(() => orchestrator.run('alloc', [], 'cli'));
+    const runs = await Promise.all([0, 1, 2].map(() => orchestrator.run('alloc', [], 'cli')));
     // Every run holds its 100 MB until the test says so: the OOM killer must pick one of the three.
     const killed = await waitFor(() => {
       const ended = runs.map((r) => orchestrator.runs.get(r.runId)!).filter((r) => r.status === 'failed');
@@ -119,7 +119,7 @@ test('a fetcher whose child leaves the process group (setsid): cancel ends both'
   const t = makeTestEnv([{ name: 'escaper', pool: 'network-light', argv: ['sh', '-c', script] }], { QUANTILICA_CGROUP_NAME: name, QUANTILICA_CANCEL_GRACE_SECONDS: '30' });
   const { orchestrator, close } = openOrchestrator(t);
   try {
-    const run = orchestrator.run('escaper', [], 'cli');
+    const run = await orchestrator.run('escaper', [], 'cli');
     const childPid = await waitFor(() => {
       const text = fs.existsSync(childPidFile) ? fs.readFileSync(childPidFile, 'utf8').trim() : '';
       return text.length > 0 ? Number(text) : null;

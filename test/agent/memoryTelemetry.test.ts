@@ -20,8 +20,8 @@ test('the finish event\'s peak memory and CPU reach core.task_run, for a complet
   ], { QUANTILICA_DATABASE_URL: pgdb.url, QUANTILICA_CGROUP_NAME: NAME });
   const { orchestrator, spool, logger, close } = openOrchestrator(t);
   try {
-    const fits = await orchestrator.waitRun(orchestrator.run('fits', [], 'cli').runId);
-    const tooBig = await orchestrator.waitRun(orchestrator.run('too-big', [], 'cli').runId);
+    const fits = await orchestrator.waitRun((await orchestrator.run('fits', [], 'cli')).runId);
+    const tooBig = await orchestrator.waitRun((await orchestrator.run('too-big', [], 'cli')).runId);
     assert.equal(fits.status, 'completed');
     assert.equal(tooBig.reason, 'memory-limit');
     const flusher = new Flusher({ spool, databaseUrl: pgdb.url, logger });

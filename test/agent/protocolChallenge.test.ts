@@ -6,9 +6,10 @@ import type { IncomingMessage } from 'node:http';
 import * as path from 'node:path';
 import { after, test } from 'node:test';
 import { WebSocket, WebSocketServer } from 'ws';
-import { AgentSocketError, openAgentSocket } from '../../agent/client/agentSocket';
-import { readConnectionFile } from '../../agent/server/connectionFile';
-import { newNonce, newToken, PROOF_HEADER, proofOf } from '../../agent/server/upgradeGuard';
+import { AgentSocketError, openAgentSocket } from '../../shared/node/agentSocket';
+import { readConnectionFile } from '../../shared/node/connectionFile';
+import { newNonce, PROOF_HEADER, proofOf } from '../../shared/node/handshakeProof';
+import { newToken } from '../../agent/server/upgradeGuard';
 import { GetSnapshot } from '../../shared/protocol';
 import { makeTestEnv, startAgent, type TestEnv } from '../support/harness';
 

@@ -10,7 +10,7 @@ import * as readline from 'node:readline';
 import { after, test } from 'node:test';
 import { WebSocket } from 'ws';
 import { connectAgent } from '../../agent/client/agentClient';
-import { readConnectionFile } from '../../agent/server/connectionFile';
+import { readConnectionFile } from '../../shared/node/connectionFile';
 import { AGENT_JS, makeTestEnv, startAgent, type TestEnv } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 

@@ -9,7 +9,7 @@ import * as path from 'node:path';
 import { after, before, test } from 'node:test';
 import { WebSocket } from 'ws';
 import { connectAgent, type AgentClient } from '../../agent/client/agentClient';
-import { readConnectionFile } from '../../agent/server/connectionFile';
+import { readConnectionFile } from '../../shared/node/connectionFile';
 import { ErrorCodes, GetSnapshot, Hello, ListRuns, type ConnectionInfo } from '../../shared/protocol';
 import { makeTestEnv, startAgent, type TestEnv } from '../support/harness';
 import { waitFor } from '../support/waitFor';

@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import type { OwnerRecord } from '../../agent/slots/ownerRecord';
-import { processUid, readProcInfo } from '../../agent/slots/procInfo';
+import { processUid, readProcInfo } from '../../shared/node/procInfo';
 import { whyNotOurRun } from '../../agent/slots/provenHolder';
 import { waitFor } from '../support/waitFor';
 

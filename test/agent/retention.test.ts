@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { demoFetch } from '../../agent/catalog/demoFetch';
-import { memoryLogger } from '../../agent/log/logger';
+import { memoryLogger } from '../support/memoryLogger';
 import { Retention } from '../../agent/runs/retention';
 import { makeTestEnv, startAgent } from '../support/harness';
 import { waitFor } from '../support/waitFor';

@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { connectAgent } from '../../agent/client/agentClient';
-import { readProcInfo } from '../../agent/slots/procInfo';
+import { readProcInfo } from '../../shared/node/procInfo';
 import { AGENT_JS, makeTestEnv, runCli, startAgent, testConfig, type TestEnv } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 

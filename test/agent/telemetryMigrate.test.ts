@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type pg from 'pg';
-import { memoryLogger } from '../../agent/log/logger';
+import { memoryLogger } from '../support/memoryLogger';
 import { migrate } from '../../agent/telemetry/migrate';
 import { MIGRATIONS } from '../../agent/telemetry/migrations/migrations';
 import { startTestPostgres, type TestPostgres } from '../support/postgres';

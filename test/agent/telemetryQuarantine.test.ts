@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import * as crypto from 'node:crypto';
 import { test } from 'node:test';
 import Database from 'better-sqlite3';
-import { memoryLogger } from '../../agent/log/logger';
+import { memoryLogger } from '../support/memoryLogger';
 import { Flusher } from '../../agent/telemetry/flusher';
 import { TelemetryDatabase } from '../../agent/telemetry/telemetryDatabase';
 import { eventIdsIn, tempSpool, usePostgres } from '../fixtures/telemetryTestBed';

@@ -3,7 +3,7 @@ import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { memoryLogger } from '../../agent/log/logger';
+import { memoryLogger } from '../support/memoryLogger';
 import { Flusher } from '../../agent/telemetry/flusher';
 import { Spool } from '../../agent/telemetry/spool';
 import { eventIdsIn, tempSpool, usePostgres } from '../fixtures/telemetryTestBed';

@@ -1,6 +1,6 @@
 import * as crypto from 'node:crypto';
 import pg from 'pg';
-import { memoryLogger } from '../../agent/log/logger';
+import { memoryLogger } from './memoryLogger';
 import { GithubStore } from '../../agent/github/store/githubStore';
 import { migrateGithub } from '../../agent/github/store/migrateGithub';
 import { PostgresGithubDb } from '../../agent/github/store/postgresGithubDb';

@@ -4,8 +4,10 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import * as readline from 'node:readline';
 import { loadConfig, type Config } from '../../agent/config/config';
-import { memoryLogger } from '../../agent/log/logger';
+import { memoryLogger } from './memoryLogger';
+import { checkStationDirs } from '../../agent/checkStationDirs';
 import { Orchestrator } from '../../agent/orchestrator';
+import { StateHub, type SnapshotParts } from '../../agent/state/stateHub';
 import { Spool } from '../../agent/telemetry/spool';
 
 /** The repository root, from out/test/support. */
@@ -76,7 +78,9 @@ export function openOrchestrator(t: TestEnv, overrides: Partial<Config> = {}) {
   const config = { ...testConfig(t), ...overrides };
   const logger = memoryLogger();
   const spool = new Spool({ path: config.telemetrySpool, logger, fallbackPath: path.join(t.root, 'fallback-spool.db') });
-  const orchestrator = new Orchestrator(config, logger, { telemetry: spool, snapshotExtras: () => ({ disk: null, spool: spool.status(), schedule: null }) });
+  // The core alone (no disk gate, no flusher, no schedule): its snapshot has the spool beside it.
+  const hub: StateHub = new StateHub((): SnapshotParts => ({ ...orchestrator.coreState(), disk: null, spool: spool.status(), schedule: null }));
+  const orchestrator: Orchestrator = new Orchestrator(config, logger, { hub, policy: checkStationDirs(config), telemetry: spool });
   return {
     orchestrator,
     spool,

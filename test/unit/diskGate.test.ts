@@ -8,8 +8,9 @@ import type { DiskConfig } from '../../agent/config/config';
 import { DiskGate } from '../../agent/disk/diskGate';
 import { statfsProbe, type DiskProbe } from '../../agent/disk/diskProbe';
 import { BYTES_PER_GB } from '../../agent/disk/diskState';
-import { memoryLogger } from '../../agent/log/logger';
-import { RunRefusedError, type GateRequest } from '../../agent/runs/startGate';
+import { memoryLogger } from '../support/memoryLogger';
+import { RunRefusedError } from '../../agent/errors';
+import type { GateRequest } from '../../agent/runs/startGate';
 import { StateHub } from '../../agent/state/stateHub';
 import { waitFor } from '../support/waitFor';
 

@@ -7,7 +7,7 @@ import type { DiskStatus } from '../../shared/protocol';
 import { startDiskSampler } from '../../agent/history/diskSampler';
 import { HISTORY_RETENTION_MS, HistoryStore } from '../../agent/history/historyStore';
 import { readLogBytes } from '../../agent/server/logFollow';
-import { ManualClock } from '../../agent/schedule/manualClock';
+import { ManualClock } from '../support/manualClock';
 
 function disk(freeGb: number): DiskStatus {
   return { state: 'ok', path: '/data', freeGb, totalGb: 100, warnGb: 10, pauseGb: 5, resumeGb: 8, next: null, error: null, checkedAt: new Date(0).toISOString() };

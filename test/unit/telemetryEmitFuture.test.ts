@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { memoryLogger } from '../../agent/log/logger';
+import { memoryLogger } from '../support/memoryLogger';
 import { emitFromCli, MAX_FUTURE_SKEW_SECONDS } from '../../agent/telemetry/emitCommand';
 import { Spool } from '../../agent/telemetry/spool';
 import { makeTestEnv, runCli } from '../support/harness';

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { WebSocket } from 'ws';
-import type { ConnectionInfo } from '../../shared/protocol';
-import { newNonce, NONCE_HEADER, PROOF_HEADER, proofOf, sameSecret } from '../server/upgradeGuard';
+import type { ConnectionInfo } from '../protocol';
+import { newNonce, NONCE_HEADER, PROOF_HEADER, proofOf, sameSecret } from './handshakeProof';
 
 /** Why a connection to the agent failed: `unreachable` (nothing answers), `refused` (the agent said
  * no), `impostor` (something answered that could not prove it knows the token). */

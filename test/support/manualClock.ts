@@ -1,4 +1,4 @@
-import type { Clock, Timer } from './clock';
+import type { Clock, Timer } from '../../agent/schedule/clock';
 
 interface Pending {
   at: number;

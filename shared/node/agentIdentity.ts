@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
-import type { ConnectionInfo } from '../../shared/protocol';
-import { readProcInfo } from '../slots/procInfo';
+import type { ConnectionInfo } from '../protocol';
+import { readProcInfo } from './procInfo';
 
 /** This boot's id (Linux); '' where the kernel does not say. */
 export function bootId(): string {

@@ -1,0 +1,127 @@
+import * as path from 'node:path';
+import { checkStationDirs } from './checkStationDirs';
+import { secureHome } from './cli/checkSettingPaths';
+import { takeInstanceLock } from './cli/instanceLock';
+import type { Config } from './config/config';
+import { DiskGate } from './disk/diskGate';
+import { startDiskSampler } from './history/diskSampler';
+import { setHistoryStore } from './history/historyRegistry';
+import { HistoryStore } from './history/historyStore';
+import type { Logger } from './log/logger';
+import { Orchestrator } from './orchestrator';
+import { Schedule } from './schedule/schedule';
+import type { ScheduleTarget } from './schedule/scheduleTarget';
+import { StateHub, type SnapshotParts } from './state/stateHub';
+import { Flusher } from './telemetry/flusher';
+import { Spool } from './telemetry/spool';
+import { publishSpoolStatus } from './telemetry/spoolStatusPublisher';
+
+export interface OpenAgentOptions {
+  /**
+   * `agent`: the long-lived agent (single-instance lock, retention, schedule, disk history).
+   * `cli`: a CLI command working in-process when no agent answers (the same slots, state and spool;
+   * the schedule is built to show and record pauses, never started).
+   */
+  role: 'agent' | 'cli';
+}
+
+export interface OpenedAgent {
+  /** What the protocol server and the in-process CLI drive. */
+  control: Orchestrator;
+  /** Adopts runs a previous owner left, then starts what runs in the background. */
+  start(): Promise<void>;
+  /** Stops what makes new runs (the schedule): first thing on shutdown. */
+  stopIntake(): void;
+  /** Closes everything in the reverse order; running fetchers go on unless `stopFetchers`. */
+  close(stopFetchers?: boolean): Promise<void>;
+}
+
+/**
+ * The one composition root. Builds the parts in dependency order (state hub, spool and flusher, disk
+ * gate, pools and runs, schedule), each handed what it needs when it is made; the station's folders
+ * are checked once, before anything is opened in them.
+ */
+export function openAgent(config: Config, logger: Logger, { role }: OpenAgentOptions): OpenedAgent {
+  const policy = checkStationDirs(config);
+  let release: (() => void) | null = null;
+  if (role === 'agent') {
+    secureHome(config.homeDir);
+    release = takeInstanceLock(config.homeDir);
+  }
+  try {
+    return build(config, logger, role, policy, release);
+  } catch (err) {
+    release?.();
+    throw err;
+  }
+}
+
+function build(config: Config, logger: Logger, role: OpenAgentOptions['role'], policy: ReturnType<typeof checkStationDirs>, release: (() => void) | null): OpenedAgent {
+  // 1. The state hub. Its snapshot reads the parts made below; nobody asks for one before
+  //    openAgent has returned, and every change a part publishes meanwhile reaches the hub.
+  const hub: StateHub = new StateHub((): SnapshotParts => ({ ...control.coreState(), disk: gate.status(), spool: spool.status(), schedule: schedule.status() }));
+  // 2. The telemetry spool and its flusher.
+  const spool = new Spool({ path: config.telemetrySpool, logger });
+  const flusher = new Flusher({ spool, databaseUrl: config.databaseUrl, logger });
+  // 3. The disk gate in front of every start.
+  const gate = new DiskGate({ dataDir: config.dataDir, disk: config.disk, logger, hub });
+  // 4. Pools, runs and their store.
+  const control: Orchestrator = new Orchestrator(config, logger, {
+    hub,
+    policy,
+    gate,
+    telemetry: spool,
+    flush: async (onProgress) => {
+      const { sent, remaining, error } = await flusher.flushNow(onProgress);
+      return { sent, remaining, error };
+    },
+    setSchedulePaused: (paused, fetcher) => schedule.setPaused(paused, fetcher === undefined ? undefined : control.catalog.resolve(fetcher).name),
+  });
+  // 5. The schedule. A CLI builds it too, to show next due times and to record a pause for the next
+  //    agent; only the agent starts it.
+  const schedule: Schedule = new Schedule({ fetchers: control.catalog.entries, target: scheduleTarget(control), logger, homeDir: config.homeDir, catchUp: config.scheduleCatchUp, hub });
+  // The Station panel's disk history: kept by the agent only (a CLI run is too short to matter).
+  const history = role === 'agent' ? new HistoryStore(path.join(config.homeDir, 'history.db')) : null;
+
+  let stopSpoolStatus: (() => void) | null = null;
+  let stopSampler: (() => void) | null = null;
+  return {
+    control,
+    start: async () => {
+      await control.runs.adoptLeftovers();
+      if (role === 'agent') control.startRetention();
+      stopSpoolStatus = publishSpoolStatus(spool, (status) => hub.publish({ kind: 'spool', spool: status }));
+      flusher.start();
+      await gate.start();
+      if (role === 'agent') schedule.start();
+      if (history) {
+        setHistoryStore(history);
+        stopSampler = startDiskSampler(history, () => gate.status(), config.disk.pollSeconds);
+      }
+    },
+    stopIntake: () => schedule.close(),
+    close: async (stopFetchers = false) => {
+      stopSampler?.();
+      if (history) {
+        setHistoryStore(null);
+        history.close();
+      }
+      schedule.close();
+      await control.close(stopFetchers);
+      await gate.close();
+      stopSpoolStatus?.();
+      await flusher.close();
+      spool.close();
+      release?.();
+    },
+  };
+}
+
+function scheduleTarget(control: Orchestrator): ScheduleTarget {
+  return {
+    isActive: (fetcher) => control.runs.activeRunOf(fetcher) !== null,
+    enqueue: (fetcher, trigger) => { control.run(fetcher, [], trigger).catch(() => { /* refused: the schedule logged its attempt */ }); },
+    recordSkipped: (fetcher, reason, trigger, message) => { void control.runs.recordSkipped(fetcher, reason, trigger, { message }); },
+    lastStartedAt: (fetcher) => control.store.lastStartedAt(fetcher),
+  };
+}
