@@ -34,6 +34,7 @@ export function createParts(config: Config, logger: Logger, role: 'agent' | 'cli
   const gate = new DiskGate({ dataDir: config.dataDir, disk: config.disk, logger, hub });
   let schedule: Schedule | null = null;
   return {
+    role,
     telemetry: spool,
     gate,
     snapshotExtras: () => ({ disk: gate.status(), spool: spool.status(), schedule: schedule?.status() ?? null }),

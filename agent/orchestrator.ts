@@ -2,6 +2,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { PROTOCOL_VERSION, SERIAL_POOL, type AgentInfo, type PoolState, type RunInfo, type ScheduleStatus } from '../shared/protocol';
 import { Catalog } from './catalog/catalog';
+import { GithubRuns } from './github/githubRuns';
 import { demoCatalog } from './catalog/demoCatalog';
 import type { Config } from './config/config';
 import { InvalidArgumentError } from './errors';
@@ -28,6 +29,8 @@ export interface AgentParts {
   snapshotExtras?: () => Pick<ReturnType<StateHub['snapshot']>, 'disk' | 'spool' | 'schedule'>;
   flush?: (onProgress: (sent: number, remaining: number) => void) => Promise<FlushResult>;
   setSchedulePaused?: (paused: boolean, fetcher?: string) => ScheduleStatus;
+  /** The agent adopts GitHub syncs a dead agent left; an in-process CLI (the default) does not. */
+  role?: 'agent' | 'cli';
 }
 
 /** The orchestration core shared by the agent and an in-process CLI run: catalog, pools, runs, state. */
@@ -37,6 +40,7 @@ export class Orchestrator implements AgentControl {
   readonly pools = new Map<string, SlotPool>();
   readonly runs: RunManager;
   readonly store: RunStore;
+  readonly github: GithubRuns;
   private readonly startedAt = new Date().toISOString();
   private readonly lastStatus = new Map<string, RunInfo['status']>();
 
@@ -46,6 +50,7 @@ export class Orchestrator implements AgentControl {
     this.createPools(policy);
     this.store = new RunStore(path.join(config.homeDir, 'state.db'), logger);
     this.hub = new StateHub(() => this.collect());
+    this.github = new GithubRuns({ config, logger, pools: this.pools, adopts: parts.role === 'agent', onSync: (sync) => this.hub.publish({ kind: 'sync', sync }) });
     this.runs = new RunManager({
       config,
       catalog: this.catalog,
@@ -66,7 +71,9 @@ export class Orchestrator implements AgentControl {
         }
       },
       onPoolChange: (pool) => this.publishPool(pool),
+      github: this.github,
     });
+    if (this.catalog.entries.some((e) => e.kind === 'github-sync')) this.github.start();
     parts.attach?.(this);
   }
 
@@ -143,6 +150,7 @@ export class Orchestrator implements AgentControl {
 
   async close(stopFetchers = false): Promise<void> {
     await this.runs.shutdown(stopFetchers);
+    await this.github.close();
     for (const pool of this.pools.values()) pool.close();
     this.store.close();
   }
@@ -153,10 +161,11 @@ export class Orchestrator implements AgentControl {
     const ids = new Set(active.map((r) => r.runId));
     return {
       agent: this.agentInfo(),
-      catalog: this.catalog.entries.map((e) => ({ name: e.name, pool: this.config.usePools ? e.pool : SERIAL_POOL, aliases: e.aliases ?? [], demo: e.demo })),
+      catalog: this.catalog.entries.map((e) => ({ name: e.name, kind: e.kind ?? 'fetcher', pool: this.config.usePools ? e.pool : SERIAL_POOL, aliases: e.aliases ?? [], demo: e.demo })),
       pools: this.poolStates(),
       runs: [...active, ...this.store.recent(50).filter((r) => !ids.has(r.runId)).map(toRunInfo)],
       ...extras,
+      sync: this.github.info(),
     };
   }
 

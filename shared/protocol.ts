@@ -129,9 +129,41 @@ export interface AgentInfo {
 
 export interface CatalogEntryInfo {
   name: string;
+  /** Absent: a fetcher (agents before the GitHub sync). */
+  kind?: 'fetcher' | 'github-sync';
   pool: string;
   aliases: string[];
   demo: boolean;
+}
+
+export type GithubStage = 'changes' | 'checks';
+export type GithubBudget = 'graphql' | 'core';
+
+/** One stage of a GitHub sync: repositories done, not reached (each with its reason token), of all. */
+export interface GithubStageProgress {
+  done: number;
+  notReached: number;
+  total: number;
+  notReachedRepos: Array<{ repo: string; reason: string }>;
+}
+
+/** The GitHub sync the agent runs or ran last (`quantilica github status`); never holds the token. */
+export interface GithubSyncInfo {
+  syncId: string;
+  /** The agent's run of it and its catalog entry; null for a sync the agent did not run (a CLI's). */
+  runId: string | null;
+  fetcher: string | null;
+  demo: boolean;
+  status: 'running' | 'completed' | 'failed' | 'cancelled';
+  reason: string | null;
+  startedAt: string;
+  finishedAt: string | null;
+  counters: { records_collected: number; records_created: number; requests_made: number; requests_saved: number; hibernations: number };
+  stages: Record<GithubStage, GithubStageProgress>;
+  /** Set while the sync hibernates: when it wakes, and which budget it waits for. */
+  hibernatingUntil: string | null;
+  budget: GithubBudget | null;
+  quota: Partial<Record<GithubBudget, { remaining: number; limit: number; resetAt: string }>>;
 }
 
 export interface Snapshot {
@@ -144,6 +176,8 @@ export interface Snapshot {
   disk: DiskStatus | null;
   spool: SpoolStatus | null;
   schedule: ScheduleStatus | null;
+  /** The GitHub sync (absent from agents that predate it). */
+  sync?: GithubSyncInfo | null;
 }
 
 export type Change =
@@ -151,7 +185,8 @@ export type Change =
   | { kind: 'pool'; pool: PoolState }
   | { kind: 'disk'; disk: DiskStatus }
   | { kind: 'spool'; spool: SpoolStatus }
-  | { kind: 'schedule'; schedule: ScheduleStatus };
+  | { kind: 'schedule'; schedule: ScheduleStatus }
+  | { kind: 'sync'; sync: GithubSyncInfo };
 
 export interface ChangedParams {
   version: number;

@@ -6,7 +6,8 @@ import { SEED_SOURCES } from './seedSources';
 /**
  * The catalog used when none is configured: the seed's 25 sources in their pools, each a simulated
  * fetcher (`quantilica demo-fetch`) that really writes data into DATA_DIR, so a fresh install shows
- * real pools, slots, disk use and telemetry at work.
+ * real pools, slots, disk use and telemetry at work. Plus `github`, a GitHub sync (ADR 0006) against
+ * the simulator the agent starts, with a 20 s quota window: it hibernates and resumes within a minute.
  */
 export function demoCatalog(config: Config): Catalog {
   const { seconds, rateMb } = config.demo;
@@ -19,7 +20,10 @@ export function demoCatalog(config: Config): Catalog {
       expectedSizeMb: seconds * rateMb,
       schedule: source.schedule,
       demo: true,
-    })),
+    })).concat([{
+      kind: 'github-sync', name: 'github', pool: 'network-light', repos: Array.from({ length: 8 }, (_, i) => `sim-org/repo-${String(i + 1).padStart(3, '0')}`), concurrency: 2,
+      schedule: '17 */2 * * *', demo: true, simulated: true,
+    }]),
     'demo',
   );
 }

@@ -277,7 +277,8 @@ async function waitWithCancelOnSignal(holder: LinkHolder, runId: string, config:
 }
 
 function exitCodeOf(run: { status: string; exitCode: number | null; reason: string | null }): number {
-  if (run.status === 'completed') return ExitCode.ok;
+  // A GitHub sync that completed with repositories not reached says so with its own code.
+  if (run.status === 'completed') return run.exitCode === ExitCode.notReached ? ExitCode.notReached : ExitCode.ok;
   if (run.status === 'cancelled') return ExitCode.cancelled;
   if (run.reason === 'wait-timeout' || run.reason === 'disk-backpressure-timeout') return ExitCode.waitTimeout;
   if (run.exitCode !== null && run.exitCode !== 0) return run.exitCode;

@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { RunInfo, RunStatus, RunTrigger, WaitReason } from '../../shared/protocol';
-import type { Catalog, CatalogEntry } from '../catalog/catalog';
+import { isGithubSync, type Catalog, type CatalogEntry } from '../catalog/catalog';
 import type { Config } from '../config/config';
 import { InvalidArgumentError, UnknownRunError } from '../errors';
 import { newRunId } from './newRunId';
@@ -19,6 +19,7 @@ import { Retention } from './retention';
 import { runMembers } from './runGroup';
 import { spawnRun, watchRun, type ExitInfo } from './runProcess';
 import { toRunInfo, type RunStore, type StoredRun } from './runStore';
+import type { InAgentWork, RunMoves } from './runMoves';
 import { RunRefusedError, type GateRequest, type StartGate } from './startGate';
 
 export interface RunManagerDeps {
@@ -34,6 +35,8 @@ export interface RunManagerDeps {
   /** Called after every change of a run, and of a pool's occupancy (for the state hub). */
   onRunChange(run: RunInfo): void;
   onPoolChange(pool: string): void;
+  /** Runs the GitHub sync entries (`kind: github-sync`) inside the agent; without it they are refused. */
+  github?: InAgentWork;
 }
 
 const TERMINAL: readonly RunStatus[] = ['completed', 'failed', 'cancelled', 'skipped'];
@@ -154,8 +157,8 @@ export class RunManager {
     if (state.cancelRequested) return toRunInfo(state.run);
     state.cancelRequested = true;
     this.emit(state.run, 'cancel-requested', {});
-    if (state.run.status === 'waiting') {
-      state.abort.abort(new CancelledError('cancelled', 'cancelled while waiting'));
+    if (state.run.status === 'waiting' || isGithubSync(state.entry)) {
+      state.abort.abort(new CancelledError('cancelled', state.run.status === 'waiting' ? 'cancelled while waiting' : 'cancelled'));
     } else if (state.run.pid) {
       terminateGroup(state, this.deps.config.cancelGraceSeconds, this.deps.logger);
     }
@@ -173,13 +176,16 @@ export class RunManager {
     this.intake = false;
     const drives: Array<Promise<void>> = [];
     for (const state of this.active.values()) {
-      if (state.run.status === 'waiting') {
+      // A hibernating sync stays as it is: the next agent wakes it at its time (it holds nothing now).
+      if (state.run.status === 'waiting' && state.run.reason === 'hibernating') continue;
+      if (state.run.status === 'waiting' || isGithubSync(state.entry)) {
+        // A sync working inside the agent cannot outlive it: it ends `cancelled` (agent-stopping).
         state.abort.abort(new CancelledError('agent-stopping', 'the agent stopped while the run waited'));
         if (state.driving) drives.push(state.driving);
       } else if (stopFetchers) this.cancel(state.run.runId);
     }
     await Promise.all(drives);
-    if (stopFetchers) await Promise.all([...this.active.keys()].map((id) => this.waitRun(id)));
+    if (stopFetchers) await Promise.all([...this.active.values()].filter((s) => s.run.reason !== 'hibernating').map((s) => this.waitRun(s.run.runId)));
     this.logCapper.close();
     this.retention?.close();
     if (this.waitKeepAlive) clearInterval(this.waitKeepAlive);
@@ -217,6 +223,14 @@ export class RunManager {
         entry = { name: stored.fetcher, pool: stored.pool, argv: ['?'], demo: false };
       }
       const state = newActiveRun({ ...stored }, entry);
+      if (isGithubSync(entry) && (stored.status === 'running' || stored.reason === 'hibernating')) {
+        // A sync left by a dead agent: the next leg (now, or at its wake-up time) is this agent's.
+        if (!this.deps.github?.adopt(state, this.moves)) continue;
+        Object.assign(state.run, { ownerPid: process.pid, ownerStartTime: this.self?.startTime ?? 0, slot: null });
+        this.active.set(stored.runId, state);
+        this.changed(state);
+        continue;
+      }
       if (stored.status === 'waiting') {
         this.finish(state, 'failed', 'owner-exited-while-waiting', { exitCode: null, signal: null });
         continue;
@@ -236,7 +250,7 @@ export class RunManager {
 
   private async drive(state: ActiveRun): Promise<void> {
     const { run, entry } = state;
-    const request: GateRequest = { runId: run.runId, fetcher: run.fetcher, expectedBytes: entry.expectedSizeMb !== undefined ? entry.expectedSizeMb * 1024 * 1024 : null };
+    const request: GateRequest = { runId: run.runId, fetcher: run.fetcher, expectedBytes: !isGithubSync(entry) && entry.expectedSizeMb !== undefined ? entry.expectedSizeMb * 1024 * 1024 : null };
     const pool = this.deps.pools.get(run.pool);
     try {
       if (!pool) throw new RunRefusedError('no-such-pool', `pool ${run.pool} is not configured`);
@@ -248,6 +262,16 @@ export class RunManager {
         pool.released();
         const reason: unknown = state.abort.signal.reason;
         throw reason instanceof CancelledError ? reason : new CancelledError('cancelled', 'cancelled while waiting');
+      }
+      if (isGithubSync(entry)) {
+        if (!this.deps.github) {
+          grant.lock.closeOwnCopy();
+          pool.released();
+          throw new RunRefusedError('github-sync-unavailable', 'GitHub syncs run only in the agent');
+        }
+        this.deps.github.begin(state, grant, this.moves);
+        this.deps.gate.runStarted(request);
+        return;
       }
       try {
         this.start(state, grant.index, grant.lock.fd);
@@ -269,8 +293,32 @@ export class RunManager {
     this.deps.onPoolChange(run.pool);
   }
 
+  /** The moves of in-agent work (runMoves.ts), on this manager's states and telemetry. */
+  private readonly moves: RunMoves = {
+    running: (state, slot, detail) => {
+      const resumed = state.run.startedAt !== null;
+      Object.assign(state.run, { status: 'running', startedAt: state.run.startedAt ?? new Date().toISOString(), slot, pid: null, reason: null, wait: null });
+      this.changed(state);
+      if (resumed) this.emit(state.run, 'resumed', { slot, ...detail });
+      else this.emit(state.run, 'start', { slot, host: os.hostname(), pid: process.pid, trigger: state.run.trigger, ...detail });
+      if (!state.heartbeat) this.startHeartbeat(state);
+    },
+    hibernating: (state, until, detail) => {
+      Object.assign(state.run, { status: 'waiting', slot: null, reason: 'hibernating', wait: { kind: 'hibernating', until: until.toISOString() } });
+      this.changed(state);
+      this.emit(state.run, 'hibernated', { until: until.toISOString(), ...detail });
+    },
+    setWait: (state, wait) => {
+      if (state.run.status !== 'waiting') return;
+      state.run.wait = wait;
+      this.changed(state);
+    },
+    finish: (state, status, reason, exitCode, message) => this.finish(state, status, reason, { exitCode, signal: null }, message),
+  };
+
   private start(state: ActiveRun, slot: number, lockFd: number): void {
     const { run, entry } = state;
+    if (isGithubSync(entry)) throw new Error('a GitHub sync has no process to start');
     const { config } = this.deps;
     fs.mkdirSync(config.logDir, { recursive: true });
     const logPath = path.join(config.logDir, `${run.fetcher}-${run.runId}.log`);
@@ -353,7 +401,7 @@ export class RunManager {
     if (message) this.deps.logger.warn({ runId: run.runId, fetcher: run.fetcher, reason }, message);
     this.deps.gate.runEnded(run.runId);
     // The pool itself was published with the run's status change above.
-    if (run.slot !== null) this.deps.pools.get(run.pool)?.released();
+    if (run.slot !== null && !isGithubSync(state.entry)) this.deps.pools.get(run.pool)?.released();
     const waiters = this.finishWaiters.get(run.runId) ?? [];
     this.finishWaiters.delete(run.runId);
     if (this.finishWaiters.size === 0 && this.waitKeepAlive) {
@@ -378,7 +426,7 @@ export class RunManager {
     this.deps.onRunChange(toRunInfo(state.run));
   }
 
-  private emit(run: StoredRun, event: 'start' | 'heartbeat' | 'finish' | 'waiting' | 'skipped' | 'cancel-requested', payload: Record<string, unknown>): void {
+  private emit(run: StoredRun, event: 'start' | 'heartbeat' | 'finish' | 'waiting' | 'skipped' | 'cancel-requested' | 'hibernated' | 'resumed', payload: Record<string, unknown>): void {
     // A run starts and finishes once: those two events get ids derived from the run, so emitting one
     // again (after a crash) cannot make a second row.
     const eventId = event === 'start' || event === 'finish' ? runEventId(run.runId, event) : undefined;

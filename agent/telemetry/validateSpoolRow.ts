@@ -1,7 +1,7 @@
 import type { SpoolColumns } from './spoolTypes';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const KINDS = new Set(['start', 'heartbeat', 'finish', 'waiting', 'skipped', 'reclaimed', 'cancel-requested']);
+const KINDS = new Set(['start', 'heartbeat', 'finish', 'waiting', 'skipped', 'reclaimed', 'cancel-requested', 'hibernated', 'resumed']);
 const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})$/;
 const MAX_TEXT = 1_000;
 
