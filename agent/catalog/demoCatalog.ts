@@ -1,6 +1,6 @@
 import type { Config } from '../config/config';
 import { distFile } from '../paths';
-import { Catalog } from './catalog';
+import { Catalog, type CatalogEntry } from './catalog';
 import { SEED_SOURCES } from './seedSources';
 
 /**
@@ -11,19 +11,18 @@ import { SEED_SOURCES } from './seedSources';
  */
 export function demoCatalog(config: Config): Catalog {
   const { seconds, rateMb } = config.demo;
-  return new Catalog(
-    SEED_SOURCES.map((source) => ({
-      name: source.name,
-      pool: source.pool,
-      aliases: source.aliases,
-      argv: [process.execPath, distFile('agent.js'), 'demo-fetch', source.name, '--seconds', String(seconds), '--rate-mb', String(rateMb)],
-      expectedSizeMb: seconds * rateMb,
-      schedule: source.schedule,
-      demo: true,
-    })).concat([{
-      kind: 'github-sync', name: 'github', pool: 'network-light', repos: Array.from({ length: 8 }, (_, i) => `sim-org/repo-${String(i + 1).padStart(3, '0')}`), concurrency: 2,
-      schedule: '17 */2 * * *', demo: true, simulated: true,
-    }]),
-    'demo',
-  );
+  const fetchers: CatalogEntry[] = SEED_SOURCES.map((source) => ({
+    name: source.name,
+    pool: source.pool,
+    aliases: source.aliases,
+    argv: [process.execPath, distFile('agent.js'), 'demo-fetch', source.name, '--seconds', String(seconds), '--rate-mb', String(rateMb)],
+    expectedSizeMb: seconds * rateMb,
+    schedule: source.schedule,
+    demo: true,
+  }));
+  fetchers.push({
+    kind: 'github-sync', name: 'github', pool: 'network-light', concurrency: 2, schedule: '17 */2 * * *', demo: true, simulated: true,
+    repos: Array.from({ length: 8 }, (_, i) => `sim-org/repo-${String(i + 1).padStart(3, '0')}`),
+  });
+  return new Catalog(fetchers, 'demo');
 }
