@@ -1,10 +1,10 @@
-import type { Change } from '../shared/protocol';
 import type { Config } from './config/config';
 import { DiskGate } from './disk/diskGate';
 import { InvalidArgumentError } from './errors';
 import type { Logger } from './log/logger';
 import type { AgentParts, Orchestrator } from './orchestrator';
 import { Schedule } from './schedule/schedule';
+import { forwardingHub } from './state/forwardingHub';
 import type { ScheduleTarget } from './schedule/scheduleTarget';
 import { Flusher } from './telemetry/flusher';
 import { Spool } from './telemetry/spool';
@@ -26,8 +26,8 @@ export interface ClosableParts extends AgentParts {
  */
 export function createParts(config: Config, logger: Logger, role: 'agent' | 'cli'): ClosableParts {
   let orchestrator: Orchestrator | null = null;
-  // The hub belongs to the orchestrator, made after the parts: changes are forwarded once it exists.
-  const hub = { publish: (change: Change) => orchestrator?.hub.publish(change) };
+  // The hub belongs to the orchestrator, made after the parts: changes are held until it exists.
+  const hub = forwardingHub();
   const spool = new Spool({ path: config.telemetrySpool, logger });
   const flusher = new Flusher({ spool, databaseUrl: config.databaseUrl, logger });
   let stopSpoolStatus: (() => void) | null = null;
@@ -48,6 +48,7 @@ export function createParts(config: Config, logger: Logger, role: 'agent' | 'cli
     },
     attach(orch) {
       orchestrator = orch;
+      hub.attach(orch.hub);
       // The CLI builds the schedule too, to show next due times and to record a pause for the next
       // agent; only the agent starts it.
       schedule = new Schedule({ fetchers: orch.catalog.entries, target: scheduleTarget(orch), logger, homeDir: config.homeDir, catchUp: config.scheduleCatchUp, hub });
@@ -72,8 +73,8 @@ export function createParts(config: Config, logger: Logger, role: 'agent' | 'cli
 function scheduleTarget(orch: Orchestrator): ScheduleTarget {
   return {
     isActive: (fetcher) => orch.runs.activeRunOf(fetcher) !== null,
-    enqueue: (fetcher, trigger) => { orch.run(fetcher, [], trigger); },
-    recordSkipped: (fetcher, reason, trigger) => { orch.runs.recordSkipped(fetcher, reason, trigger); },
+    enqueue: (fetcher, trigger) => { orch.run(fetcher, [], trigger).catch(() => { /* refused: the schedule logged its attempt */ }); },
+    recordSkipped: (fetcher, reason, trigger, message) => { void orch.runs.recordSkipped(fetcher, reason, trigger, { message }); },
     lastStartedAt: (fetcher) => orch.store.lastStartedAt(fetcher),
   };
 }

@@ -10,22 +10,28 @@ import type { Logger } from './log/logger';
 import { checkStationDirs, SERIAL_LOCK_FILE } from './checkStationDirs';
 import { distFile } from './paths';
 import { tailFile } from './runs/logCap';
+import { processSpawner } from './runs/processSpawner';
+import { Retention } from './runs/retention';
 import { RunManager } from './runs/runManager';
+import { systemClock } from './runs/runPorts';
+import { spoolJournal } from './runs/spoolJournal';
 import { RunStore, toRunInfo } from './runs/runStore';
 import { openGate, type StartGate } from './runs/startGate';
 import type { AgentControl, FlushResult } from './server/agentControl';
+import { readProcInfo } from './slots/procInfo';
 import { readKernelFlocks, type KernelLock } from './slots/procLocks';
 import { SlotPool, type ReclaimEvent } from './slots/slotPool';
 import type { StationPolicy } from './station/stationPolicy';
 import { StateHub } from './state/stateHub';
-import type { TelemetrySink } from './telemetry/telemetrySink';
+import type { Spool } from './telemetry/spool';
 
 /** Parts that other modules provide; each is optional so the core runs on its embedded defaults. */
 export interface AgentParts {
   gate?: StartGate;
   /** Called once the orchestrator exists (the schedule needs it as its target). */
   attach?(orchestrator: Orchestrator): void;
-  telemetry: TelemetrySink;
+  /** The spool: telemetry events, and the run state beside them (one database, one transaction per move). */
+  telemetry: Spool;
   snapshotExtras?: () => Pick<ReturnType<StateHub['snapshot']>, 'disk' | 'spool' | 'schedule'>;
   flush?: (onProgress: (sent: number, remaining: number) => void) => Promise<FlushResult>;
   setSchedulePaused?: (paused: boolean, fetcher?: string) => ScheduleStatus;
@@ -43,12 +49,14 @@ export class Orchestrator implements AgentControl {
   readonly github: GithubRuns;
   private readonly startedAt = new Date().toISOString();
   private readonly lastStatus = new Map<string, RunInfo['status']>();
+  private retention: Retention | null = null;
 
   constructor(readonly config: Config, private readonly logger: Logger, private readonly parts: AgentParts) {
     const policy = checkStationDirs(config);
     this.catalog = config.catalogPath ? Catalog.load(config.catalogPath) : demoCatalog(config);
     this.createPools(policy);
-    this.store = new RunStore(path.join(config.homeDir, 'state.db'), logger);
+    // The run state lives in the spool's database; a state.db of an earlier version is moved in.
+    this.store = new RunStore(parts.telemetry, path.join(config.homeDir, 'state.db'), logger);
     this.hub = new StateHub(() => this.collect());
     this.github = new GithubRuns({ config, logger, pools: this.pools, adopts: parts.role === 'agent', onSync: (sync) => this.hub.publish({ kind: 'sync', sync }) });
     this.runs = new RunManager({
@@ -57,8 +65,10 @@ export class Orchestrator implements AgentControl {
       pools: this.pools,
       poolOf: (entry) => (config.usePools ? entry.pool : SERIAL_POOL),
       gate: parts.gate ?? openGate,
-      telemetry: parts.telemetry,
-      store: this.store,
+      journal: spoolJournal(parts.telemetry, this.store),
+      spawner: processSpawner,
+      clock: systemClock,
+      self: { pid: process.pid, startTime: readProcInfo(process.pid)?.startTime ?? 0 },
       logger,
       wrapperPath: distFile('runWrapper.sh'),
       onRunChange: (run) => {
@@ -77,8 +87,24 @@ export class Orchestrator implements AgentControl {
     parts.attach?.(this);
   }
 
-  run(fetcher: string, args: string[], trigger: RunInfo['trigger']): RunInfo {
+  /** Queues a run; resolves once it is durably recorded. */
+  run(fetcher: string, args: string[], trigger: RunInfo['trigger']): Promise<RunInfo> {
     return this.runs.enqueue(fetcher, args, trigger);
+  }
+
+  /** The agent's periodic pruning of ended runs' logs and status files (applied now, then hourly). */
+  startRetention(): void {
+    const { config } = this;
+    this.retention ??= new Retention({
+      logDir: config.logDir,
+      statusDir: this.runs.statusDir(),
+      days: config.retention.days,
+      runs: config.retention.runs,
+      // Runs of any process (an in-process CLI run, a run another agent left) keep their files.
+      activeRunIds: () => new Set([...this.runs.activeIds(), ...this.store.active().map((r) => r.runId)]),
+      logger: this.logger,
+    });
+    this.retention.start();
   }
 
   waitRun(runId: string): Promise<RunInfo> {
@@ -151,8 +177,8 @@ export class Orchestrator implements AgentControl {
   async close(stopFetchers = false): Promise<void> {
     await this.runs.shutdown(stopFetchers);
     await this.github.close();
+    this.retention?.close();
     for (const pool of this.pools.values()) pool.close();
-    this.store.close();
   }
 
   private collect(): Omit<ReturnType<StateHub['snapshot']>, 'version'> {

@@ -16,6 +16,24 @@ export const SERIAL_POOL = 'serial';
 export type RunStatus = 'waiting' | 'running' | 'completed' | 'failed' | 'cancelled' | 'skipped';
 export type RunTrigger = 'cli' | 'protocol' | 'schedule' | 'catch-up' | 'adopted';
 
+/**
+ * Why a run is in its state: why it failed, was cancelled or skipped, or what a live run is doing
+ * (`starting`: its spawn is recorded but not yet confirmed; `lingering`: its wrapper ended but
+ * processes of the run still hold the slot; `hibernating`: a GitHub sync waiting for its rate limit).
+ * Always one of these tokens, never prose: clients switch on them.
+ */
+export const RUN_REASONS = [
+  'wait-timeout', 'disk-backpressure-timeout', 'admission-impossible', 'no-such-pool',
+  'lock-file-unsafe', 'lock-dir-unsafe', 'lock-group-unknown', 'slot-error', 'start-error',
+  'exit-code', 'signal', 'exit-status-unknown', 'memory-limit',
+  'cancelled', 'agent-stopping', 'owner-exited-while-waiting', 'already-active',
+  'starting', 'lingering', 'hibernating',
+  // A GitHub sync's ends: completed with repositories not reached, or failed with its sync's reason.
+  'repos-not-reached', 'repos-file-invalid', 'github-sync-unavailable', 'storage-error', 'stuck-no-progress',
+  'unknown-sync', 'no-repositories', 'sync-completed', 'sync-failed', 'sync-cancelled',
+] as const;
+export type RunReason = (typeof RUN_REASONS)[number];
+
 /** Why a waiting run has not started yet. */
 export type WaitReason =
   | { kind: 'pool'; position: number }
@@ -37,8 +55,8 @@ export interface RunInfo {
   pid: number | null;
   exitCode: number | null;
   signal: string | null;
-  /** Why the run failed, was cancelled or skipped (`wait-timeout`, `disk-backpressure-timeout`, …). */
-  reason: string | null;
+  /** Why the run failed, was cancelled or skipped, or what a live run is doing (see RunReason). */
+  reason: RunReason | null;
   wait: WaitReason | null;
   logPath: string | null;
 }

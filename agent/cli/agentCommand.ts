@@ -23,8 +23,8 @@ export async function agentCommand(config: Config, stopFetchersFlag: boolean): P
   const release = takeInstanceLock(config.homeDir);
   const parts = createParts(config, logger, 'agent');
   const orchestrator = new Orchestrator(config, logger, parts);
-  orchestrator.runs.adoptLeftovers();
-  orchestrator.runs.startRetention();
+  await orchestrator.runs.adoptLeftovers();
+  orchestrator.startRetention();
   await parts.start();
   const server = await startAgentServer(orchestrator, { port: config.port, connectionFile: config.connectionFile, logger });
   // The ready line is what scripts and tests wait for: it comes after the agent can serve. A person

@@ -24,7 +24,7 @@ export async function localLink(config: Config, logger: Logger): Promise<AgentLi
   checkStationDirs(config);
   const parts = createParts(config, logger, 'cli');
   const orchestrator = new Orchestrator(config, logger, parts);
-  orchestrator.runs.adoptLeftovers();
+  await orchestrator.runs.adoptLeftovers();
   await parts.start();
 
   const foreignActive = (runId: string) => {
@@ -33,11 +33,11 @@ export async function localLink(config: Config, logger: Logger): Promise<AgentLi
     return stored && !TERMINAL.has(stored.status) ? stored : null;
   };
 
-  const cancelForeign = (runId: string): RunInfo => {
+  const cancelForeign = async (runId: string): Promise<RunInfo> => {
     const stored = foreignActive(runId);
     if (stored === null) throw new UnknownRunError(runId);
     if (ownerOf(stored) === 'gone') {
-      orchestrator.runs.adoptLeftovers();
+      await orchestrator.runs.adoptLeftovers();
       if (orchestrator.runs.isOwnRun(runId)) return orchestrator.runs.cancel(runId);
     }
     if (!signalOwner(stored)) {
@@ -52,7 +52,7 @@ export async function localLink(config: Config, logger: Logger): Promise<AgentLi
       if (stored === null) throw new UnknownRunError(runId);
       if (TERMINAL.has(stored.status)) return toRunInfo(stored);
       if (ownerOf(stored) === 'gone') {
-        orchestrator.runs.adoptLeftovers();
+        await orchestrator.runs.adoptLeftovers();
         if (orchestrator.runs.isOwnRun(runId)) return orchestrator.waitRun(runId);
       }
       await new Promise((resolve) => setTimeout(resolve, POLL_MS));
@@ -61,15 +61,15 @@ export async function localLink(config: Config, logger: Logger): Promise<AgentLi
 
   return {
     remote: false,
-    run: (fetcher, args) => Promise.resolve(orchestrator.run(fetcher, args, 'cli')),
+    run: (fetcher, args) => orchestrator.run(fetcher, args, 'cli'),
     waitRun: (runId) => (foreignActive(runId) ? waitForeign(runId) : orchestrator.waitRun(runId)),
     cancel: async (target) => {
-      if (target.runId !== undefined && foreignActive(target.runId)) return [cancelForeign(target.runId)];
+      if (target.runId !== undefined && foreignActive(target.runId)) return [await cancelForeign(target.runId)];
       const mine = await orchestrator.cancel(target);
       if (target.fetcher === undefined) return mine;
       const name = orchestrator.catalog.resolve(target.fetcher).name;
       const others = orchestrator.store.active().filter((r) => r.fetcher === name && foreignActive(r.runId));
-      return [...mine, ...others.map((r) => cancelForeign(r.runId))];
+      return [...mine, ...await Promise.all(others.map((r) => cancelForeign(r.runId)))];
     },
     snapshot: () => Promise.resolve(orchestrator.hub.snapshot()),
     listRuns: (limit) => Promise.resolve(orchestrator.listRuns(limit)),

@@ -1,4 +1,4 @@
-import type { GithubSyncInfo } from '../../shared/protocol';
+import { RUN_REASONS, type GithubSyncInfo, type RunReason } from '../../shared/protocol';
 import { isGithubSync, type GithubSyncEntry } from '../catalog/catalog';
 import type { Config } from '../config/config';
 import { ExitCode } from '../exitCodes';
@@ -7,8 +7,8 @@ import { CancelledError, type ActiveRun } from '../runs/activeRun';
 import type { InAgentWork, RunMoves } from '../runs/runMoves';
 import { RunRefusedError } from '../runs/startGate';
 import { readProcInfo } from '../slots/procInfo';
-import type { SlotLock } from '../slots/slotLock';
-import type { SlotGrant, SlotPool } from '../slots/slotPool';
+import type { SlotPool } from '../slots/slotPool';
+import type { HeldSlot } from '../runs/runPorts';
 import { BudgetTracker } from './budgetTracker';
 import { DemoSimulator } from './demoSimulator';
 import { githubClientConfigFromEnv, type GithubClientConfig } from './githubClient';
@@ -36,7 +36,8 @@ interface SyncRun {
   syncId: string | null;
   /** Kept across legs: it holds the server-clock estimate. */
   budgets: BudgetTracker;
-  lock: SlotLock | null;
+  lock: HeldSlot['lock'] | null;
+  heartbeat: NodeJS.Timeout | null;
   slot: number | null;
   wakeTimer: NodeJS.Timeout | null;
 }
@@ -60,6 +61,10 @@ export class GithubRuns implements InAgentWork {
     this.simulator = new DemoSimulator(deps.logger);
   }
 
+  get adopts(): boolean {
+    return this.deps.adopts;
+  }
+
   /** The sync part of the snapshot: the newest sync this agent knows of. */
   info(): GithubSyncInfo | null {
     return this.latest;
@@ -77,14 +82,14 @@ export class GithubRuns implements InAgentWork {
     }).catch((err: unknown) => this.deps.logger.warn({ err: String(err) }, 'github sync storage not available'));
   }
 
-  begin(state: ActiveRun, grant: SlotGrant, moves: RunMoves): void {
+  begin(state: ActiveRun, grant: HeldSlot, moves: RunMoves): void {
     const run = this.track(state, moves);
     this.hold(run, grant);
     state.driving = this.leg(run, true);
   }
 
-  adopt(state: ActiveRun, moves: RunMoves): boolean {
-    if (!this.deps.adopts || !isGithubSync(state.entry)) return false;
+  adopt(state: ActiveRun, moves: RunMoves): void {
+    if (!isGithubSync(state.entry)) return;
     const run = this.track(state, moves);
     state.driving = (async () => {
       try {
@@ -98,18 +103,17 @@ export class GithubRuns implements InAgentWork {
         run.syncId = row.id;
         this.deps.logger.info({ runId: state.run.runId, syncId: row.id, hibernatingUntil: row.hibernatingUntil }, 'adopted a GitHub sync left by a previous agent');
         if (row.hibernatingUntil !== null) {
-          if (state.run.status === 'running') moves.hibernating(state, new Date(row.hibernatingUntil), { syncId: row.id, budget: row.budget, adopted: true });
+          if (state.run.status === 'running') await moves.hibernating(state, new Date(row.hibernatingUntil), { syncId: row.id, budget: row.budget, adopted: true });
           this.sleep(run, row.hibernatingUntil);
         } else {
           // Killed in the middle of a leg: the checkpoints say what is left; take a slot and go on.
-          if (state.run.status === 'running') moves.hibernating(state, new Date(), { syncId: row.id, adopted: true });
+          if (state.run.status === 'running') await moves.hibernating(state, new Date(), { syncId: row.id, adopted: true });
           await this.wake(run);
         }
       } catch (err) {
         this.end(run, 'failed', 'storage-error', null, String(err));
       }
     })();
-    return true;
   }
 
   async close(): Promise<void> {
@@ -123,7 +127,7 @@ export class GithubRuns implements InAgentWork {
   }
 
   private track(state: ActiveRun, moves: RunMoves): SyncRun {
-    const run: SyncRun = { state, entry: state.entry as GithubSyncEntry, moves, syncId: null, budgets: new BudgetTracker(), lock: null, slot: null, wakeTimer: null };
+    const run: SyncRun = { state, entry: state.entry as GithubSyncEntry, moves, syncId: null, budgets: new BudgetTracker(), lock: null, slot: null, wakeTimer: null, heartbeat: null };
     this.runs.set(state.run.runId, run);
     // A cancel while hibernating: nothing runs, so the abort itself ends the sync and the run.
     state.abort.signal.addEventListener('abort', () => {
@@ -137,7 +141,7 @@ export class GithubRuns implements InAgentWork {
     return run;
   }
 
-  private hold(run: SyncRun, grant: SlotGrant): void {
+  private hold(run: SyncRun, grant: HeldSlot): void {
     const { run: r } = run.state;
     run.lock = grant.lock;
     run.slot = grant.index;
@@ -145,6 +149,8 @@ export class GithubRuns implements InAgentWork {
   }
 
   private releaseSlot(run: SyncRun): void {
+    if (run.heartbeat) clearInterval(run.heartbeat);
+    run.heartbeat = null;
     if (run.lock === null) return;
     run.lock.closeOwnCopy();
     const index = run.slot ?? undefined;
@@ -163,7 +169,9 @@ export class GithubRuns implements InAgentWork {
         await store.attachRun(run.syncId, state.run.runId);
       }
       const syncId = run.syncId;
-      moves.running(state, run.slot!, { syncId, ...(first ? {} : { budget: null }) });
+      await moves.running(state, run.slot!, { syncId, ...(first ? {} : { budget: null }) });
+      run.heartbeat = setInterval(() => moves.heartbeat(state, { syncId }), this.deps.config.heartbeatSeconds * 1000);
+      run.heartbeat.unref();
       const client = await this.clientOf(run.entry);
       const outcome = await runGithubSync({
         store, client, resume: syncId, budgets: run.budgets, logger: this.deps.logger, signal: state.abort.signal,
@@ -174,7 +182,7 @@ export class GithubRuns implements InAgentWork {
       const status = await githubSyncStatus(store, syncId);
       if (status) this.publish(status, state.run.runId, state.run.fetcher, run.entry.demo);
       if (outcome.kind === 'hibernate') {
-        moves.hibernating(state, new Date(outcome.until), { syncId, budget: outcome.budget, kind: outcome.reason });
+        await moves.hibernating(state, new Date(outcome.until), { syncId, budget: outcome.budget, kind: outcome.reason });
         this.sleep(run, outcome.until);
       } else if (outcome.kind === 'completed') {
         const partial = notReachedAnywhere(outcome.summary);
@@ -226,7 +234,7 @@ export class GithubRuns implements InAgentWork {
 
   private end(run: SyncRun, status: 'completed' | 'failed' | 'cancelled', reason: string | null, exitCode: number | null, message?: string): void {
     this.runs.delete(run.state.run.runId);
-    run.moves.finish(run.state, status, reason, exitCode, message);
+    void run.moves.finish(run.state, status, asRunReason(reason), exitCode, message);
   }
 
   private cancelReason(run: SyncRun): 'cancelled' | 'agent-stopping' {
@@ -260,4 +268,10 @@ export class GithubRuns implements InAgentWork {
     this.latest = { ...status, runId, fetcher, demo };
     this.deps.onSync(this.latest);
   }
+}
+
+/** The sync's reason tokens are run reasons too; an unforeseen one is recorded as `start-error`, with the token in the log. */
+function asRunReason(token: string | null): RunReason | null {
+  if (token === null) return null;
+  return (RUN_REASONS as readonly string[]).includes(token) ? token as RunReason : 'start-error';
 }

@@ -53,6 +53,22 @@ export function signalRunGroup(group: RunGroup, signal: NodeJS.Signals): boolean
   }
 }
 
+/**
+ * The group of a run whose spawn was recorded but not its pid (the agent died in between): a live
+ * process that carries the run's id in its environment names it. Null when none lives.
+ */
+export function findRunGroup(runId: string): RunGroup | null {
+  const marker = `QUANTILICA_RUN_ID=${runId}`;
+  for (const entry of fs.readdirSync('/proc')) {
+    if (entry.charCodeAt(0) < 48 || entry.charCodeAt(0) > 57) continue;
+    const info = readProcInfo(Number(entry));
+    if (info === null || info.state === 'Z' || info.pgid <= 1 || !hasEnv(info.pid, marker)) continue;
+    const leader = readProcInfo(info.pgid);
+    return { runId, pgid: info.pgid, startTime: leader?.startTime ?? 0 };
+  }
+  return null;
+}
+
 function hasEnv(pid: number, entry: string): boolean {
   let env: Buffer;
   try {

@@ -1,56 +1,53 @@
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
-import type { RunInfo, RunStatus, RunTrigger, WaitReason } from '../../shared/protocol';
-import { isGithubSync, type Catalog, type CatalogEntry } from '../catalog/catalog';
+import type { RunInfo, RunReason, RunStatus, RunTrigger, WaitReason } from '../../shared/protocol';
+import { isGithubSync, type CatalogEntry } from '../catalog/catalog';
 import type { Config } from '../config/config';
 import { InvalidArgumentError, UnknownRunError } from '../errors';
+import type { Logger } from '../log/logger';
+import { CancelledError, newActiveRun, type ActiveRun } from './activeRun';
 import { newRunId } from './newRunId';
+import type { ExitInfo } from './runProcess';
+import type { Clock, HeldSlot, RunJournal, RunSpawner, SlotSource } from './runPorts';
+import { toRunInfo, type StoredRun } from './runStore';
+import { enter, FINAL_STATES, transition, type MoveDetail, type RunFields, type TransitionPorts } from './runTransitions';
+import type { InAgentWork, RunMoves } from './runMoves';
+import { RunUpkeep } from './runUpkeep';
+import { RunRefusedError, type GateRequest, type StartGate } from './startGate';
 import { validateArgs } from './validateArgs';
 import { fetcherEnv } from './fetcherEnv';
 import { fetcherUmask } from '../config/umask';
-import type { Logger } from '../log/logger';
-import { readProcInfo } from '../slots/procInfo';
-import type { SlotPool } from '../slots/slotPool';
-import type { TelemetrySink } from '../telemetry/telemetrySink';
-import { CancelledError, groupOf, newActiveRun, ownerAlive, runEventId, stopTimers, terminateGroup, type ActiveRun } from './activeRun';
-import { LogCapper } from './logCap';
-import { Retention } from './retention';
-import { runMembers } from './runGroup';
-import { spawnRun, watchRun, type ExitInfo } from './runProcess';
-import { toRunInfo, type RunStore, type StoredRun } from './runStore';
-import type { InAgentWork, RunMoves } from './runMoves';
-import { RunRefusedError, type GateRequest, type StartGate } from './startGate';
 
 export interface RunManagerDeps {
-  config: Config;
-  catalog: Catalog;
-  pools: ReadonlyMap<string, SlotPool>;
+  config: Pick<Config, 'logDir' | 'dataDir' | 'homeDir' | 'heartbeatSeconds' | 'cancelGraceSeconds' | 'logCapBytes'>;
+  catalog: { resolve(name: string): CatalogEntry };
+  pools: ReadonlyMap<string, SlotSource>;
   poolOf(entry: CatalogEntry): string;
   gate: StartGate;
-  telemetry: TelemetrySink;
-  store: RunStore;
+  journal: RunJournal;
+  spawner: RunSpawner;
+  clock: Clock;
   logger: Logger;
   wrapperPath: string;
-  /** Called after every change of a run, and of a pool's occupancy (for the state hub). */
+  /** This process (agent or CLI), recorded as the owner of its runs. */
+  self: { pid: number; startTime: number };
+  /** Called after every durable change of a run, and of a pool's occupancy (for the state hub). */
   onRunChange(run: RunInfo): void;
   onPoolChange(pool: string): void;
   /** Runs the GitHub sync entries (`kind: github-sync`) inside the agent; without it they are refused. */
   github?: InAgentWork;
 }
 
-const TERMINAL: readonly RunStatus[] = ['completed', 'failed', 'cancelled', 'skipped'];
-
 /**
  * A run's life: waiting (disk gate, then a pool slot, in that order) → running (a wrapper process
- * holding the slot's lock) → completed, failed or cancelled, with telemetry at each step.
+ * holding the slot's lock) → completed, failed or cancelled. Every change goes through `transition`
+ * (runTransitions.ts): state and telemetry in one durable commit, then published.
  */
 export class RunManager {
   private readonly active = new Map<string, ActiveRun>();
   private readonly finishWaiters = new Map<string, Array<(run: RunInfo) => void>>();
-  private readonly self = readProcInfo(process.pid);
-  private readonly logCapper: LogCapper;
-  private retention: Retention | null = null;
+  private readonly upkeep: RunUpkeep;
+  private readonly ports: TransitionPorts;
   /** Held while someone awaits a run's end: the fetcher and the timers are unref'd, the answer is not. */
   private waitKeepAlive: NodeJS.Timeout | null = null;
   private intake = true;
@@ -58,62 +55,46 @@ export class RunManager {
 
   constructor(private readonly deps: RunManagerDeps) {
     fs.mkdirSync(this.statusDir(), { recursive: true, mode: 0o700 });
-    this.logCapper = new LogCapper(deps.config.logCapBytes);
+    this.ports = { journal: deps.journal, clock: deps.clock, publish: (run) => deps.onRunChange(run) };
+    this.upkeep = new RunUpkeep({
+      spawner: deps.spawner,
+      logger: deps.logger,
+      heartbeatSeconds: deps.config.heartbeatSeconds,
+      graceSeconds: deps.config.cancelGraceSeconds,
+      logCapBytes: deps.config.logCapBytes,
+      record: (event) => { if (!this.closed) void deps.journal.record(event); },
+      onLingering: (state, pids) => this.onLingering(state, pids),
+      onEnded: (state, exit) => this.onExit(state, exit),
+    });
   }
 
-  enqueue(fetcher: string, args: string[], trigger: RunTrigger): RunInfo {
+  /** Queues a run; resolves once its `waiting` state is durable. */
+  async enqueue(fetcher: string, args: string[], trigger: RunTrigger): Promise<RunInfo> {
     if (!this.intake) throw new InvalidArgumentError('the agent is stopping and takes no new runs');
     const entry = this.deps.catalog.resolve(fetcher);
     validateArgs(args, entry);
-    const runId = newRunId();
-    const run: StoredRun = {
-      runId,
-      fetcher: entry.name,
-      pool: this.deps.poolOf(entry),
-      status: 'waiting',
-      trigger,
-      args,
-      enqueuedAt: new Date().toISOString(),
-      startedAt: null,
-      finishedAt: null,
-      slot: null,
-      pid: null,
-      exitCode: null,
-      signal: null,
-      reason: null,
-      wait: null,
-      logPath: null,
-      startTime: null,
-      statusFile: null,
-      ownerPid: process.pid,
-      ownerStartTime: this.self?.startTime ?? 0,
-    };
+    const run = this.newRun(entry, 'waiting', trigger, args, null);
     const state = newActiveRun(run, entry);
-    this.active.set(runId, state);
-    this.changed(state);
-    state.driving = this.drive(state);
+    this.active.set(run.runId, state);
+    const recorded = enter(this.ports, run);
+    // The wait starts at once: a free slot's `starting` intent joins the same group commit.
+    state.driving = this.drive(state, recorded);
+    await recorded;
     return toRunInfo(run);
   }
 
   /** Records a run that was due but not started (the schedule's "already running"). */
-  recordSkipped(fetcher: string, reason: string, trigger: RunTrigger): RunInfo {
-    const entry = this.deps.catalog.resolve(fetcher);
-    const now = new Date().toISOString();
-    const run: StoredRun = {
-      runId: newRunId(), fetcher: entry.name, pool: this.deps.poolOf(entry), status: 'skipped', trigger, args: [],
-      enqueuedAt: now, startedAt: null, finishedAt: now, slot: null, pid: null, exitCode: null, signal: null, reason,
-      wait: null, logPath: null, startTime: null, statusFile: null, ownerPid: process.pid, ownerStartTime: this.self?.startTime ?? 0,
-    };
-    this.deps.store.save(run);
-    this.deps.onRunChange(toRunInfo(run));
-    this.emit(run, 'skipped', { reason });
+  async recordSkipped(fetcher: string, reason: RunReason, trigger: RunTrigger, detail: MoveDetail = {}): Promise<RunInfo> {
+    const run = this.newRun(this.deps.catalog.resolve(fetcher), 'skipped', trigger, [], reason);
+    run.finishedAt = run.enqueuedAt;
+    await enter(this.ports, run, detail);
     return toRunInfo(run);
   }
 
   get(runId: string): RunInfo | null {
     const state = this.active.get(runId);
     if (state) return toRunInfo(state.run);
-    const stored = this.deps.store.get(runId);
+    const stored = this.deps.journal.get(runId);
     return stored ? toRunInfo(stored) : null;
   }
 
@@ -122,7 +103,7 @@ export class RunManager {
   }
 
   activeRunOf(fetcher: string): RunInfo | null {
-    for (const s of this.active.values()) if (s.run.fetcher === fetcher) return { ...s.run };
+    for (const s of this.active.values()) if (s.run.fetcher === fetcher) return toRunInfo(s.run);
     return null;
   }
 
@@ -130,11 +111,16 @@ export class RunManager {
     return this.active.has(runId);
   }
 
-  /** Resolves with the run once it has finished. */
+  /** Run ids this process manages (for retention: their files stay). */
+  activeIds(): string[] {
+    return [...this.active.keys()];
+  }
+
+  /** Resolves with the run once its end is durable. */
   waitRun(runId: string): Promise<RunInfo> {
     const known = this.get(runId);
     if (!known) return Promise.reject(new UnknownRunError(runId));
-    if (TERMINAL.includes(known.status) && !this.active.has(runId)) return Promise.resolve(known);
+    if (FINAL_STATES.includes(known.status) && !this.active.has(runId)) return Promise.resolve(known);
     this.waitKeepAlive ??= setInterval(() => {}, 1 << 30);
     return new Promise((resolve) => {
       const list = this.finishWaiters.get(runId) ?? [];
@@ -144,24 +130,22 @@ export class RunManager {
   }
 
   /**
-   * Cancels a run: a waiting run leaves its queue; a running one gets SIGTERM on its whole process
-   * group, then SIGKILL after the grace period. Returns at once; `waitRun` tells when it has ended
-   * (only after no process of the group is left).
+   * Cancels a run: a waiting run leaves its queue (also between its slot grant and its spawn); a
+   * running one gets SIGTERM on its whole process group, then SIGKILL after the grace period. Returns
+   * at once; `waitRun` tells when it has ended (only after no process of the group is left).
    */
   cancel(runId: string): RunInfo {
     const state = this.active.get(runId);
     if (!state) {
-      if (this.deps.store.get(runId)) throw new InvalidArgumentError(`run ${runId} is not active; nothing to cancel`);
+      if (this.deps.journal.get(runId)) throw new InvalidArgumentError(`run ${runId} is not active; nothing to cancel`);
       throw new UnknownRunError(runId);
     }
-    if (state.cancelRequested) return toRunInfo(state.run);
+    if (state.cancelRequested || state.ending) return toRunInfo(state.run);
     state.cancelRequested = true;
-    this.emit(state.run, 'cancel-requested', {});
-    if (state.run.status === 'waiting' || isGithubSync(state.entry)) {
-      state.abort.abort(new CancelledError('cancelled', state.run.status === 'waiting' ? 'cancelled while waiting' : 'cancelled'));
-    } else if (state.run.pid) {
-      terminateGroup(state, this.deps.config.cancelGraceSeconds, this.deps.logger);
-    }
+    void this.deps.journal.record({ runId, event: 'cancel-requested', task: state.run.fetcher, pool: state.run.pool, payload: {} });
+    // In-agent work (a GitHub sync) has no process: its abort stops it, working or hibernating.
+    if (state.run.status === 'waiting' || isGithubSync(state.entry)) state.abort.abort(new CancelledError('cancelled', 'cancelled'));
+    else if (state.run.pid) this.upkeep.terminate(state);
     return toRunInfo(state.run);
   }
 
@@ -169,8 +153,8 @@ export class RunManager {
    * Stops taking new runs; running fetchers go on unless `stopFetchers`. Runs still waiting end
    * `cancelled` with reason `agent-stopping` (state, telemetry and waiting clients all learn it) before
    * the manager closes: a queued run belongs to whoever asked for it, and starting it later, when a
-   * next agent happens to come up, could run a fetcher hours after its requester (a cron line, a
-   * waiting CLI) gave up on it, or twice when the schedule asks again.
+   * next agent happens to come up, could run a fetcher hours after its requester gave up on it.
+   * A run between its slot grant and its spawn is either stopped there or started and left running.
    */
   async shutdown(stopFetchers: boolean): Promise<void> {
     this.intake = false;
@@ -186,106 +170,104 @@ export class RunManager {
     }
     await Promise.all(drives);
     if (stopFetchers) await Promise.all([...this.active.values()].filter((s) => s.run.reason !== 'hibernating').map((s) => this.waitRun(s.run.runId)));
-    this.logCapper.close();
-    this.retention?.close();
+    this.upkeep.close();
     if (this.waitKeepAlive) clearInterval(this.waitKeepAlive);
     // From here on the runs belong to whoever adopts them next; this process records nothing more.
     this.closed = true;
-    for (const state of this.active.values()) stopTimers(state);
-  }
-
-  /** The agent's periodic pruning of ended runs' logs and status files (applied now, then hourly). */
-  startRetention(): void {
-    const { config } = this.deps;
-    this.retention ??= new Retention({
-      logDir: config.logDir,
-      statusDir: this.statusDir(),
-      days: config.retention.days,
-      runs: config.retention.runs,
-      // Runs of any process (an in-process CLI run, a run another agent left) keep their files.
-      activeRunIds: () => new Set([...this.active.keys(), ...this.deps.store.active().map((r) => r.runId)]),
-      logger: this.deps.logger,
-    });
-    this.retention.start();
+    for (const state of this.active.values()) this.upkeep.stop(state);
   }
 
   /**
-   * At start: runs left `running` by a process that is gone are adopted if their fetcher still lives
-   * (their slot is still held by it), or finished from the wrapper's status file if it has ended.
+   * At start: runs left by a process that is gone. A run that was `running` is adopted if its group
+   * still lives, or finished from the wrapper's status file; a run recorded as `starting` (the spawn
+   * was recorded, its pid was not) is found by its id in /proc or by its status file; a run that had
+   * not reached its spawn fails with `owner-exited-while-waiting`.
    */
-  adoptLeftovers(): void {
-    for (const stored of this.deps.store.active()) {
-      if (this.active.has(stored.runId) || ownerAlive(stored)) continue;
-      let entry: CatalogEntry;
-      try {
-        entry = this.deps.catalog.resolve(stored.fetcher);
-      } catch {
-        entry = { name: stored.fetcher, pool: stored.pool, argv: ['?'], demo: false };
-      }
-      const state = newActiveRun({ ...stored }, entry);
-      if (isGithubSync(entry) && (stored.status === 'running' || stored.reason === 'hibernating')) {
-        // A sync left by a dead agent: the next leg (now, or at its wake-up time) is this agent's.
-        if (!this.deps.github?.adopt(state, this.moves)) continue;
-        Object.assign(state.run, { ownerPid: process.pid, ownerStartTime: this.self?.startTime ?? 0, slot: null });
-        this.active.set(stored.runId, state);
-        this.changed(state);
-        continue;
-      }
-      if (stored.status === 'waiting') {
-        this.finish(state, 'failed', 'owner-exited-while-waiting', { exitCode: null, signal: null });
-        continue;
-      }
-      state.run.ownerPid = process.pid;
-      state.run.ownerStartTime = this.self?.startTime ?? 0;
-      this.active.set(stored.runId, state);
-      this.deps.logger.info({ runId: stored.runId, fetcher: stored.fetcher, pid: stored.pid }, 'adopted a run left by a previous agent');
-      const watch = watchRun(groupOf(state.run), stored.statusFile ?? '', null, (pids) => this.onLingering(state, pids));
-      state.watch = watch;
-      if (stored.logPath) this.logCapper.watch(stored.logPath);
-      this.startHeartbeat(state);
-      this.changed(state);
-      void watch.ended.then((exit) => this.onExit(state, exit));
+  async adoptLeftovers(): Promise<void> {
+    const moves: Array<Promise<void>> = [];
+    for (const stored of this.deps.journal.active()) {
+      if (this.active.has(stored.runId) || this.deps.spawner.ownerAlive(stored)) continue;
+      moves.push(this.adopt(stored));
     }
+    await Promise.all(moves);
   }
 
-  private async drive(state: ActiveRun): Promise<void> {
+  private async adopt(stored: StoredRun): Promise<void> {
+    let entry: CatalogEntry;
+    try {
+      entry = this.deps.catalog.resolve(stored.fetcher);
+    } catch {
+      entry = { name: stored.fetcher, pool: stored.pool, argv: ['?'], demo: false };
+    }
+    const state = newActiveRun({ ...stored }, entry);
+    const { run } = state;
+    const own = { ownerPid: this.deps.self.pid, ownerStartTime: this.deps.self.startTime };
+    if (isGithubSync(entry) && (run.status === 'running' || run.reason === 'hibernating')) {
+      // A sync left by a dead agent: its next leg (now, or at its wake-up time) is this agent's.
+      if (!this.deps.github?.adopts) return;
+      this.active.set(run.runId, state);
+      await this.move(state, run.status, { ...own, slot: null });
+      this.deps.github.adopt(state, this.moves);
+      return;
+    }
+    this.active.set(run.runId, state);
+    if (run.status === 'waiting') {
+      const group = run.reason === 'starting' ? this.deps.spawner.findGroup(run.runId) : null;
+      const recorded = run.reason === 'starting' && run.statusFile ? this.deps.spawner.readStatus(run.statusFile) : null;
+      if (group === null && (recorded === null || recorded.unknown)) {
+        await this.finish(state, 'failed', 'owner-exited-while-waiting', { exitCode: null, signal: null });
+        return;
+      }
+      // The spawn happened before the agent died: the run did start.
+      await this.move(state, 'running', { ...own, reason: null, wait: null, pid: group?.pgid ?? null, startTime: group?.startTime ?? null, startedAt: run.startedAt ?? this.deps.clock.now().toISOString() });
+    } else {
+      await this.move(state, 'running', own);
+    }
+    this.deps.logger.info({ runId: run.runId, fetcher: run.fetcher, pid: run.pid }, 'adopted a run left by a previous agent');
+    this.upkeep.follow(state, null);
+  }
+
+  private async drive(state: ActiveRun, recorded: Promise<void>): Promise<void> {
     const { run, entry } = state;
     const request: GateRequest = { runId: run.runId, fetcher: run.fetcher, expectedBytes: !isGithubSync(entry) && entry.expectedSizeMb !== undefined ? entry.expectedSizeMb * 1024 * 1024 : null };
     const pool = this.deps.pools.get(run.pool);
+    let grant: HeldSlot | null = null;
     try {
       if (!pool) throw new RunRefusedError('no-such-pool', `pool ${run.pool} is not configured`);
       await this.deps.gate.waitToStart(request, state.abort.signal, (reason) => this.setWait(state, reason));
-      const grant = await pool.acquire(run.runId, state.abort.signal, (position) => this.setWait(state, { kind: 'pool', position }));
-      if (state.abort.signal.aborted || state.cancelRequested) {
-        // Cancelled (or the agent stopping) between the grant and this continuation: give the slot straight back.
-        grant.lock.closeOwnCopy();
-        pool.released();
-        const reason: unknown = state.abort.signal.reason;
-        throw reason instanceof CancelledError ? reason : new CancelledError('cancelled', 'cancelled while waiting');
-      }
+      grant = await pool.acquire(run.runId, state.abort.signal, (position) => this.setWait(state, { kind: 'pool', position }));
+      this.throwIfCancelled(state);
+      await recorded;
       if (isGithubSync(entry)) {
-        if (!this.deps.github) {
-          grant.lock.closeOwnCopy();
-          pool.released();
-          throw new RunRefusedError('github-sync-unavailable', 'GitHub syncs run only in the agent');
-        }
+        if (!this.deps.github) throw new RunRefusedError('github-sync-unavailable', 'GitHub syncs run only in the agent');
+        // The agent keeps the slot's descriptor itself while the sync works (githubRuns.ts).
         this.deps.github.begin(state, grant, this.moves);
         this.deps.gate.runStarted(request);
         return;
       }
-      try {
-        this.start(state, grant.index, grant.lock.fd);
-        grant.lock.writeRecord({ pid: run.pid!, startTime: run.startTime!, fetcher: run.fetcher, runId: run.runId, since: run.startedAt!, agentPid: process.pid });
-      } finally {
-        grant.lock.closeOwnCopy();
-      }
+      // The intent first, durably: an agent that dies after the spawn leaves a run the next one finds
+      // by its id (the spawn's environment) or its status file, never a `waiting` run that ran.
+      const statusFile = path.join(this.statusDir(), `${run.runId}.exit`);
+      const logPath = path.join(this.deps.config.logDir, `${run.fetcher}-${run.runId}.log`);
+      await this.move(state, 'waiting', { reason: 'starting', wait: null, slot: grant.index, statusFile, logPath });
+      this.throwIfCancelled(state);
+      await this.start(state, grant);
     } catch (err) {
+      if (grant !== null && state.run.pid === null) {
+        // Cancelled (or refused) after the grant, before the spawn: the slot goes straight back.
+        grant.lock.closeOwnCopy();
+        pool?.released();
+      }
       if (state.run.status === 'running') {
         // The fetcher runs; only its owner record could not be written. It is still watched and finished.
         this.deps.logger.error({ err, runId: run.runId }, 'could not write the slot owner record');
-      } else if (err instanceof CancelledError) this.finish(state, 'cancelled', err.reason, { exitCode: null, signal: null });
-      else if (err instanceof RunRefusedError) this.finish(state, 'failed', err.reason, { exitCode: null, signal: null }, err.message);
-      else this.finish(state, 'failed', 'start-error', { exitCode: null, signal: null }, (err as Error).message);
+        return;
+      }
+      // The slot, if any, is already given back: the run's end must not release it twice.
+      state.run.slot = state.run.pid === null ? null : state.run.slot;
+      if (err instanceof CancelledError) await this.finish(state, 'cancelled', err.reason, { exitCode: null, signal: null });
+      else if (err instanceof RunRefusedError) await this.finish(state, 'failed', err.reason, { exitCode: null, signal: null }, err.message);
+      else await this.finish(state, 'failed', 'start-error', { exitCode: null, signal: null }, (err as Error).message);
       return;
     }
     this.deps.gate.runStarted(request);
@@ -293,62 +275,54 @@ export class RunManager {
     this.deps.onPoolChange(run.pool);
   }
 
-  /** The moves of in-agent work (runMoves.ts), on this manager's states and telemetry. */
+  private throwIfCancelled(state: ActiveRun): void {
+    if (!state.abort.signal.aborted && !state.cancelRequested) return;
+    const reason: unknown = state.abort.signal.reason;
+    throw reason instanceof CancelledError ? reason : new CancelledError('cancelled', 'cancelled while waiting');
+  }
+
+  /** The moves of in-agent work (runMoves.ts): each goes through `transition` like a fetcher's. */
   private readonly moves: RunMoves = {
-    running: (state, slot, detail) => {
-      const resumed = state.run.startedAt !== null;
-      Object.assign(state.run, { status: 'running', startedAt: state.run.startedAt ?? new Date().toISOString(), slot, pid: null, reason: null, wait: null });
-      this.changed(state);
-      if (resumed) this.emit(state.run, 'resumed', { slot, ...detail });
-      else this.emit(state.run, 'start', { slot, host: os.hostname(), pid: process.pid, trigger: state.run.trigger, ...detail });
-      if (!state.heartbeat) this.startHeartbeat(state);
-    },
-    hibernating: (state, until, detail) => {
-      Object.assign(state.run, { status: 'waiting', slot: null, reason: 'hibernating', wait: { kind: 'hibernating', until: until.toISOString() } });
-      this.changed(state);
-      this.emit(state.run, 'hibernated', { until: until.toISOString(), ...detail });
-    },
-    setWait: (state, wait) => {
-      if (state.run.status !== 'waiting') return;
-      state.run.wait = wait;
-      this.changed(state);
-    },
-    finish: (state, status, reason, exitCode, message) => this.finish(state, status, reason, { exitCode, signal: null }, message),
+    running: (state, slot, detail) => this.move(state, 'running', { startedAt: state.run.startedAt ?? this.deps.clock.now().toISOString(), slot, pid: null, reason: null, wait: null }, detail),
+    hibernating: (state, until, detail) => this.move(state, 'waiting', { slot: null, reason: 'hibernating', wait: { kind: 'hibernating', until: until.toISOString() } }, detail),
+    setWait: (state, wait) => this.setWait(state, wait),
+    heartbeat: (state, payload) => { if (!this.closed) void this.deps.journal.record({ runId: state.run.runId, event: 'heartbeat', task: state.run.fetcher, pool: state.run.pool, payload }); },
+    // The work has released its slot already: the end must not release it again.
+    finish: (state, status, reason, exitCode, message) => { state.run.slot = null; return this.finish(state, status, reason, { exitCode, signal: null }, message); },
   };
 
-  private start(state: ActiveRun, slot: number, lockFd: number): void {
+  private async start(state: ActiveRun, grant: HeldSlot): Promise<void> {
     const { run, entry } = state;
     if (isGithubSync(entry)) throw new Error('a GitHub sync has no process to start');
     const { config } = this.deps;
     fs.mkdirSync(config.logDir, { recursive: true });
-    const logPath = path.join(config.logDir, `${run.fetcher}-${run.runId}.log`);
-    const statusFile = path.join(this.statusDir(), `${run.runId}.exit`);
-    const logFd = fs.openSync(logPath, 'a', 0o644);
+    const logFd = fs.openSync(run.logPath!, 'a', 0o644);
+    const argv = [...entry.argv, ...run.args];
+    let proc;
     try {
-      const proc = spawnRun({
+      proc = await this.deps.spawner.spawn({
         wrapperPath: this.deps.wrapperPath,
-        statusFile,
-        argv: [...entry.argv, ...run.args],
+        statusFile: run.statusFile!,
+        argv,
         cwd: entry.cwd ?? config.dataDir,
-        env: fetcherEnv({ base: process.env, entryEnv: entry.env, passEnv: entry.passEnv, fetcherUmask: fetcherUmask(), run: { DATA_DIR: config.dataDir, QUANTILICA_RUN_ID: run.runId, QUANTILICA_FETCHER: run.fetcher, QUANTILICA_POOL: run.pool, QUANTILICA_SLOT: String(slot) } }),
+        env: fetcherEnv({ base: process.env, entryEnv: entry.env, passEnv: entry.passEnv, fetcherUmask: fetcherUmask(), run: { DATA_DIR: config.dataDir, QUANTILICA_RUN_ID: run.runId, QUANTILICA_FETCHER: run.fetcher, QUANTILICA_POOL: run.pool, QUANTILICA_SLOT: String(grant.index) } }),
         logFd,
-        lockFd,
+        lockFd: grant.lock.fd,
       });
-      Object.assign(run, { status: 'running', startedAt: new Date().toISOString(), slot, pid: proc.pid, startTime: proc.startTime, logPath, statusFile, wait: null });
-      this.changed(state);
-      this.emit(run, 'start', { slot, argv: [...entry.argv, ...run.args], host: os.hostname(), pid: proc.pid, trigger: run.trigger });
-      this.startHeartbeat(state);
-      this.logCapper.watch(logPath);
-      state.watch = watchRun(groupOf(run), statusFile, proc.exited, (pids) => this.onLingering(state, pids));
-      void state.watch.ended.then((exit) => this.onExit(state, exit));
     } finally {
       fs.closeSync(logFd);
     }
-  }
-
-  private startHeartbeat(state: ActiveRun): void {
-    state.heartbeat = setInterval(() => this.emit(state.run, 'heartbeat', state.lingering.length > 0 ? { pid: state.run.pid, lingering: this.refreshLingering(state) } : { pid: state.run.pid }), this.deps.config.heartbeatSeconds * 1000);
-    state.heartbeat.unref();
+    // The process exists from here on: it is recorded, watched and, if a cancel came meanwhile, stopped.
+    run.pid = proc.pid;
+    try {
+      grant.lock.writeRecord({ pid: proc.pid, startTime: proc.startTime, fetcher: run.fetcher, runId: run.runId, since: this.deps.clock.now().toISOString(), agentPid: this.deps.self.pid });
+    } finally {
+      grant.lock.closeOwnCopy();
+    }
+    const running = this.move(state, 'running', { reason: null, startedAt: this.deps.clock.now().toISOString(), pid: proc.pid, startTime: proc.startTime }, { argv });
+    this.upkeep.follow(state, proc.exited);
+    if (state.cancelRequested) this.upkeep.terminate(state);
+    await running;
   }
 
   /**
@@ -357,51 +331,31 @@ export class RunManager {
    * gone, so the slot is accounted for and `cancel` can still reach them (README, "How a run works").
    */
   private onLingering(state: ActiveRun, pids: number[]): void {
-    if (this.closed) return;
-    state.lingering = pids;
-    state.run.reason = 'lingering';
-    this.changed(state);
-    this.emit(state.run, 'heartbeat', { pid: state.run.pid, lingering: pids });
+    if (this.closed || state.ending) return;
+    void this.move(state, 'running', { reason: 'lingering' }, { lingering: pids });
     this.deps.logger.warn({ runId: state.run.runId, fetcher: state.run.fetcher, lingering: pids }, `the run's wrapper has ended but ${pids.length} of its processes still live and hold its slot; the run ends when they do (cancel stops them)`);
   }
 
-  private refreshLingering(state: ActiveRun): number[] {
-    state.lingering = runMembers(groupOf(state.run));
-    return state.lingering;
-  }
-
   private onExit(state: ActiveRun, exit: ExitInfo): void {
-    // Closed, or already finished (a watch stopped by `finish` resolves too).
-    if (this.closed || this.active.get(state.run.runId) !== state) return;
-    if (state.cancelRequested) {
-      // The watch ended only once no process of the group was left (killed after the grace period).
-      this.finish(state, 'cancelled', 'cancelled', exit);
-      return;
-    }
-    if (exit.unknown) this.finish(state, 'failed', 'exit-status-unknown', exit, 'the run ended while no agent watched it and left no exit status');
-    else this.finish(state, exit.exitCode === 0 ? 'completed' : 'failed', exit.exitCode === 0 ? null : exit.signal ? 'signal' : 'exit-code', exit);
+    if (this.closed || state.ending) return;
+    // A cancelled run's watch ended only once no process of the group was left.
+    if (state.cancelRequested) void this.finish(state, 'cancelled', 'cancelled', exit);
+    else if (exit.unknown) void this.finish(state, 'failed', 'exit-status-unknown', exit, 'the run ended while no agent watched it and left no exit status');
+    else void this.finish(state, exit.exitCode === 0 ? 'completed' : 'failed', exit.exitCode === 0 ? null : exit.signal ? 'signal' : 'exit-code', exit);
   }
 
-  private finish(state: ActiveRun, status: RunStatus, reason: string | null, exit: ExitInfo, message?: string): void {
-    if (this.closed) return;
+  private async finish(state: ActiveRun, status: RunStatus, reason: RunReason | null, exit: ExitInfo, message?: string): Promise<void> {
+    if (this.closed || state.ending) return;
+    state.ending = true;
     const { run } = state;
-    // A run that ended while no agent watched it ended when its status file was written, not when
-    // it was noticed.
-    const finishedAt = exit.endedAt ?? new Date();
-    Object.assign(run, { status, reason, exitCode: exit.exitCode, signal: exit.signal, finishedAt: finishedAt.toISOString(), wait: null });
-    stopTimers(state);
-    if (run.logPath) this.logCapper.unwatch(run.logPath);
-    const duration = run.startedAt ? Math.max(0, (finishedAt.getTime() - Date.parse(run.startedAt)) / 1000) : 0;
-    this.active.delete(run.runId);
-    // The finish event is spooled before the run's terminal state is saved: a crash in between leaves
-    // the run `running` in the store, the next agent adopts it and emits the same finish again, under
-    // the same event id, which PostgreSQL keeps once.
-    this.emit(run, 'finish', { status, exitCode: exit.exitCode, signal: exit.signal, durationSeconds: duration, reason, message: message ?? null });
-    this.changed(state);
+    this.upkeep.stop(state);
+    // A run that ended while no agent watched it ended when its status file was written.
+    const finishedAt = (exit.endedAt ?? this.deps.clock.now()).toISOString();
+    await this.move(state, status, { reason, exitCode: exit.exitCode, signal: exit.signal, finishedAt, wait: null }, message ? { message } : {});
     if (message) this.deps.logger.warn({ runId: run.runId, fetcher: run.fetcher, reason }, message);
+    this.active.delete(run.runId);
     this.deps.gate.runEnded(run.runId);
-    // The pool itself was published with the run's status change above.
-    if (run.slot !== null && !isGithubSync(state.entry)) this.deps.pools.get(run.pool)?.released();
+    if (run.slot !== null) this.deps.pools.get(run.pool)?.released();
     const waiters = this.finishWaiters.get(run.runId) ?? [];
     this.finishWaiters.delete(run.runId);
     if (this.finishWaiters.size === 0 && this.waitKeepAlive) {
@@ -412,28 +366,25 @@ export class RunManager {
   }
 
   private setWait(state: ActiveRun, reason: WaitReason): void {
-    if (state.run.status !== 'waiting') return;
+    if (state.run.status !== 'waiting' || state.ending || state.run.reason === 'starting') return;
     if (JSON.stringify(state.run.wait) === JSON.stringify(reason)) return;
-    // Telemetry records that a run had to wait, and why, once: a run that starts at once has no
-    // `waiting` event (and costs one durable spool write less on the way to its spawn).
-    if (state.run.wait === null) this.emit(state.run, 'waiting', { trigger: state.run.trigger, args: state.run.args, reason });
-    state.run.wait = reason;
-    this.changed(state);
+    void this.move(state, 'waiting', { wait: reason });
   }
 
-  private changed(state: ActiveRun): void {
-    this.deps.store.save(state.run);
-    this.deps.onRunChange(toRunInfo(state.run));
+  private move(state: ActiveRun, to: RunStatus, fields: RunFields, detail?: MoveDetail): Promise<void> {
+    return transition(this.ports, state.run, to, fields, detail);
   }
 
-  private emit(run: StoredRun, event: 'start' | 'heartbeat' | 'finish' | 'waiting' | 'skipped' | 'cancel-requested' | 'hibernated' | 'resumed', payload: Record<string, unknown>): void {
-    // A run starts and finishes once: those two events get ids derived from the run, so emitting one
-    // again (after a crash) cannot make a second row.
-    const eventId = event === 'start' || event === 'finish' ? runEventId(run.runId, event) : undefined;
-    this.deps.telemetry.emit({ runId: run.runId, event, task: run.fetcher, pool: run.pool, payload, eventId });
+  private newRun(entry: CatalogEntry, status: RunStatus, trigger: RunTrigger, args: string[], reason: RunReason | null): StoredRun {
+    return {
+      runId: newRunId(), fetcher: entry.name, pool: this.deps.poolOf(entry), status, trigger, args,
+      enqueuedAt: this.deps.clock.now().toISOString(), startedAt: null, finishedAt: null, slot: null, pid: null,
+      exitCode: null, signal: null, reason, wait: null, logPath: null, startTime: null, statusFile: null,
+      ownerPid: this.deps.self.pid, ownerStartTime: this.deps.self.startTime,
+    };
   }
 
-  private statusDir(): string {
+  statusDir(): string {
     return path.join(this.deps.config.homeDir, 'runs');
   }
 }

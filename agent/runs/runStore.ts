@@ -1,10 +1,12 @@
 import Database from 'better-sqlite3';
 import * as fs from 'node:fs';
-import * as path from 'node:path';
 import type { RunInfo } from '../../shared/protocol';
 import type { Logger } from '../log/logger';
-import { CorruptSpoolError, errorText, isBusyError, isCorruptionError, moveAside, sleepSync } from '../telemetry/openSpoolDatabase';
-import { guardSqliteFiles, tightenSqliteFiles } from '../telemetry/sqliteFileGuard';
+import { errorText, isCorruptionError, moveAside } from '../telemetry/openSpoolDatabase';
+import type { RunRow, Spool } from '../telemetry/spool';
+import { importRuns } from '../telemetry/spoolCopy';
+import { SELECT_ALL_RUNS } from '../telemetry/spoolSql';
+import { guardSqliteFiles } from '../telemetry/sqliteFileGuard';
 
 /** A run as kept on disk: what clients see plus what a later agent needs to adopt it. */
 export interface StoredRun extends RunInfo {
@@ -18,17 +20,16 @@ export interface StoredRun extends RunInfo {
 
 /** What status and the log can say about the store: a write that failed, a file moved aside. */
 export interface RunStoreHealth {
-  /** The last write that failed (SQLITE_FULL on a full disk…), null once writes succeed again. */
+  /** Why run states are held in memory (the spool's trouble), null while they are written. */
   error: string | null;
-  /** Runs whose newest state is only in memory, waiting for the write to succeed. */
+  /** Runs whose newest state is only in memory, waiting for a file to take it. */
   unsaved: number;
-  /** Set when a corrupt state file was moved aside at open. */
+  /** Set when a corrupt state file was moved aside. */
   recovered: string | null;
 }
 
 const KEEP_FINISHED = 5000;
-const RETRY_MS = 2_000;
-const OPEN_BUSY_WAIT_MS = 120_000;
+const TRIM_EVERY = 500;
 const silent: Logger = { debug: () => {}, info: () => {}, warn: () => {}, error: () => {} };
 
 /** What clients see of a stored run: without the fields only a later agent needs to adopt it. */
@@ -37,52 +38,41 @@ export function toRunInfo(run: StoredRun): RunInfo {
   return info;
 }
 
+export function toRunRow(run: StoredRun): RunRow {
+  return { runId: run.runId, fetcher: run.fetcher, status: run.status, enqueuedAt: run.enqueuedAt, ownerPid: run.ownerPid, ownerStartTime: run.ownerStartTime, body: JSON.stringify(run) };
+}
+
 /**
- * The agent's local record of runs (SQLite, WAL). It outlives the agent: a new agent reads which runs
- * were left running and adopts them; `quantilica runs` reads recent ones.
+ * The agent's local record of runs. It lives in the telemetry spool's database (the `runs` table), so
+ * that a run's state and its telemetry event are written in one transaction (Spool.commit, group-
+ * committed). It outlives the agent: a new agent reads which runs were left running and adopts them;
+ * `quantilica runs` reads recent ones.
  *
  * A save never throws into the run manager: a fetcher must go on and finish when the disk is full.
- * The newest state of each run that could not be written is kept in memory (and read back from there)
- * and written again every few seconds and on the next save. A corrupt file is moved aside at open
- * (`state.db.corrupt-<time>`) and a new one started: the runs that live are found again from their
- * status files and lock records.
+ * What no file takes (the configured spool and its fallback both full) is held in memory by the
+ * spool, read back from there, and written when a file takes writes again.
+ *
+ * A state.db of an earlier version (QUANTILICA_HOME/state.db) is moved in once and renamed
+ * `state.db.migrated`; a corrupt one is moved aside (`state.db.corrupt-<time>`): the runs that live
+ * are found again from their status files and lock records.
  */
 export class RunStore {
-  private readonly db: Database.Database;
-  private readonly upsertStmt: Database.Statement;
-  private readonly unsaved = new Map<string, StoredRun>();
-  private saves = 0;
-  private lastError: string | null = null;
-  private retryTimer: NodeJS.Timeout | null = null;
+  private writes = 0;
   readonly recovered: string | null = null;
 
-  constructor(private readonly file: string, private readonly logger: Logger = silent, now: () => Date = () => new Date()) {
-    fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
-    let db: Database.Database;
-    try {
-      db = openStateDatabase(file);
-    } catch (err) {
-      if (!isCorruptionError(err)) throw new Error(`cannot open the state file ${file}: ${errorText(err)}`);
-      const aside = moveAside(file, now());
-      this.recovered = `state file ${file} was corrupt (${errorText(err)}); moved aside to ${aside} and started a new one; runs still alive are adopted from their status files`;
-      logger.error({ path: file, movedTo: aside, err: errorText(err) }, this.recovered);
-      db = openStateDatabase(file);
-    }
-    this.db = db;
-    this.upsertStmt = this.db.prepare(`INSERT INTO runs (run_id, fetcher, status, enqueued_at, owner_pid, owner_start_time, body)
-      VALUES (@runId, @fetcher, @status, @enqueuedAt, @ownerPid, @ownerStartTime, @body)
-      ON CONFLICT(run_id) DO UPDATE SET status = excluded.status, owner_pid = excluded.owner_pid,
-        owner_start_time = excluded.owner_start_time, body = excluded.body`);
+  constructor(private readonly spool: Spool, legacyFile: string | null, private readonly logger: Logger = silent, now: () => Date = () => new Date()) {
+    if (legacyFile !== null) this.recovered = this.migrate(legacyFile, now);
   }
 
-  /** Records the run's state; on failure keeps it in memory and retries (see health()). Never throws. */
-  save(run: StoredRun): void {
-    this.unsaved.set(run.runId, { ...run });
-    this.writeUnsaved();
+  /** Records the run's state; resolves once it is durable (or held). Never rejects. */
+  save(run: StoredRun): Promise<void> {
+    this.trimNowAndThen();
+    return this.spool.commit([toRunRow(run)], []);
   }
 
   health(): RunStoreHealth {
-    return { error: this.lastError, unsaved: this.unsaved.size, recovered: this.recovered };
+    const unsaved = this.spool.heldRunCount;
+    return { error: unsaved > 0 ? (this.spool.status().error ?? 'no spool file takes run states now') : null, unsaved, recovered: this.recovered };
   }
 
   /** Runs left waiting or running, by any process. */
@@ -98,140 +88,90 @@ export class RunStore {
   }
 
   get(runId: string): StoredRun | null {
-    const pending = this.unsaved.get(runId);
-    if (pending) return { ...pending };
-    const row = this.db.prepare(`SELECT body FROM runs WHERE run_id = ?`).get(runId) as { body: string } | undefined;
+    const pending = this.unsaved().get(runId);
+    if (pending) return pending;
+    const row = this.spool.withDatabase((db) => db.prepare(`SELECT body FROM runs WHERE run_id = ?`).get(runId) as { body: string } | undefined);
     return row ? (JSON.parse(row.body) as StoredRun) : null;
   }
 
   /** True when a running run's process is exactly this pid with this start time (never a record's word alone). */
   hasRunningProcess(pid: number, startTime: number): boolean {
-    for (const r of this.unsaved.values()) if (r.status === 'running' && r.pid === pid && r.startTime === startTime) return true;
-    return this.db.prepare(`SELECT 1 FROM runs WHERE status = 'running' AND json_extract(body, '$.pid') = ? AND json_extract(body, '$.startTime') = ? LIMIT 1`).get(pid, startTime) !== undefined;
+    for (const r of this.unsaved().values()) if (r.status === 'running' && r.pid === pid && r.startTime === startTime) return true;
+    return this.spool.withDatabase((db) => db.prepare(`SELECT 1 FROM runs WHERE status = 'running' AND json_extract(body, '$.pid') = ? AND json_extract(body, '$.startTime') = ? LIMIT 1`).get(pid, startTime) !== undefined) ?? false;
   }
 
   lastStartedAt(fetcher: string): Date | null {
-    const row = this.db.prepare(`SELECT max(json_extract(body, '$.startedAt')) AS at FROM runs WHERE fetcher = ?`).get(fetcher) as { at: string | null };
-    let latest = row.at;
-    for (const r of this.unsaved.values()) if (r.fetcher === fetcher && r.startedAt && (!latest || r.startedAt > latest)) latest = r.startedAt;
+    const row = this.spool.withDatabase((db) => db.prepare(`SELECT max(json_extract(body, '$.startedAt')) AS at FROM runs WHERE fetcher = ?`).get(fetcher) as { at: string | null });
+    let latest = row?.at ?? null;
+    for (const r of this.unsaved().values()) if (r.fetcher === fetcher && r.startedAt && (!latest || r.startedAt > latest)) latest = r.startedAt;
     return latest ? new Date(latest) : null;
   }
 
-  close(): void {
-    if (this.retryTimer !== null) clearTimeout(this.retryTimer);
-    this.retryTimer = null;
-    this.writeUnsaved();
-    if (this.unsaved.size > 0) this.logger.error({ path: this.file, unsaved: this.unsaved.size, err: this.lastError }, 'closing the state file with run states it could not store');
-    this.db.close();
-  }
-
-  private writeUnsaved(): void {
-    if (this.unsaved.size === 0) return;
-    const runs = [...this.unsaved.values()];
-    try {
-      this.db.transaction(() => {
-        for (const run of runs) {
-          this.upsertStmt.run({ runId: run.runId, fetcher: run.fetcher, status: run.status, enqueuedAt: run.enqueuedAt, ownerPid: run.ownerPid, ownerStartTime: run.ownerStartTime, body: JSON.stringify(run) });
-        }
-      })();
-    } catch (err) {
-      this.failed(err);
-      return;
-    }
-    // A save made meanwhile (none can be: this is synchronous) would replace the object; only drop what was written.
-    for (const run of runs) if (this.unsaved.get(run.runId) !== undefined) this.unsaved.delete(run.runId);
-    if (this.lastError !== null) {
-      this.logger.warn({ path: this.file, written: runs.length }, 'the state file takes writes again; run states kept in memory are stored');
-      this.lastError = null;
-    }
-    // Trim now and then rather than on every save: the table is a window of recent history.
-    this.saves += runs.length;
-    if (this.saves >= 500) {
-      this.saves = 0;
-      this.trim();
-    }
-  }
-
-  private failed(err: unknown): void {
-    const first = this.lastError === null;
-    this.lastError = `cannot write the state file ${this.file}: ${errorText(err)}`;
-    if (first) this.logger.error({ path: this.file, unsaved: this.unsaved.size, err: errorText(err) }, `${this.lastError}; keeping run states in memory and retrying every ${RETRY_MS / 1000} s`);
-    if (this.retryTimer === null) {
-      this.retryTimer = setTimeout(() => {
-        this.retryTimer = null;
-        this.writeUnsaved();
-      }, RETRY_MS);
-      this.retryTimer.unref();
-    }
+  /** The newest unsaved state of each run (held in memory or queued for the next commit). */
+  private unsaved(): Map<string, StoredRun> {
+    const map = new Map<string, StoredRun>();
+    for (const row of this.spool.unsavedRuns()) map.set(row.runId, JSON.parse(row.body) as StoredRun);
+    return map;
   }
 
   private overlay(stored: StoredRun[]): StoredRun[] {
-    if (this.unsaved.size === 0) return stored;
-    const merged = stored.map((r) => this.unsaved.get(r.runId) ?? r);
+    const unsaved = this.unsaved();
+    if (unsaved.size === 0) return stored;
+    const merged = stored.map((r) => unsaved.get(r.runId) ?? r);
     const seen = new Set(stored.map((r) => r.runId));
-    for (const r of this.unsaved.values()) if (!seen.has(r.runId)) merged.push({ ...r });
+    for (const r of unsaved.values()) if (!seen.has(r.runId)) merged.push(r);
     return merged;
   }
 
   private rows(sql: string): StoredRun[] {
-    return (this.db.prepare(sql).all() as Array<{ body: string }>).map((r) => JSON.parse(r.body) as StoredRun);
+    const rows = this.spool.withDatabase((db) => db.prepare(sql).all() as Array<{ body: string }>) ?? [];
+    return rows.map((r) => JSON.parse(r.body) as StoredRun);
   }
 
-  private trim(): void {
+  /** The table is a window of recent history: trimmed now and then rather than on every save. */
+  private trimNowAndThen(): void {
+    this.writes += 1;
+    if (this.writes < TRIM_EVERY) return;
+    this.writes = 0;
     try {
-      this.db.prepare(`DELETE FROM runs WHERE status NOT IN ('waiting', 'running') AND run_id NOT IN
-        (SELECT run_id FROM runs ORDER BY enqueued_at DESC LIMIT ${KEEP_FINISHED})`).run();
+      this.spool.withDatabase((db) => db.prepare(`DELETE FROM runs WHERE status NOT IN ('waiting', 'running') AND run_id NOT IN
+        (SELECT run_id FROM runs ORDER BY enqueued_at DESC LIMIT ${KEEP_FINISHED})`).run());
     } catch (err) {
-      this.logger.warn({ path: this.file, err: errorText(err) }, 'cannot trim the state file');
+      this.logger.warn({ err: errorText(err) }, 'cannot trim the run history');
     }
   }
-}
 
-/**
- * Opens (creating 0600) and checks the state file (SQLite's header check, then quick_check), so a damaged file is
- * found here and moved aside, not by every later command. Busy (a burst of CLI runs): waits.
- */
-function openStateDatabase(file: string): Database.Database {
-  // A file that is not a database fails below with SQLITE_NOTADB, a damaged one at quick_check.
-  guardSqliteFiles(file);
-  const deadline = Date.now() + OPEN_BUSY_WAIT_MS;
-  for (let attempt = 0; ; attempt += 1) {
+  /** Moves the runs of an earlier version's state.db into the spool; returns a message if it was corrupt. */
+  private migrate(file: string, now: () => Date): string | null {
+    if (fs.lstatSync(file, { throwIfNoEntry: false }) === undefined) return null;
+    let runs: RunRow[];
     try {
-      return configure(file);
+      guardSqliteFiles(file);
+      const db = new Database(file);
+      try {
+        db.pragma('busy_timeout = 10000');
+        const check = db.pragma('quick_check', { simple: true }) as string;
+        if (check !== 'ok') throw Object.assign(new Error(`quick_check says ${check}`), { code: 'SQLITE_CORRUPT' });
+        const hasRuns = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'`).get() !== undefined;
+        runs = hasRuns ? (db.prepare(SELECT_ALL_RUNS).all() as RunRow[]) : [];
+      } finally {
+        db.close();
+      }
     } catch (err) {
-      if (!isBusyError(err) || Date.now() >= deadline) throw err;
-      sleepSync(Math.min(200, 5 * 2 ** Math.min(attempt, 6)) * (0.5 + Math.random()));
+      if (!isCorruptionError(err)) {
+        this.logger.error({ path: file, err: errorText(err) }, `cannot read the state file ${file} of an earlier version; its runs are moved in at the next start`);
+        return null;
+      }
+      const aside = moveAside(file, now());
+      const message = `state file ${file} was corrupt (${errorText(err)}); moved aside to ${aside}; runs still alive are adopted from their status files`;
+      this.logger.error({ path: file, movedTo: aside, err: errorText(err) }, message);
+      return message;
     }
-  }
-}
-
-function configure(file: string): Database.Database {
-  const db = new Database(file);
-  try {
-    // busy_timeout first: switching to WAL takes a lock, and a burst of CLIs would fail at once without it.
-    db.pragma('busy_timeout = 10000');
-    db.pragma('journal_mode = WAL');
-    // NORMAL in WAL mode survives a crash of the process (kill -9), which is what adoption needs; only
-    // a power cut can lose the last commits, and the telemetry spool (synchronous FULL) is the durable
-    // record of runs. FULL here would cost an fsync on every state change of every run.
-    db.pragma('synchronous = NORMAL');
-    const check = db.pragma('quick_check', { simple: true }) as string;
-    if (check !== 'ok') throw new CorruptSpoolError(`${file}: quick_check says ${check}`);
-    db.exec(`CREATE TABLE IF NOT EXISTS runs (
-      run_id TEXT PRIMARY KEY,
-      fetcher TEXT NOT NULL,
-      status TEXT NOT NULL,
-      enqueued_at TEXT NOT NULL,
-      owner_pid INTEGER NOT NULL,
-      owner_start_time INTEGER NOT NULL,
-      body TEXT NOT NULL
-    );
-    CREATE INDEX IF NOT EXISTS runs_status ON runs(status);
-    CREATE INDEX IF NOT EXISTS runs_fetcher ON runs(fetcher, enqueued_at);`);
-    tightenSqliteFiles(file);
-    return db;
-  } catch (err) {
-    db.close();
-    throw err;
+    const moved = this.spool.withDatabase((db) => { importRuns(db, runs); return true; });
+    if (moved === null) return null;
+    fs.renameSync(file, `${file}.migrated`);
+    for (const suffix of ['-wal', '-shm']) fs.rmSync(file + suffix, { force: true });
+    this.logger.info({ path: file, runs: runs.length }, `moved ${runs.length} runs from ${file} into the telemetry spool's database; the old file is kept as ${file}.migrated`);
+    return null;
   }
 }

@@ -1,4 +1,4 @@
-import type { WaitReason } from '../../shared/protocol';
+import type { RunReason, WaitReason } from '../../shared/protocol';
 
 /** What the run manager tells a gate about a run that wants to start. */
 export interface GateRequest {
@@ -23,7 +23,7 @@ export interface StartGate {
 
 /** A gate or the slot wait refused a run; `reason` is a stable token such as `disk-backpressure-timeout`. */
 export class RunRefusedError extends Error {
-  constructor(readonly reason: string, message: string) {
+  constructor(readonly reason: RunReason, message: string) {
     super(message);
     this.name = 'RunRefusedError';
   }

@@ -160,9 +160,9 @@ export class Schedule {
     }
     try {
       if (target.isActive(e.name)) {
-        const reason = `${trigger === 'catch-up' ? 'catch-up' : 'scheduled'} run (${why}) not started: an earlier run of ${e.name} is still running or waiting`;
-        logger.info(fields, `schedule: ${reason}`);
-        target.recordSkipped(e.name, reason, trigger);
+        const message = `${trigger === 'catch-up' ? 'catch-up' : 'scheduled'} run (${why}) not started: an earlier run of ${e.name} is still running or waiting`;
+        logger.info(fields, `schedule: ${message}`);
+        target.recordSkipped(e.name, 'already-active', trigger, message);
         return;
       }
       logger.info(fields, `schedule: starting ${e.name} (${trigger}, ${why})`);

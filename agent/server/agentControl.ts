@@ -13,7 +13,7 @@ export interface FlushResult {
  */
 export interface AgentControl {
   readonly hub: StateHub;
-  run(fetcher: string, args: string[], trigger: RunTrigger): RunInfo;
+  run(fetcher: string, args: string[], trigger: RunTrigger): Promise<RunInfo>;
   waitRun(runId: string): Promise<RunInfo>;
   cancel(target: { runId?: string; fetcher?: string }): Promise<RunInfo[]>;
   listRuns(limit: number): RunInfo[];

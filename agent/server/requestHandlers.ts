@@ -55,8 +55,9 @@ export function requestHandlers(control: AgentControl): RequestHandlers {
       return { protocolVersion: PROTOCOL_VERSION, snapshot };
     },
     [GetSnapshot.method]: (): GetSnapshot.Result => control.hub.snapshot(),
-    [RunFetcher.method]: (params): RunFetcher.Result => ({
-      run: control.run(params.fetcher, params.args ?? [], params.trigger ?? 'protocol'),
+    // Answered once the run is durably recorded: an agent killed right after cannot lose it.
+    [RunFetcher.method]: async (params): Promise<RunFetcher.Result> => ({
+      run: await control.run(params.fetcher, params.args ?? [], params.trigger ?? 'protocol'),
     }),
     [WaitRun.method]: (params, ctx): Promise<WaitRun.Result> => new Promise((resolve, reject) => {
       // The client may give up waiting ($/cancelRequest); the run itself goes on.

@@ -1,3 +1,4 @@
+import type { RunReason } from '../../shared/protocol';
 import { EnvironmentError } from '../errors';
 
 /**
@@ -6,7 +7,7 @@ import { EnvironmentError } from '../errors';
  * it; `reason` is the token runs report (`lock-dir-unsafe`, `lock-file-unsafe`, …).
  */
 export class UnsafeStationError extends EnvironmentError {
-  constructor(readonly reason: string, message: string) {
+  constructor(readonly reason: Extract<RunReason, 'lock-dir-unsafe' | 'lock-file-unsafe' | 'lock-group-unknown'>, message: string) {
     super(message);
     this.name = 'UnsafeStationError';
   }

@@ -1,14 +1,16 @@
 import type { SpoolStatus } from '../../shared/protocol';
 import { errorText, isBusyError, isCorruptionError, moveAside, openSpoolDatabase, sleepSync, type OpenedSpool } from './openSpoolDatabase';
 import { defaultFallbackSpool } from './privateDir';
-import { drainFallback, insertRows, readAllRows, type PendingRow } from './spoolCopy';
+import type Database from 'better-sqlite3';
+import { GroupCommit } from './groupCommit';
+import { drainFallback, insertRows, readAllRows, readAllRuns, type PendingRow } from './spoolCopy';
 import { prepareStatements, quarantineRows, readBatch, readColumns, readCounts, type SpoolStatements } from './spoolStatements';
-import type { SpoolColumns, SpooledEvent, SpoolHealth, SpoolOptions } from './spoolTypes';
+import type { RunRow, SpoolColumns, SpooledEvent, SpoolHealth, SpoolOptions } from './spoolTypes';
 import { identityOf } from './sqliteFileGuard';
 import type { NewTelemetryEvent, TelemetrySink } from './telemetrySink';
 import { toSpoolRow } from './toSpoolRow';
 
-export type { SpoolColumns, SpooledEvent, SpoolHealth, SpoolOptions } from './spoolTypes';
+export type { RunRow, SpoolColumns, SpooledEvent, SpoolHealth, SpoolOptions } from './spoolTypes';
 
 export type SpoolChange = 'emit' | 'lost' | 'flush' | 'database' | 'error' | 'quarantine';
 
@@ -33,6 +35,11 @@ export class Spool implements TelemetrySink {
   private lastOpenAttempt = 0;
   private lost = 0;
   private held: PendingRow[] = [];
+  /** Run rows no file took yet (newest state per run), written with the held events. */
+  private heldRuns = new Map<string, RunRow>();
+  private readonly group = new GroupCommit<{ runs: readonly RunRow[]; rows: PendingRow[] }>((items) => {
+    this.store(items.flatMap((i) => i.rows), items.flatMap((i) => i.runs));
+  });
   private heldLogged = false;
   private database: SpoolStatus['database'] = 'not-configured';
   private lastFlushAt: string | null = null;
@@ -53,8 +60,35 @@ export class Spool implements TelemetrySink {
     this.tick.unref();
   }
 
+  /**
+   * Stores run rows and events in one transaction, group-committed with every other commit made
+   * during this turn of the event loop (one fsync for all); resolves once that transaction is
+   * durable, or once what no file took is held in memory (see status: held, RunStore health).
+   */
+  commit(runs: readonly RunRow[], events: readonly NewTelemetryEvent[]): Promise<void> {
+    return this.group.add({ runs, rows: events.map((e) => this.toPending(e)) });
+  }
+
+  /** Run rows not in a file yet: queued for the next group commit or held in memory, oldest first. */
+  unsavedRuns(): RunRow[] {
+    return [...this.heldRuns.values(), ...this.group.queued().flatMap((i) => i.runs)];
+  }
+
+  /** Number of runs whose newest state is held in memory because no file takes it. */
+  get heldRunCount(): number {
+    return this.heldRuns.size;
+  }
+
+  /** Reads (or writes outside a group commit) on the file in use; null while none is open. */
+  withDatabase<T>(fn: (db: Database.Database) => T): T | null {
+    const db = this.opened?.db;
+    return db === undefined ? null : fn(db);
+  }
+
   /** Stores the event durably; returns its id, or null when it was lost (counted, logged, in status). */
   emit(event: NewTelemetryEvent): string | null {
+    // After what is queued for the group commit: a run's events stay in order.
+    this.group.flushNow();
     try {
       return this.store([this.toPending(event)])[0];
     } catch (err) {
@@ -64,6 +98,7 @@ export class Spool implements TelemetrySink {
 
   /** Stores many events in one transaction (one fsync), for bulk producers; returns the ids, like emit. */
   emitMany(events: readonly NewTelemetryEvent[]): Array<string | null> {
+    this.group.flushNow();
     try {
       return this.store(events.map((e) => this.toPending(e)));
     } catch (err) {
@@ -186,7 +221,7 @@ export class Spool implements TelemetrySink {
       const onFallback = this.opened === null || this.opened.fallback;
       // A short wait only: this runs on the agent's thread, and the next try is seconds away.
       if (onFallback && Date.now() - this.lastOpenAttempt >= (this.options.reopenIntervalMs ?? 5_000)) this.open(REOPEN_BUSY_WAIT_MS);
-      if (this.held.length > 0 && this.opened !== null) this.writeHeld();
+      if ((this.held.length > 0 || this.heldRuns.size > 0) && this.opened !== null) this.writeHeld();
     } catch (err) {
       this.options.logger.warn({ err: errorText(err) }, 'telemetry spool upkeep failed; trying again');
     }
@@ -196,6 +231,7 @@ export class Spool implements TelemetrySink {
   close(): void {
     if (this.tick !== null) clearInterval(this.tick);
     this.tick = null;
+    this.group.flushNow();
     this.settleHeld(this.options.closeWaitMs ?? 60_000);
     this.listeners.clear();
     this.closeFile();
@@ -209,12 +245,14 @@ export class Spool implements TelemetrySink {
     const deadline = Date.now() + waitMs;
     for (;;) {
       this.maintain();
-      if (this.held.length === 0 || Date.now() >= deadline) break;
+      if ((this.held.length === 0 && this.heldRuns.size === 0) || Date.now() >= deadline) break;
       this.lastOpenAttempt = 0;
       sleepSync(200);
     }
     const gone = this.held.splice(0);
     for (const row of gone) this.lose(row.eventId, new Error(`no spool file took the event within ${waitMs} ms`));
+    if (this.heldRuns.size > 0) this.options.logger.error({ runs: this.heldRuns.size }, `the newest state of ${this.heldRuns.size} runs could not be stored within ${waitMs} ms; the next agent finds them from their status files`);
+    this.heldRuns.clear();
     return gone.length;
   }
 
@@ -222,34 +260,27 @@ export class Spool implements TelemetrySink {
     return { ...toSpoolRow(event, this.now()), spooledMs: Date.now() };
   }
 
-  /** Writes rows behind anything held, in order; returns their ids (null for rows lost). */
-  private store(rows: PendingRow[]): Array<string | null> {
+  /** Writes rows (and run rows) behind anything held, in order; returns their ids (null for rows lost). */
+  private store(rows: PendingRow[], runs: readonly RunRow[] = []): Array<string | null> {
     this.maintain();
-    if (this.held.length === 0 && this.opened !== null) {
+    for (let attempt = 0; attempt < 2; attempt += 1) {
+      if (this.held.length > 0 || this.heldRuns.size > 0 || this.opened === null) break;
       try {
-        this.write(rows);
+        this.write(rows, runs);
         this.notify('emit');
         return rows.map((r) => r.eventId);
       } catch (err) {
         this.afterWriteFailure(err);
-        if (this.held.length === 0 && this.opened !== null) {
-          try {
-            this.write(rows);
-            this.notify('emit');
-            return rows.map((r) => r.eventId);
-          } catch (again) {
-            this.afterWriteFailure(again);
-          }
-        }
       }
     }
+    for (const run of runs) this.heldRuns.set(run.runId, run);
     return this.hold(rows);
   }
 
-  private write(rows: readonly PendingRow[]): void {
+  private write(rows: readonly PendingRow[], runs: readonly RunRow[]): void {
     const db = this.opened?.db;
     if (db === undefined) throw new Error('no spool file');
-    insertRows(db, rows, this.statements?.insert);
+    insertRows(db, rows, { insert: this.statements?.insert, upsertRun: this.statements?.upsertRun }, runs);
   }
 
   /** Decides what a failed write means: corruption (new file), busy (wait: hold), else the fallback. */
@@ -291,13 +322,15 @@ export class Spool implements TelemetrySink {
 
   private writeHeld(): void {
     const rows = this.held;
+    const runs = [...this.heldRuns.values()];
     try {
-      this.write(rows);
+      this.write(rows, runs);
     } catch (err) {
       this.afterWriteFailure(err);
       return;
     }
     this.held = [];
+    this.heldRuns = new Map();
     this.heldLogged = false;
     this.options.logger.warn({ path: this.path, written: rows.length }, `${rows.length} telemetry events held in memory are now in the spool`);
     this.notify('emit');
@@ -365,6 +398,8 @@ export class Spool implements TelemetrySink {
     let rows: PendingRow[] = [];
     try {
       rows = readAllRows(old.db);
+      // Held states are newer than the file's.
+      this.heldRuns = new Map([...readAllRuns(old.db).map((r): [string, RunRow] => [r.runId, r]), ...this.heldRuns]);
     } catch (err) {
       this.options.logger.error({ path: old.path, err: errorText(err) }, 'cannot read the events of a spool file deleted under us');
     }

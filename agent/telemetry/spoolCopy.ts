@@ -4,7 +4,8 @@ import * as path from 'node:path';
 import type { Logger } from '../log/logger';
 import { errorText, openAt } from './openSpoolDatabase';
 import { ensurePrivateDir } from './privateDir';
-import { INSERT_EVENT, SELECT_ALL_EVENTS } from './spoolSql';
+import { IMPORT_RUN, INSERT_EVENT, SELECT_ALL_EVENTS, SELECT_ALL_RUNS, UPSERT_RUN } from './spoolSql';
+import type { RunRow } from './spoolTypes';
 import type { SpoolRow } from './toSpoolRow';
 
 /** An event on its way into a spool file, with the time it was first spooled. */
@@ -23,19 +24,36 @@ export function readAllRows(db: Database.Database): PendingRow[] {
   }));
 }
 
+/** Every run row of an open spool. */
+export function readAllRuns(db: Database.Database): RunRow[] {
+  return db.prepare(SELECT_ALL_RUNS).all() as RunRow[];
+}
+
+/** Prepared statements a write may reuse (the spool keeps them; a copy prepares its own). */
+export interface WriteStatements { insert?: Database.Statement; upsertRun?: Database.Statement }
+
 /**
- * Inserts rows in one transaction (one fsync), in order. Rows marked `dedupe` are skipped when their
- * event id is already in the file (the same file reopened after only its -wal was deleted).
+ * Inserts events and upserts run rows in one transaction (one fsync), in order. Rows marked `dedupe`
+ * are skipped when their event id is already in the file (the same file reopened after only its -wal
+ * was deleted).
  */
-export function insertRows(db: Database.Database, rows: readonly PendingRow[], prepared?: Database.Statement): void {
-  const insert = prepared ?? db.prepare(INSERT_EVENT);
+export function insertRows(db: Database.Database, rows: readonly PendingRow[], prepared: WriteStatements = {}, runs: readonly RunRow[] = []): void {
+  const insert = prepared.insert ?? db.prepare(INSERT_EVENT);
+  const upsertRun = runs.length === 0 ? null : (prepared.upsertRun ?? db.prepare(UPSERT_RUN));
   db.transaction(() => {
+    for (const run of runs) upsertRun!.run(run);
     const present = rows.some((r) => r.dedupe === true) ? presentIds(db) : null;
     for (const r of rows) {
       if (r.dedupe === true && present?.has(r.eventId)) continue;
       insert.run(r.eventId, r.runId, r.event, r.at, r.task, r.pool, r.payload, r.spooledMs);
     }
   })();
+}
+
+/** Adds runs from an older file (state.db, the fallback) without overwriting newer rows. */
+export function importRuns(db: Database.Database, runs: readonly RunRow[]): void {
+  const insert = db.prepare(IMPORT_RUN);
+  db.transaction(() => { for (const run of runs) insert.run(run); })();
 }
 
 function presentIds(db: Database.Database): Set<string> {
@@ -55,8 +73,10 @@ export function drainFallback(target: Database.Database, fallbackPath: string, l
   try {
     source.exec('BEGIN IMMEDIATE');
     const rows = readAllRows(source).map((r) => ({ ...r, dedupe: false }));
-    if (rows.length > 0) insertRows(target, rows);
-    source.exec('DELETE FROM event; COMMIT');
+    // Runs written while on the fallback are newer than the configured file's: they replace them.
+    const runs = readAllRuns(source);
+    if (rows.length > 0 || runs.length > 0) insertRows(target, rows, {}, runs);
+    source.exec('DELETE FROM event; DELETE FROM runs; COMMIT');
     if (rows.length > 0) logger.warn({ fallback: fallbackPath, moved: rows.length }, `moved ${rows.length} telemetry events from the fallback spool ${fallbackPath} into the configured spool`);
     return rows.length;
   } catch (err) {

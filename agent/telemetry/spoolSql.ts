@@ -2,7 +2,7 @@
 // bundles the agent into one dist/agent.js with no files beside it to read at run time.
 
 /** Bumped when the spool's schema changes; a file with a higher version is from a newer agent. */
-export const SPOOL_SCHEMA_VERSION = 1;
+export const SPOOL_SCHEMA_VERSION = 2;
 
 export const SPOOL_SCHEMA = `
 -- AUTOINCREMENT: a seq is never reused after the table empties, so seq order is spool order for good
@@ -42,7 +42,35 @@ CREATE TABLE IF NOT EXISTS quarantine (
   reason TEXT NOT NULL,
   quarantined_ms INTEGER NOT NULL
 );
+-- Version 2: the agent's run state lives here, beside the events, so that a run's move and its event
+-- are one transaction (in WAL mode a transaction across two files is atomic per file only).
+-- body is the run as JSON; the columns are what queries select on.
+CREATE TABLE IF NOT EXISTS runs (
+  run_id TEXT PRIMARY KEY,
+  fetcher TEXT NOT NULL,
+  status TEXT NOT NULL,
+  enqueued_at TEXT NOT NULL,
+  owner_pid INTEGER NOT NULL,
+  owner_start_time INTEGER NOT NULL,
+  body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_status ON runs(status);
+CREATE INDEX IF NOT EXISTS runs_fetcher ON runs(fetcher, enqueued_at);
 `;
+
+export const UPSERT_RUN = `
+INSERT INTO runs (run_id, fetcher, status, enqueued_at, owner_pid, owner_start_time, body)
+VALUES (@runId, @fetcher, @status, @enqueuedAt, @ownerPid, @ownerStartTime, @body)
+ON CONFLICT(run_id) DO UPDATE SET status = excluded.status, owner_pid = excluded.owner_pid,
+  owner_start_time = excluded.owner_start_time, body = excluded.body`;
+
+/** A run from an older file (state.db, a fallback) never overwrites one this file already has. */
+export const IMPORT_RUN = `
+INSERT OR IGNORE INTO runs (run_id, fetcher, status, enqueued_at, owner_pid, owner_start_time, body)
+VALUES (@runId, @fetcher, @status, @enqueuedAt, @ownerPid, @ownerStartTime, @body)`;
+
+export const SELECT_ALL_RUNS = `
+SELECT run_id AS runId, fetcher, status, enqueued_at AS enqueuedAt, owner_pid AS ownerPid, owner_start_time AS ownerStartTime, body FROM runs`;
 
 export const INSERT_EVENT = `
 INSERT INTO event (event_id, run_id, event, at, task, pool, payload, spooled_ms)

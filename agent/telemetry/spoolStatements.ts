@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import { DELETE_EVENT, DELETE_THROUGH, INSERT_EVENT, QUARANTINE_EVENT, SELECT_BATCH, SELECT_META, SELECT_OLDEST, SELECT_PENDING, SELECT_QUARANTINED, UPSERT_META } from './spoolSql';
+import { DELETE_EVENT, DELETE_THROUGH, INSERT_EVENT, QUARANTINE_EVENT, SELECT_BATCH, SELECT_META, SELECT_OLDEST, SELECT_PENDING, SELECT_QUARANTINED, UPSERT_META, UPSERT_RUN } from './spoolSql';
 import type { SpoolColumns, SpooledEvent } from './spoolTypes';
 
 export interface SpoolStatements {
@@ -13,6 +13,7 @@ export interface SpoolStatements {
   oldest: Database.Statement;
   meta: Database.Statement;
   upsertMeta: Database.Statement;
+  upsertRun: Database.Statement;
 }
 type BatchRow = [number, string, string, string, string, string, string, string];
 
@@ -28,6 +29,7 @@ export function prepareStatements(db: Database.Database): SpoolStatements {
     oldest: db.prepare(SELECT_OLDEST),
     meta: db.prepare(SELECT_META),
     upsertMeta: db.prepare(UPSERT_META),
+    upsertRun: db.prepare(UPSERT_RUN),
   };
 }
 

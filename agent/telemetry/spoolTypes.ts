@@ -48,3 +48,18 @@ export interface SpoolColumns {
   pools: string[];
   payloads: string[];
 }
+
+/**
+ * A run's state as the spool stores it (the runs table): the spool does not know what a run is, it
+ * keeps the row in the same transaction as the run's events (agent/runs/runStore.ts reads it).
+ */
+export interface RunRow {
+  runId: string;
+  fetcher: string;
+  status: string;
+  enqueuedAt: string;
+  ownerPid: number;
+  ownerStartTime: number;
+  /** The whole run as JSON. */
+  body: string;
+}

@@ -30,7 +30,7 @@ test('the cancel grace timer ends with its run: a process that later gets the pi
   const { orchestrator, close } = openOrchestrator(t);
   let victim: ChildProcess | null = null;
   try {
-    const run = orchestrator.run('sleeper', [], 'cli');
+    const run = await orchestrator.run('sleeper', [], 'cli');
     const running = await waitFor(() => {
       const r = orchestrator.runs.get(run.runId);
       return r?.status === 'running' ? r : null;

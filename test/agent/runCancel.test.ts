@@ -10,7 +10,7 @@ test('cancel of a group that ignores SIGTERM and has grandchildren: nothing left
   const t = makeTestEnv([{ name: 'stubborn', pool: 'network-light', argv: [path.join(FIXTURES, 'stubbornGroup.sh')] }], { QUANTILICA_CANCEL_GRACE_SECONDS: '1' });
   const { orchestrator, close } = openOrchestrator(t);
   try {
-    const run = orchestrator.run('stubborn', [], 'cli');
+    const run = await orchestrator.run('stubborn', [], 'cli');
     const running = await waitFor(() => {
       const r = orchestrator.runs.get(run.runId);
       return r?.status === 'running' && groupMembers(r.pid!).length >= 4 ? r : null;
@@ -38,10 +38,10 @@ test('cancelling a waiting run takes it out of the queue', async () => {
   const t = makeTestEnv([{ name: 'long', pool: 'cpu-analysis', argv: ['sleep', '600'] }], { CRON_POOL_CPU_ANALYSIS_SLOTS: '1' });
   const { orchestrator, close } = openOrchestrator(t);
   try {
-    const holder = orchestrator.run('long', [], 'cli');
+    const holder = await orchestrator.run('long', [], 'cli');
     await waitFor(() => orchestrator.runs.get(holder.runId)?.status === 'running', { what: 'the holder to run' });
-    const waiting = orchestrator.run('long', [], 'cli');
-    const behind = orchestrator.run('long', [], 'cli');
+    const waiting = await orchestrator.run('long', [], 'cli');
+    const behind = await orchestrator.run('long', [], 'cli');
     await waitFor(() => orchestrator.runs.get(behind.runId)?.wait?.kind === 'pool', { what: 'two runs waiting' });
     assert.deepEqual(orchestrator.runs.get(behind.runId)!.wait, { kind: 'pool', position: 2 });
     orchestrator.runs.cancel(waiting.runId);
@@ -62,7 +62,7 @@ test('a fetcher writing 100 MB to stdout does not block, and its log is capped',
   const t = makeTestEnv([{ name: 'flood', pool: 'network-light', argv: ['head', '-c', String(100 * 1024 * 1024), '/dev/zero'] }], { QUANTILICA_LOG_CAP_MB: String(capMb) });
   const { orchestrator, close } = openOrchestrator(t);
   try {
-    const run = orchestrator.run('flood', [], 'cli');
+    const run = await orchestrator.run('flood', [], 'cli');
     const ended = await orchestrator.waitRun(run.runId);
     assert.equal(ended.status, 'completed');
     assert.equal(ended.exitCode, 0);
@@ -82,7 +82,7 @@ test('exit codes and signals are recorded as the fetcher ended', async () => {
   ]);
   const { orchestrator, close } = openOrchestrator(t);
   try {
-    const [fails, ok, missing] = await Promise.all(['fails', 'ok', 'missing'].map((f) => orchestrator.waitRun(orchestrator.run(f, [], 'cli').runId)));
+    const [fails, ok, missing] = await Promise.all(['fails', 'ok', 'missing'].map(async (f) => orchestrator.waitRun((await orchestrator.run(f, [], 'cli')).runId)));
     assert.equal(fails.status, 'failed');
     assert.equal(fails.exitCode, 7);
     assert.equal(fs.readFileSync(fails.logPath!, 'utf8'), 'failing\n');
@@ -102,9 +102,9 @@ test('waiting runs of a pool are served first come, first served', async () => {
   const { orchestrator, close } = openOrchestrator(t);
   try {
     const go = path.join(t.root, 'go');
-    const holder = orchestrator.run('until-file', [go, '0'], 'cli');
+    const holder = await orchestrator.run('until-file', [go, '0'], 'cli');
     await waitFor(() => orchestrator.runs.get(holder.runId)?.status === 'running', { what: 'the holder to run' });
-    const queued = Array.from({ length: 4 }, () => orchestrator.run('until-file', [go, '0'], 'cli'));
+    const queued = await Promise.all(Array.from({ length: 4 }, () => orchestrator.run('until-file', [go, '0'], 'cli')));
     const started: string[] = [];
     const stop = orchestrator.hub.onChange(({ change }) => {
       if (change.kind === 'run' && change.run.status === 'running') started.push(change.run.runId);

@@ -19,7 +19,7 @@ test('a process that outlives its wrapper keeps the run running (reason lingerin
   const t = makeTestEnv([{ name: 'leaves-child', pool: 'network-light', argv: ['sh', '-c', 'sleep 300 & echo started; exit 0'] }], { QUANTILICA_CANCEL_GRACE_SECONDS: '1' });
   const { orchestrator, close } = openOrchestrator(t);
   try {
-    const run = orchestrator.run('leaves-child', [], 'cli');
+    const run = await orchestrator.run('leaves-child', [], 'cli');
     const lingering = await waitFor(() => {
       const r = orchestrator.runs.get(run.runId);
       return r?.reason === 'lingering' ? r : null;
@@ -46,7 +46,7 @@ test('a lingering process that ends by itself ends the run with the fetcher\'s o
   const t = makeTestEnv([{ name: 'short-child', pool: 'network-light', argv: ['sh', '-c', 'sleep 1.5 & exit 3'] }]);
   const { orchestrator, close } = openOrchestrator(t);
   try {
-    const run = orchestrator.run('short-child', [], 'cli');
+    const run = await orchestrator.run('short-child', [], 'cli');
     await waitFor(() => orchestrator.runs.get(run.runId)?.reason === 'lingering', { what: 'the run to linger', timeoutMs: 20000 });
     const ended = await orchestrator.waitRun(run.runId);
     assert.equal(ended.status, 'failed');
@@ -137,7 +137,7 @@ test('a wrapper killed while the agent watches: the run goes on until its fetche
   const { orchestrator, close } = openOrchestrator(t);
   const go = path.join(t.root, 'go');
   try {
-    const run = orchestrator.run('until-file', [go, '7'], 'cli');
+    const run = await orchestrator.run('until-file', [go, '7'], 'cli');
     const running = await waitFor(() => {
       const r = orchestrator.runs.get(run.runId);
       return r?.status === 'running' && groupMembers(r.pid!).length >= 3 ? r : null;

@@ -9,7 +9,7 @@ test('the fetcher holds the slot on fd 3 (spawn clears close-on-exec there), the
   const t = makeTestEnv([{ name: 'long', pool: 'heavy-io', argv: ['sleep', '600'] }]);
   const { orchestrator, close } = openOrchestrator(t);
   try {
-    const run = orchestrator.run('long', [], 'cli');
+    const run = await orchestrator.run('long', [], 'cli');
     await waitFor(() => orchestrator.runs.get(run.runId)?.status === 'running', { what: 'the run to start' });
     const { pid, slot } = orchestrator.runs.get(run.runId)!;
     const lockPath = path.join(t.lockDir, 'heavy-io', `slot_${slot}.lock`);

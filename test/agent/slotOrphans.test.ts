@@ -13,7 +13,7 @@ import { waitFor } from '../support/waitFor';
 const station = () => makeTestEnv([{ name: 'long', pool: 'cpu-analysis', argv: ['sleep', '600'] }], { CRON_POOL_CPU_ANALYSIS_TIMEOUT: '60' });
 
 async function fillPool(orchestrator: ReturnType<typeof openOrchestrator>['orchestrator']) {
-  const runs = [orchestrator.run('long', [], 'cli'), orchestrator.run('long', [], 'cli')];
+  const runs = [await orchestrator.run('long', [], 'cli'), await orchestrator.run('long', [], 'cli')];
   await waitFor(() => runs.every((r) => orchestrator.runs.get(r.runId)?.status === 'running'), { what: 'both slots to be taken' });
   return runs.map((r) => orchestrator.runs.get(r.runId)!);
 }
@@ -45,7 +45,7 @@ test('a stopped holder is reclaimed: its group killed and the event recorded; ru
     const [stopped, running] = await fillPool(orchestrator);
     process.kill(-stopped.pid!, 'SIGSTOP');
     await waitFor(() => readProcInfo(stopped.pid!)?.state === 'T', { what: 'the holder to stop' });
-    const next = orchestrator.run('long', [], 'cli');
+    const next = await orchestrator.run('long', [], 'cli');
     await waitFor(() => orchestrator.runs.get(next.runId)?.status === 'running', { what: 'the waiting run to get the reclaimed slot' });
     assert.equal(orchestrator.runs.get(next.runId)!.slot, stopped.slot);
     await waitFor(() => !groupExists(stopped.pid!), { what: 'the stopped group to be gone' });
@@ -77,11 +77,11 @@ test('a record whose PID is alive with another start time is not the holder: the
   const { orchestrator, close } = openOrchestrator(t);
   try {
     await waitFor(() => orchestrator.poolStates().find((p) => p.name === 'cpu-analysis')!.used === 1, { what: 'flock to hold slot 1' });
-    const run = orchestrator.run('long', [], 'cli');
+    const run = await orchestrator.run('long', [], 'cli');
     await waitFor(() => orchestrator.runs.get(run.runId)?.status === 'running', { what: 'the run to take the stale slot' });
     assert.equal(orchestrator.runs.get(run.runId)!.slot, 0);
     assert.match(fs.readFileSync(path.join(dir, 'slot_0.lock'), 'utf8'), new RegExp(`"runId":"${run.runId}"`));
-    const second = orchestrator.run('long', [], 'cli');
+    const second = await orchestrator.run('long', [], 'cli');
     await waitFor(() => orchestrator.runs.get(second.runId)?.wait?.kind === 'pool', { what: 'the second run to wait' });
     assert.equal(readProcInfo(stranger.pid!)?.state, 'T', 'the process that reused the PID is never signalled');
     assert.equal(holder.exitCode, null, 'the live holder of slot 1 keeps it');
@@ -99,7 +99,7 @@ test('a live, running holder is never reclaimed: a waiter times out instead', as
   const { orchestrator, close } = openOrchestrator(t);
   try {
     const holders = await fillPool(orchestrator);
-    const waiter = orchestrator.run('long', [], 'cli');
+    const waiter = await orchestrator.run('long', [], 'cli');
     const ended = await orchestrator.waitRun(waiter.runId);
     assert.equal(ended.status, 'failed');
     assert.equal(ended.reason, 'wait-timeout');
@@ -125,7 +125,7 @@ test('lowering the pool size while a higher slot is held never over-books', asyn
   const shrunk = makeTestEnv([{ name: 'long', pool: 'cpu-analysis', argv: ['sleep', '600'] }], { CRON_POOL_CPU_ANALYSIS_SLOTS: '1', CRON_POOL_CPU_ANALYSIS_TIMEOUT: '1' }, { lockDir: t.lockDir });
   const second = openOrchestrator(shrunk);
   try {
-    const run = second.orchestrator.run('long', [], 'cli');
+    const run = await second.orchestrator.run('long', [], 'cli');
     const ended = await second.orchestrator.waitRun(run.runId);
     assert.equal(ended.reason, 'wait-timeout', 'slot 0 is free but the pool of 1 is full with slot 1');
     assert.equal(first.orchestrator.runs.get(low.runId)!.status, 'running');

@@ -91,7 +91,7 @@ test('slots held by util-linux flock count as taken, and flock waits for the age
     const holders = [0, 1, 2].map((i) => spawn('sh', ['-c', 'umask 077; exec flock -n "$0" cat', path.join(poolDir, `slot_${i}.lock`)], { stdio: ['pipe', 'ignore', 'inherit'] }));
     await waitFor(() => orchestrator.poolStates().find((p) => p.name === 'heavy-io')!.used === 3, { what: 'flock to hold the 3 slots' });
     const release = path.join(station.root, 'release');
-    const run = orchestrator.run('until-file', [release, '0'], 'cli');
+    const run = await orchestrator.run('until-file', [release, '0'], 'cli');
     await waitFor(() => orchestrator.runs.get(run.runId)?.wait?.kind === 'pool', { what: 'the run to wait for a slot' });
     const pool = orchestrator.poolStates().find((p) => p.name === 'heavy-io')!;
     assert.ok(pool.slots.every((s) => s.holder?.foreign === true), 'script-held slots show as foreign holders');

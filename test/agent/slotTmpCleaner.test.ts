@@ -28,7 +28,7 @@ test('a lock folder removed before a run takes its slot leaks no slot: a 2-slot 
   try {
     // A tmp cleaner removes the folder between the agent's start and the run (ENOENT on the open).
     fs.rmSync(t.lockDir, { recursive: true, force: true });
-    const first = orchestrator.run('long', [], 'cli');
+    const first = await orchestrator.run('long', [], 'cli');
     await waitFor(() => orchestrator.runs.get(first.runId)?.status !== 'waiting', { what: 'the first run to start or fail', timeoutMs: 10000 });
     // Whatever became of it, the folder is back (as a legacy script's mkdir -p would make it).
     fs.mkdirSync(poolDir, { recursive: true, mode: 0o700 });
@@ -36,7 +36,7 @@ test('a lock folder removed before a run takes its slot leaks no slot: a 2-slot 
       await orchestrator.cancel({ runId: first.runId });
       await orchestrator.waitRun(first.runId);
     }
-    const runs = [orchestrator.run('long', [], 'cli'), orchestrator.run('long', [], 'cli')];
+    const runs = [await orchestrator.run('long', [], 'cli'), await orchestrator.run('long', [], 'cli')];
     await waitFor(() => runs.every((r) => orchestrator.runs.get(r.runId)?.status === 'running'), { what: 'both slots to be usable again (none leaked to a failed waiter)', timeoutMs: 10000 });
   } finally {
     await stopAll(orchestrator);
@@ -51,12 +51,12 @@ test('a lock file that cannot be opened fails that run with a reason and leaks n
   try {
     // A folder where slot 0's file should be: every open of it fails (EISDIR).
     fs.mkdirSync(blocker);
-    const refused = orchestrator.run('long', [], 'cli');
+    const refused = await orchestrator.run('long', [], 'cli');
     const ended = await orchestrator.waitRun(refused.runId);
     assert.equal(ended.status, 'failed');
     assert.equal(ended.reason, 'lock-file-unsafe');
     fs.rmdirSync(blocker);
-    const runs = [orchestrator.run('long', [], 'cli'), orchestrator.run('long', [], 'cli')];
+    const runs = [await orchestrator.run('long', [], 'cli'), await orchestrator.run('long', [], 'cli')];
     await waitFor(() => runs.every((r) => orchestrator.runs.get(r.runId)?.status === 'running'), { what: 'both slots to be usable (none leaked to the failed waiter)', timeoutMs: 10000 });
     assert.deepEqual(runs.map((r) => orchestrator.runs.get(r.runId)!.slot).sort(), [0, 1]);
   } finally {

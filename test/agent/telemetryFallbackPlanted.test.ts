@@ -111,7 +111,7 @@ test('XDG_RUNTIME_DIR is used only when it is ours and private', () => {
   assert.equal(fallbackSpoolDir({}), path.join(os.tmpdir(), `quantilica-${myUid}`));
 });
 
-test('a FIFO or a symlink where a spool file should be is refused at once; our own files are 0600', (t) => {
+test('a FIFO or a symlink where a spool file should be is refused at once; our own files are 0600', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'quantilica-private-'));
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
   const logger = memoryLogger();
@@ -139,17 +139,17 @@ test('a FIFO or a symlink where a spool file should be is refused at once; our o
   const own = path.join(dir, 'own', 'spool.db');
   const s3 = new Spool({ path: own, logger, fallbackPath: path.join(dir, 'fb', 'f.db') });
   const lock = FlushLock.tryAcquire(FlushLock.pathFor(own));
-  const store = new RunStore(path.join(dir, 'own', 'state.db'));
+  const store = new RunStore(s3, null);
   try {
     s3.emit({ runId: 'r', event: 'start', task: 't', pool: 'p', payload: {} });
-    store.save({ runId: 'r', fetcher: 'f', pool: 'p', status: 'running', trigger: 'cli', args: [], enqueuedAt: new Date().toISOString(), startedAt: null, finishedAt: null, slot: null, pid: null, exitCode: null, signal: null, reason: null, wait: null, logPath: null, startTime: null, statusFile: null, ownerPid: process.pid, ownerStartTime: 0 });
-    for (const f of ['spool.db', 'spool.db-wal', 'spool.db-shm', 'spool.db.flush-lock', 'state.db', 'state.db-wal', 'state.db-shm']) {
+    await store.save({ runId: 'r', fetcher: 'f', pool: 'p', status: 'running', trigger: 'cli', args: [], enqueuedAt: new Date().toISOString(), startedAt: null, finishedAt: null, slot: null, pid: null, exitCode: null, signal: null, reason: null, wait: null, logPath: null, startTime: null, statusFile: null, ownerPid: process.pid, ownerStartTime: 0 });
+    assert.equal(store.get('r')?.status, 'running', 'the run state is in the spool file');
+    for (const f of ['spool.db', 'spool.db-wal', 'spool.db-shm', 'spool.db.flush-lock']) {
       assert.equal(fs.statSync(path.join(dir, 'own', f)).mode & 0o777, 0o600, `${f} is 0600`);
     }
     assert.equal(fs.statSync(path.join(dir, 'fb')).mode & 0o777, 0o700, 'the fallback folder is 0700');
   } finally {
     lock?.release();
-    store.close();
     s3.close();
   }
 });

@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import type { RunInfo, SpoolStatus } from '../../shared/protocol';
 import { memoryLogger } from '../../agent/log/logger';
 import { RunStore, type StoredRun } from '../../agent/runs/runStore';
+import { Spool } from '../../agent/telemetry/spool';
 import { makeTestEnv, runCli, startAgent } from '../support/harness';
 import { fillUp, freeUp, mountSmallTmpfs } from '../support/smallTmpfs';
 import { countByRun, spoolRowsIn } from '../support/spoolRows';
@@ -65,28 +66,33 @@ test('RunStore.save on a full disk never throws: the newest state waits in memor
   const dir = mountSmallTmpfs(t, 4);
   if (dir === null) return t.skip('needs a tmpfs mount (root)');
   const logger = memoryLogger();
-  const store = new RunStore(path.join(dir, 'state.db'), logger);
-  t.after(() => store.close());
+  // The configured spool and its fallback on the same full disk: no file takes the run states.
+  const spoolAt = { path: path.join(dir, 'spool.db'), fallbackPath: path.join(dir, 'fb', 'fallback.db'), reopenIntervalMs: 200, closeWaitMs: 0 };
+  const spool = new Spool({ ...spoolAt, logger });
+  const store = new RunStore(spool, null, logger);
+  t.after(() => spool.close());
   const run = (i: number, status: StoredRun['status']): StoredRun => ({
     runId: `run-${i}`, fetcher: 'f', pool: 'heavy-io', status, trigger: 'cli', args: ['x'.repeat(20_000)], enqueuedAt: new Date(Date.now() + i).toISOString(),
     startedAt: null, finishedAt: null, slot: null, pid: null, exitCode: null, signal: null, reason: null, wait: null, logPath: null,
     startTime: null, statusFile: null, ownerPid: process.pid, ownerStartTime: 0,
   });
   fillUp(path.join(dir, 'filler'));
-  for (let i = 0; i < 20; i += 1) store.save(run(i, 'running'));
-  store.save(run(0, 'completed'));
+  await Promise.all(Array.from({ length: 20 }, (_, i) => store.save(run(i, 'running'))));
+  await store.save(run(0, 'completed'));
   assert.ok(store.health().unsaved > 0, 'some states wait in memory');
   assert.match(store.health().error ?? '', /SQLITE_FULL|disk is full/);
   assert.equal(store.get('run-0')?.status, 'completed', 'the newest state is what reads see');
-  assert.ok(logger.records.some((r) => r.level === 'error' && /cannot write the state file/.test(r.msg ?? '')));
+  assert.ok(logger.records.some((r) => r.level === 'error' && /cannot be written/.test(r.msg ?? '')));
   freeUp(path.join(dir, 'filler'));
   await waitFor(() => store.health().unsaved === 0, { what: 'the retry to write the states', timeoutMs: 30_000 });
   assert.equal(store.health().error, null);
-  const reopened = new RunStore(path.join(dir, 'state.db'));
+  spool.close();
+  const reopenedSpool = new Spool({ ...spoolAt, logger: memoryLogger() });
   try {
+    const reopened = new RunStore(reopenedSpool, null);
     assert.equal(reopened.get('run-0')?.status, 'completed');
     assert.equal(reopened.recent(100).length, 20);
   } finally {
-    reopened.close();
+    reopenedSpool.close();
   }
 });

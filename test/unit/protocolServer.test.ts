@@ -31,7 +31,8 @@ class TestControl implements AgentControl {
   }));
   private seq = 0;
 
-  run(fetcher: string, args: string[]): RunInfo {
+  async run(fetcher: string, args: string[]): Promise<RunInfo> {
+    await Promise.resolve();
     if (fetcher !== 'alpha') throw new UnknownFetcherError(fetcher, ['alpha']);
     const run: RunInfo = {
       runId: `r${++this.seq}`, fetcher, pool: 'heavy-io', status: 'waiting', trigger: 'protocol', args, enqueuedAt: new Date().toISOString(),
@@ -186,7 +187,7 @@ test('a subscribed client that stops reading is dropped; the others get every ch
     // Changes come in batches with the event loop turning between them, as a busy agent's do; the
     // slow client's kernel buffers fill first, then the agent's, then it is dropped.
     while (!dropped() && published < 100_000) {
-      for (let i = 0; i < 200; i++) own.run('alpha', ['x'.repeat(500)]);
+      for (let i = 0; i < 200; i++) void own.run('alpha', ['x'.repeat(500)]);
       published += 200;
       await new Promise((resolve) => setImmediate(resolve));
     }

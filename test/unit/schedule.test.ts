@@ -19,7 +19,7 @@ const fetchers = SEED_SOURCES.map((s) => ({ name: s.name, schedule: s.schedule, 
 /** 00:00 in São Paulo on the given day of March 2025. */
 const localMidnight = (day: number) => new Date(Date.UTC(2025, 2, day, 3, 0, 0));
 
-interface Call { at: Date; fetcher: string; kind: 'enqueue' | 'skipped'; trigger?: string; reason?: string }
+interface Call { at: Date; fetcher: string; kind: 'enqueue' | 'skipped'; trigger?: string; reason?: string; message?: string }
 
 /**
  * The run side as the schedule sees it: queued runs become active for a while (every run lasts
@@ -40,8 +40,8 @@ class RecordingTarget implements ScheduleTarget {
     this.lastStart.set(fetcher, at);
     this.endsAt.set(fetcher, at.getTime() + this.durationMs(fetcher, at));
   }
-  recordSkipped(fetcher: string, reason: string): void {
-    this.calls.push({ at: this.clock.now(), fetcher, kind: 'skipped', reason });
+  recordSkipped(fetcher: string, reason: string, _trigger: string, message: string): void {
+    this.calls.push({ at: this.clock.now(), fetcher, kind: 'skipped', reason, message });
   }
   lastStartedAt(fetcher: string): Date | null {
     return this.lastStart.get(fetcher) ?? null;
@@ -87,7 +87,8 @@ test('over one simulated day every fetcher fires at its time, and a run still go
   assert.equal(skipped.length, 1);
   assert.equal(skipped[0].fetcher, 'bcb-sgs');
   assert.equal(skipped[0].at.toISOString(), sgs0615);
-  assert.match(skipped[0].reason ?? '', /an earlier run of bcb-sgs is still running or waiting/);
+  assert.equal(skipped[0].reason, 'already-active', 'the reason is a token');
+  assert.match(skipped[0].message ?? '', /an earlier run of bcb-sgs is still running or waiting/);
 
   const status = schedule.status();
   assert.equal(status.entries.length, 25);

@@ -1,0 +1,86 @@
+import type { Logger } from '../log/logger';
+import type { NewTelemetryEvent } from '../telemetry/telemetrySink';
+import { groupOf, type ActiveRun } from './activeRun';
+import { LogCapper } from './logCap';
+import type { ExitInfo } from './runProcess';
+import type { RunSpawner } from './runPorts';
+
+export interface RunUpkeepDeps {
+  spawner: RunSpawner;
+  logger: Logger;
+  heartbeatSeconds: number;
+  graceSeconds: number;
+  logCapBytes: number;
+  /** Records a heartbeat (in order with the run's moves). */
+  record(event: NewTelemetryEvent): void;
+  /** The wrapper ended but processes of the run live on (they hold the slot). */
+  onLingering(state: ActiveRun, pids: number[]): void;
+  /** No process of the run is left: its exit. */
+  onEnded(state: ActiveRun, exit: ExitInfo): void;
+}
+
+/**
+ * The side concerns of a running run, kept out of the run manager: its heartbeat, its log cap, the
+ * watch that follows its process group to the end (also of a run adopted from an earlier agent), and
+ * the TERM-then-KILL of a cancel. Everything here runs on a timer that `stop` ends with the run.
+ */
+export class RunUpkeep {
+  private readonly logCapper: LogCapper;
+
+  constructor(private readonly deps: RunUpkeepDeps) {
+    this.logCapper = new LogCapper(deps.logCapBytes);
+  }
+
+  /** Starts following a running run; `exited` is the wrapper's exit when this process spawned it. */
+  follow(state: ActiveRun, exited: Promise<ExitInfo> | null): void {
+    const { run } = state;
+    if (run.logPath) this.logCapper.watch(run.logPath);
+    state.heartbeat = setInterval(() => this.beat(state), this.deps.heartbeatSeconds * 1000);
+    state.heartbeat.unref();
+    const watch = this.deps.spawner.watch(groupOf(run), run.statusFile ?? '', exited, (pids) => {
+      state.lingering = pids;
+      this.deps.onLingering(state, pids);
+    });
+    state.watch = watch;
+    void watch.ended.then((exit) => this.deps.onEnded(state, exit));
+  }
+
+  /**
+   * SIGTERM to the run's group now, SIGKILL after the grace period. Each signal goes only to a group
+   * that is still provably the run's (runGroup.ts), and the SIGKILL timer is the run's: `stop` clears
+   * it, so it can never hit a later process that was given the same number as its group.
+   */
+  terminate(state: ActiveRun): void {
+    const group = groupOf(state.run);
+    this.deps.spawner.signal(group, 'SIGTERM');
+    if (state.grace) clearTimeout(state.grace);
+    state.grace = setTimeout(() => {
+      state.grace = null;
+      if (this.deps.spawner.signal(group, 'SIGKILL')) {
+        this.deps.logger.warn({ runId: state.run.runId, pgid: group.pgid }, 'fetcher group outlived the cancel grace period; sent SIGKILL');
+      }
+    }, this.deps.graceSeconds * 1000);
+    state.grace.unref();
+  }
+
+  /** Ends everything that runs on a timer for the run: heartbeat, grace SIGKILL, group watch, log cap. */
+  stop(state: ActiveRun): void {
+    if (state.heartbeat) clearInterval(state.heartbeat);
+    state.heartbeat = null;
+    if (state.grace) clearTimeout(state.grace);
+    state.grace = null;
+    state.watch?.stop();
+    if (state.run.logPath) this.logCapper.unwatch(state.run.logPath);
+  }
+
+  close(): void {
+    this.logCapper.close();
+  }
+
+  private beat(state: ActiveRun): void {
+    const { run } = state;
+    if (state.lingering.length > 0) state.lingering = this.deps.spawner.members(groupOf(run));
+    const payload = state.lingering.length > 0 ? { pid: run.pid, lingering: state.lingering } : { pid: run.pid };
+    this.deps.record({ runId: run.runId, event: 'heartbeat', task: run.fetcher, pool: run.pool, payload });
+  }
+}

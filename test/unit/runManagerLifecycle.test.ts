@@ -1,0 +1,148 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { StoredRun } from '../../agent/runs/runStore';
+import { IllegalTransitionError, RUN_MOVES, transition } from '../../agent/runs/runTransitions';
+import { forwardingHub } from '../../agent/state/forwardingHub';
+import type { Change } from '../../shared/protocol';
+import { fixedClock, FakeJournal, managerBed, settle } from '../support/runFakes';
+
+function leftover(fields: Partial<StoredRun>): StoredRun {
+  return {
+    runId: 'r-left', fetcher: 'fetch', pool: 'heavy-io', status: 'waiting', trigger: 'schedule', args: [], enqueuedAt: '2026-01-01T00:00:00.000Z',
+    startedAt: null, finishedAt: null, slot: null, pid: null, exitCode: null, signal: null, reason: null, wait: null, logPath: null,
+    startTime: null, statusFile: null, ownerPid: 999_999, ownerStartTime: 1, ...fields,
+  };
+}
+
+test('shutdown: waiting runs end cancelled (agent-stopping) in state and telemetry; a running run stays running for the next agent', async (t) => {
+  const bed = managerBed();
+  t.after(() => bed.close());
+  const running = await bed.manager.enqueue('fetch', [], 'cli');
+  await settle();
+  bed.gate.waiting.get(running.runId)!.open();
+  await settle();
+  bed.slots.grantNext(0);
+  await settle();
+  await settle();
+  const atGate = await bed.manager.enqueue('fetch', [], 'cli');
+  const forSlot = await bed.manager.enqueue('fetch', [], 'cli');
+  await settle();
+  bed.gate.waiting.get(forSlot.runId)!.open();
+  await settle();
+  const waiter = bed.manager.waitRun(atGate.runId);
+  await bed.manager.shutdown(false);
+  for (const id of [atGate.runId, forSlot.runId]) {
+    assert.equal(bed.journal.get(id)?.status, 'cancelled', `${id} is not left waiting in the store`);
+    assert.equal(bed.journal.get(id)?.reason, 'agent-stopping');
+    assert.deepEqual(bed.journal.eventsOf(id), ['finish'], 'telemetry says what happened');
+  }
+  assert.equal((await waiter).reason, 'agent-stopping', 'a waiting client learns it');
+  assert.equal(bed.journal.get(running.runId)?.status, 'running');
+  assert.deepEqual(bed.spawner.of(running.runId).signals, [], 'a running fetcher goes on');
+  const commits = bed.journal.commits.length;
+  bed.spawner.of(running.runId).exit({ exitCode: 0, signal: null });
+  await settle();
+  assert.equal(bed.journal.commits.length, commits, 'after shutdown the run belongs to the next agent: nothing more is recorded');
+  await assert.rejects(bed.manager.enqueue('fetch', [], 'cli'), /stopping/);
+});
+
+test('shutdown with stopFetchers: running runs are terminated and end cancelled before it returns', async (t) => {
+  const bed = managerBed();
+  t.after(() => bed.close());
+  const run = await bed.manager.enqueue('fetch', [], 'cli');
+  await settle();
+  bed.gate.waiting.get(run.runId)!.open();
+  await settle();
+  bed.slots.grantNext(0);
+  await settle();
+  await settle();
+  const stopped = bed.manager.shutdown(true);
+  await settle();
+  const proc = bed.spawner.of(run.runId);
+  assert.deepEqual(proc.signals, ['SIGTERM']);
+  proc.exit({ exitCode: 143, signal: 'SIGTERM' });
+  await stopped;
+  assert.equal(bed.journal.get(run.runId)?.status, 'cancelled');
+});
+
+test('adoption of a waiting run whose owner is gone: it had not reached its spawn, so it fails (owner-exited-while-waiting)', async (t) => {
+  const bed = managerBed();
+  t.after(() => bed.close());
+  bed.journal.runs.set('r-left', leftover({ wait: { kind: 'pool', position: 2 } }));
+  await bed.manager.adoptLeftovers();
+  const left = bed.journal.get('r-left')!;
+  assert.equal(left.status, 'failed');
+  assert.equal(left.reason, 'owner-exited-while-waiting');
+  assert.deepEqual(bed.journal.eventsOf('r-left'), ['finish']);
+});
+
+test('adoption of a run left `starting` whose process lives: adopted running, then finished with its exit', async (t) => {
+  const bed = managerBed();
+  t.after(() => bed.close());
+  bed.journal.runs.set('r-left', leftover({ reason: 'starting', slot: 1, statusFile: '/x/r-left.exit' }));
+  bed.spawner.groups.set('r-left', 4242);
+  await bed.manager.adoptLeftovers();
+  const adopted = bed.manager.get('r-left')!;
+  assert.equal(adopted.status, 'running');
+  assert.equal(adopted.pid, 4242);
+  assert.deepEqual(bed.journal.eventsOf('r-left'), ['start'], 'the start that was never recorded is');
+  bed.spawner.adoptedExits.get('r-left')!({ exitCode: 0, signal: null });
+  const done = await bed.manager.waitRun('r-left');
+  assert.equal(done.status, 'completed');
+  assert.equal(bed.journal.get('r-left')?.ownerPid, 11, 'the adopter owns it');
+});
+
+test('adoption of a run left `starting` that already ended: its status file finishes it', async (t) => {
+  const bed = managerBed();
+  t.after(() => bed.close());
+  bed.journal.runs.set('r-left', leftover({ reason: 'starting', slot: 1, statusFile: '/x/r-left.exit' }));
+  bed.spawner.statusFiles.set('/x/r-left.exit', { exitCode: 5, signal: null, endedAt: new Date('2026-01-01T00:00:09.000Z') });
+  await bed.manager.adoptLeftovers();
+  const done = await bed.manager.waitRun('r-left');
+  assert.equal(done.status, 'failed');
+  assert.equal(done.exitCode, 5);
+  assert.equal(done.finishedAt, '2026-01-01T00:00:09.000Z');
+  assert.deepEqual(bed.journal.eventsOf('r-left'), ['start', 'finish']);
+});
+
+test('adoption leaves alone the runs of an owner that still lives', async (t) => {
+  const bed = managerBed();
+  t.after(() => bed.close());
+  bed.journal.runs.set('r-left', leftover({ ownerPid: 77 }));
+  bed.spawner.liveOwners.add(77);
+  await bed.manager.adoptLeftovers();
+  assert.equal(bed.journal.get('r-left')?.status, 'waiting');
+  assert.equal(bed.manager.isOwnRun('r-left'), false);
+});
+
+test('an illegal move is refused with a typed error and changes nothing', async () => {
+  const journal = new FakeJournal();
+  const published: unknown[] = [];
+  const run = leftover({ status: 'completed', finishedAt: '2026-01-01T00:00:01.000Z' });
+  const before = { ...run };
+  assert.throws(() => transition({ journal, clock: fixedClock, publish: (r) => published.push(r) }, run, 'running'), (err: unknown) => {
+    assert.ok(err instanceof IllegalTransitionError);
+    assert.equal(err.from, 'completed');
+    assert.equal(err.to, 'running');
+    return true;
+  });
+  assert.deepEqual(run, before);
+  assert.equal(journal.commits.length, 0);
+  assert.equal(published.length, 0);
+  // The table itself: final states are final, hibernation goes both ways.
+  for (const final of ['completed', 'failed', 'cancelled', 'skipped'] as const) assert.deepEqual(RUN_MOVES[final], []);
+  assert.ok(RUN_MOVES.running.includes('waiting') && RUN_MOVES.waiting.includes('running'));
+  await transition({ journal, clock: fixedClock, publish: (r) => published.push(r) }, leftover({ status: 'running', pid: 3, startedAt: '2026-01-01T00:00:00.000Z' }), 'waiting', { reason: 'hibernating', wait: { kind: 'hibernating', until: '2026-01-01T01:00:00.000Z' } });
+  assert.deepEqual(journal.events.map((e) => [e.event, e.payload.reason]), [['waiting', { kind: 'hibernating', until: '2026-01-01T01:00:00.000Z' }]]);
+});
+
+test('changes published before the hub is attached are kept and forwarded in order', () => {
+  const hub = forwardingHub();
+  const early: Change = { kind: 'schedule', schedule: null } as unknown as Change;
+  const later: Change = { kind: 'spool', spool: null } as unknown as Change;
+  hub.publish(early);
+  const seen: Change[] = [];
+  hub.attach({ publish: (c) => seen.push(c) });
+  hub.publish(later);
+  assert.deepEqual(seen, [early, later]);
+});
