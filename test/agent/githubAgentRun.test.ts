@@ -98,14 +98,17 @@ test('the slot is the sync\'s while it works, free while it hibernates, and take
   const agent = await startAgent(st.env);
   const client = await connectAgent(path.join(st.env.home, '.quantilica', 'agent.json'), { client: 'test' });
   try {
-    const seen: Array<{ status: string; used: number; holder: string | null }> = [];
+    const seen: Array<{ at: number; status: string; reason: string | null; used: number; holder: string | null }> = [];
     client.onChanged((event) => {
       const snap: Snapshot = event.snapshot;
       const run = snap.runs.find((r) => r.fetcher === 'github');
       const pool = snap.pools.find((p) => p.name === 'network-light')!;
-      if (run) seen.push({ status: run.status, used: pool.used, holder: pool.slots[0]?.holder?.runId ?? null });
+      if (run) seen.push({ at: Date.now(), status: run.status, reason: run.reason, used: pool.used, holder: pool.slots[0]?.holder?.runId ?? null });
     });
     const runId = await startSync(st.env);
+    await waitFor(() => (seen.some((s) => s.status === 'running') ? true : null), { what: 'the sync to run', timeoutMs: 30_000, intervalMs: 10 });
+    // Queued behind the sync in the one-slot pool: it can start only when the sync lets the slot go.
+    const queued = await client.run('other');
     const asleep = await hibernating(st.env, runId);
     assert.equal(asleep.wait?.kind, 'hibernating');
     assert.equal(asleep.slot, null);
@@ -114,12 +117,13 @@ test('the slot is the sync\'s while it works, free while it hibernates, and take
     assert.equal(snap.sync?.runId, runId);
     assert.equal(snap.sync?.budget, 'core');
     assert.ok(snap.sync?.hibernatingUntil !== null && Date.parse(snap.sync.hibernatingUntil) > Date.now() - 1000);
-    // Another network-light run takes the one slot at once, while the sync sleeps.
-    const other = await runCli(st.env, ['run', 'other', '--json']);
-    assert.equal(other.code, 0, other.stderr + other.stdout);
-    const otherRun = JSON.parse(other.stdout) as RunInfo;
+    // The other network-light run took the one slot while the sync slept, before it woke up.
+    const otherRun = await client.waitRun(queued.runId);
     assert.equal(otherRun.status, 'completed');
-    assert.ok(Date.parse(otherRun.startedAt!) < Date.parse(snap.sync.hibernatingUntil), 'the other run started before the sync woke up');
+    const sleptAt = seen.find((s) => s.status === 'waiting' && s.reason === 'hibernating')!.at;
+    const wokeAt = seen.find((s) => s.at >= sleptAt && s.status === 'running')?.at ?? Infinity;
+    const otherStarted = Date.parse(otherRun.startedAt!);
+    assert.ok(otherStarted >= sleptAt - 1000 && otherStarted <= wokeAt, `the other run started at ${otherStarted}, the sync slept at ${sleptAt} and woke at ${wokeAt}`);
 
     const done = await waitFor(async () => {
       const run = await runOf(st.env, runId);
@@ -136,6 +140,14 @@ test('the slot is the sync\'s while it works, free while it hibernates, and take
     const sync = (await st.store.syncOfRun(runId))!;
     assert.equal(sync.status, 'completed');
     assert.ok(sync.hibernations >= 1);
+    // Telemetry like a fetcher's, plus the hibernation and the resume.
+    const flushed = await runCli(st.env, ['flush']);
+    assert.equal(flushed.code, 0, flushed.stderr);
+    const events = (await st.store.db.query<{ event: string }>('SELECT event FROM core.task_run_log WHERE run_id = $1 ORDER BY at', [runId])).map((r) => r.event);
+    for (const e of ['start', 'hibernated', 'resumed', 'finish']) assert.ok(events.includes(e), `${e} in ${events.join(',')}`);
+    assert.equal(events.filter((e) => e === 'hibernated').length, sync.hibernations);
+    const taskRun = await st.store.db.query<{ status: string }>('SELECT status FROM core.task_run WHERE run_id = $1', [runId]);
+    assert.equal(taskRun[0]?.status, 'completed');
   } finally {
     await client.close();
     agent.child.kill('SIGTERM');
@@ -185,7 +197,7 @@ test('the agent answers status within 100 ms (p99) while a sync runs at concurre
   const client = await connectAgent(path.join(st.env.home, '.quantilica', 'agent.json'), { client: 'test' });
   try {
     const idle: number[] = [];
-    for (let i = 0; i < 10; i++) {
+    for (let i = 0; i < 20; i++) {
       const started = process.hrtime.bigint();
       await client.getSnapshot();
       idle.push(Number(process.hrtime.bigint() - started) / 1e6);
@@ -208,10 +220,10 @@ test('the agent answers status within 100 ms (p99) while a sync runs at concurre
     t.diagnostic(`times: ${times.map((x) => x.toFixed(0)).join(' ')}`);
     t.diagnostic(`status during the sync: ${times.length} calls, median ${times[Math.floor(times.length / 2)].toFixed(1)} ms, p99 ${p99.toFixed(1)} ms`);
     // 100 ms on a machine of our own; a CPU shared with other work (CI neighbours, load 20 on 2 cores)
-    // slows the idle answer too, so the bound grows with the idle median measured above (over 10 ms).
-    const idleMedian = idle.sort((a, b) => a - b)[5];
-    const bound = 100 * Math.max(1, idleMedian / 10);
-    assert.ok(p99 < bound, `p99 ${p99.toFixed(1)} ms, bound ${bound.toFixed(0)} ms (idle median ${idleMedian.toFixed(1)} ms)`);
+    // slows the idle answer too, so the bound grows with the idle p90 measured above (over 10 ms).
+    const idleP90 = idle.sort((a, b) => a - b)[17];
+    const bound = 100 * Math.max(1, idleP90 / 10);
+    assert.ok(p99 < bound, `p99 ${p99.toFixed(1)} ms, bound ${bound.toFixed(0)} ms (idle p90 ${idleP90.toFixed(1)} ms)`);
     const done = await waitFor(async () => {
       const r = await runOf(st.env, runId);
       return r.status !== 'running' && r.status !== 'waiting' ? r : null;
