@@ -36,6 +36,18 @@ if (fs.existsSync('extension/extension.ts')) {
     external: ['vscode', ...nativeExternals],
   }));
 }
+if (fs.existsSync('extension/webview/station.ts')) {
+  // The Station panel's script: a browser bundle with chart.js inside (no CDN; the webview's CSP
+  // allows only this file, by nonce).
+  builds.push(esbuild.build({
+    ...common,
+    platform: 'browser',
+    target: 'es2022',
+    format: 'iife',
+    entryPoints: ['extension/webview/station.ts'],
+    outfile: 'dist/webview/station.js',
+  }));
+}
 await Promise.all(builds);
 // The run wrapper is a shell script: the fetcher's parent that records its exit status on disk.
 fs.copyFileSync('agent/runs/runWrapper.sh', 'dist/runWrapper.sh');

@@ -1,3 +1,4 @@
+import * as path from 'node:path';
 import type { Config } from './config/config';
 import { DiskGate } from './disk/diskGate';
 import { InvalidArgumentError } from './errors';
@@ -6,6 +7,9 @@ import type { AgentParts, Orchestrator } from './orchestrator';
 import { Schedule } from './schedule/schedule';
 import { forwardingHub } from './state/forwardingHub';
 import type { ScheduleTarget } from './schedule/scheduleTarget';
+import { startDiskSampler } from './history/diskSampler';
+import { setHistoryStore } from './history/historyRegistry';
+import { HistoryStore } from './history/historyStore';
 import { Flusher } from './telemetry/flusher';
 import { Spool } from './telemetry/spool';
 import { publishSpoolStatus } from './telemetry/spoolStatusPublisher';
@@ -33,6 +37,9 @@ export function createParts(config: Config, logger: Logger, role: 'agent' | 'cli
   let stopSpoolStatus: (() => void) | null = null;
   const gate = new DiskGate({ dataDir: config.dataDir, disk: config.disk, logger, hub });
   let schedule: Schedule | null = null;
+  // The Station panel's disk history: kept by the agent only (a CLI run is too short to matter).
+  const history = role === 'agent' ? new HistoryStore(path.join(config.homeDir, 'history.db')) : null;
+  let stopSampler: (() => void) | null = null;
   return {
     role,
     telemetry: spool,
@@ -58,9 +65,18 @@ export function createParts(config: Config, logger: Logger, role: 'agent' | 'cli
       flusher.start();
       await gate.start();
       if (role === 'agent') schedule?.start();
+      if (history) {
+        setHistoryStore(history);
+        stopSampler = startDiskSampler(history, () => gate.status(), config.disk.pollSeconds);
+      }
     },
     stopIntake: () => schedule?.close(),
     close: async () => {
+      stopSampler?.();
+      if (history) {
+        setHistoryStore(null);
+        history.close();
+      }
       schedule?.close();
       await gate.close();
       stopSpoolStatus?.();

@@ -30,40 +30,52 @@ export class AgentLauncher {
 
   /** Stops the connected agent (its fetchers go on and are adopted) and starts a new one. */
   async restart(): Promise<number | undefined> {
-    const state = this.session.state;
-    if (state.kind === 'connected') {
-      this.log.info(`stopping the agent (pid ${state.info.pid})`);
-      try {
-        await stopAgent(state.info.pid);
-      } catch (err) {
-        reportError(this.log, 'Quantilica: the agent did not stop.', err);
-        return undefined;
+    return vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Restarting the Quantilica agent' }, async (progress) => {
+      const state = this.session.state;
+      if (state.kind === 'connected') {
+        this.log.info(`stopping the agent (pid ${state.info.pid})`);
+        progress.report({ message: `stopping pid ${state.info.pid} (its fetchers go on)…` });
+        this.restarting = true;
+        try {
+          await stopAgent(state.info.pid);
+        } catch (err) {
+          reportError(this.log, 'Quantilica: the agent did not stop.', err);
+          return undefined;
+        } finally {
+          this.restarting = false;
+        }
       }
-    }
-    return this.launchAndWait('Restarting the Quantilica agent');
+      progress.report({ message: 'starting a new agent…' });
+      return this.launchAndWait();
+    });
   }
 
-  private async launchAndWait(title: string): Promise<number | undefined> {
+  /** True while this window stops the agent on purpose (no "agent stopped" notification then). */
+  restarting = false;
+
+  private launchAndWait(title?: string): Thenable<number | undefined> {
+    return title ? vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title }, () => this.launch()) : this.launch();
+  }
+
+  private async launch(): Promise<number | undefined> {
     const agentJs = this.context.asAbsolutePath(path.join('dist', 'agent.js'));
     const nodePath = vscode.workspace.getConfiguration('quantilica').get<string>('agent.nodePath', 'node') || 'node';
-    return vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title }, async () => {
-      let agentExited: (err: Error) => void = () => undefined;
-      const exitedEarly = new Promise<never>((_resolve, reject) => { agentExited = reject; });
-      // An exit after the agent connected is the session's business (it reconnects), not this wait's.
-      exitedEarly.catch(() => undefined);
-      try {
-        const pid = await launchAgent({ agentJs, nodePath, logFile: this.logFile }, (code, logTail) => {
-          this.log.warn(`agent exited (code ${code ?? 'null'}); its log is ${this.logFile}`);
-          agentExited(new Error(`the agent exited with code ${code ?? 'null'}:\n${logTail}`));
-        });
-        this.log.info(`started the agent: ${nodePath} ${agentJs} agent (pid ${pid}); its log is ${this.logFile}`);
-        this.session.reconnectNow();
-        await Promise.race([this.session.whenConnected(READY_TIMEOUT_MS), exitedEarly]);
-        return pid;
-      } catch (err) {
-        reportError(this.log, 'Quantilica: the agent did not start.', err);
-        return undefined;
-      }
-    });
+    let agentExited: (err: Error) => void = () => undefined;
+    const exitedEarly = new Promise<never>((_resolve, reject) => { agentExited = reject; });
+    // An exit after the agent connected is the session's business (it reconnects), not this wait's.
+    exitedEarly.catch(() => undefined);
+    try {
+      const pid = await launchAgent({ agentJs, nodePath, logFile: this.logFile }, (code, logTail) => {
+        this.log.warn(`agent exited (code ${code ?? 'null'}); its log is ${this.logFile}`);
+        agentExited(new Error(`the agent exited with code ${code ?? 'null'}:\n${logTail}`));
+      });
+      this.log.info(`started the agent: ${nodePath} ${agentJs} agent (pid ${pid}); its log is ${this.logFile}`);
+      this.session.reconnectNow();
+      await Promise.race([this.session.whenConnected(READY_TIMEOUT_MS), exitedEarly]);
+      return pid;
+    } catch (err) {
+      reportError(this.log, 'Quantilica: the agent did not start.', err);
+      return undefined;
+    }
   }
 }

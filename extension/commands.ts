@@ -9,22 +9,25 @@ import {
 } from '../shared/protocol';
 import type { AgentLauncher } from './agentLauncher';
 import { AgentDownError, type AgentSession } from './agentSession';
-import { describeResult } from './describe';
-import { diskMarkdown, SHOW_DETAILS_COMMAND } from './diskStatusItem';
+import { describeWait } from './describe';
+import { showDiskDetails, SHOW_DETAILS_COMMAND_ID } from './diskDetailsDocument';
+import { activeRunOf, fetcherPickItems } from './fetcherPick';
+import type { Notices } from './notices';
 import type { TreeNode } from './poolTreeProvider';
-import { reportError } from './reportError';
 import { runLogUri } from './runLogDocuments';
+import type { RunsNode } from './runsTreeProvider';
 
 const flushProgress = new ProgressType<FlushProgress>();
 
-/** A run named by a tree item (slot or waiting run) or by its id. */
-type RunTarget = string | TreeNode | undefined;
+/** A run named by a tree item (slot, waiting run, Runs row) or by its id. */
+type RunTarget = string | TreeNode | RunsNode | undefined;
 
 /**
  * Every command is registered at activation, whatever the agent's state; one that needs the agent
- * explains that it is down and offers to start it, instead of "command not found".
+ * explains that it is down and offers to start it, instead of "command not found". (The menus hide
+ * Run and Flush while no agent is connected; the palette and keybindings still reach them.)
  */
-export function registerCommands(session: AgentSession, launcher: AgentLauncher, log: vscode.LogOutputChannel): vscode.Disposable[] {
+export function registerCommands(session: AgentSession, launcher: AgentLauncher, log: vscode.LogOutputChannel, notices: Notices): vscode.Disposable[] {
   let flushSeq = 0;
 
   const connected = (): LanguageClient | undefined => {
@@ -32,33 +35,64 @@ export function registerCommands(session: AgentSession, launcher: AgentLauncher,
       return session.client();
     } catch (err) {
       if (!(err instanceof AgentDownError)) throw err;
-      log.info(`command needs the agent: ${err.message}`);
-      void vscode.window.showWarningMessage(`Quantilica: the agent is not running (${err.reason}).`, 'Start agent', 'Open Output').then((choice) => {
-        if (choice === 'Start agent') void launcher.start();
-        if (choice === 'Open Output') log.show(true);
+      log.info(`command needs the agent: ${err.reason}`);
+      void notices.show('warning', 'Quantilica: no agent is connected. The extension reconnects by itself as soon as an agent starts.', 'Start Agent', 'Show Output').then((choice) => {
+        if (choice === 'Start Agent') void launcher.start();
+        if (choice === 'Show Output') log.show(true);
       });
       return undefined;
     }
   };
 
+  /** The short message says what went wrong and why; the whole detail is in Output. */
   const failed = (short: string) => (err: unknown): undefined => {
-    reportError(log, short, err);
+    const detail = err instanceof Error ? err.message : String(err);
+    log.error(`${short} ${detail}`);
+    void notices.show('error', `${short} ${firstLine(detail)}`, 'Show Output').then((choice) => { if (choice === 'Show Output') log.show(true); });
     return undefined;
   };
 
-  const runIdOf = async (target: RunTarget, placeHolder: string): Promise<string | undefined> => {
+  const findRun = (runId: string): RunInfo | undefined => session.snapshot?.runs.find((r) => r.runId === runId);
+
+  const runIdOf = async (target: RunTarget, placeHolder: string, activeOnly: boolean): Promise<string | undefined> => {
     if (typeof target === 'string') return target;
-    if (target?.kind === 'waitingRun') return target.runId;
+    if (target?.kind === 'waitingRun' || target?.kind === 'run') return target.runId;
     if (target?.kind === 'slot') {
       const slot = session.snapshot?.pools.find((p) => p.name === target.pool)?.slots.find((s) => s.index === target.index);
       return slot?.holder?.runId ?? undefined;
     }
-    const runs = (session.snapshot?.runs ?? []).filter((r) => placeHolder.startsWith('Cancel') ? r.status === 'waiting' || r.status === 'running' : true);
+    const runs = (session.snapshot?.runs ?? []).filter((r) => !activeOnly || r.status === 'waiting' || r.status === 'running');
     const pick = await vscode.window.showQuickPick(
       runs.map((r) => ({ label: r.fetcher, description: `${r.status} · ${r.pool}`, detail: r.runId, runId: r.runId })),
       { placeHolder, matchOnDetail: true },
     );
     return pick?.runId;
+  };
+
+  const runFetcher = async (name: string, client: LanguageClient): Promise<RunInfo | undefined> => {
+    const active = activeRunOf(session.snapshot, name);
+    if (active && !(await confirmSecondRun(active, notices))) return undefined;
+    try {
+      const { run } = await client.sendRequest<RunFetcher.Result>(RunFetcher.method, { fetcher: name, trigger: 'protocol' } satisfies RunFetcher.Params);
+      vscode.window.setStatusBarMessage(`Quantilica: ${run.fetcher} queued in ${run.pool}`, 5000);
+      return run;
+    } catch (err) {
+      return failed(`Quantilica: could not run ${name}:`)(err);
+    }
+  };
+
+  const openLog = async (runId: string): Promise<vscode.TextEditor | undefined> => {
+    const run = findRun(runId);
+    if (run?.status === 'waiting') {
+      void notices.show('info', `Quantilica: ${run.fetcher} has not started yet (${describeWait(run.wait)}), so it has no log yet.`);
+      return undefined;
+    }
+    try {
+      const doc = await vscode.workspace.openTextDocument(runLogUri(runId, run?.fetcher ?? 'run'));
+      return await vscode.window.showTextDocument(doc, { preview: true });
+    } catch (err) {
+      return failed(`Quantilica: no log for ${run?.fetcher ?? `run ${runId}`}:`)(err);
+    }
   };
 
   return [
@@ -67,26 +101,28 @@ export function registerCommands(session: AgentSession, launcher: AgentLauncher,
       if (!client) return undefined;
       const name = fetcher ?? (await pickFetcher(session));
       if (!name) return undefined;
-      try {
-        const { run } = await client.sendRequest<RunFetcher.Result>(RunFetcher.method, { fetcher: name, trigger: 'protocol' } satisfies RunFetcher.Params);
-        vscode.window.setStatusBarMessage(`Quantilica: ${run.fetcher} queued in ${run.pool} (run ${run.runId})`, 5000);
-        return run;
-      } catch (err) {
-        return failed(`Quantilica: could not run ${name}.`)(err);
-      }
+      return runFetcher(name, client);
+    }),
+
+    vscode.commands.registerCommand('quantilica.runAgain', async (target?: RunTarget): Promise<RunInfo | undefined> => {
+      const client = connected();
+      if (!client) return undefined;
+      const runId = await runIdOf(target, 'Run which fetcher again?', false);
+      const fetcher = runId ? findRun(runId)?.fetcher ?? runsLookup?.(runId)?.fetcher : undefined;
+      return fetcher ? runFetcher(fetcher, client) : undefined;
     }),
 
     vscode.commands.registerCommand('quantilica.cancelRun', async (target?: RunTarget): Promise<RunInfo[] | undefined> => {
       const client = connected();
       if (!client) return undefined;
-      const runId = await runIdOf(target, 'Cancel which run?');
+      const runId = await runIdOf(target, 'Cancel which run?', true);
       if (!runId) return undefined;
       try {
         const { cancelled } = await client.sendRequest<CancelRun.Result>(CancelRun.method, { runId } satisfies CancelRun.Params);
-        vscode.window.setStatusBarMessage(`Quantilica: cancelled run ${runId}`, 5000);
+        vscode.window.setStatusBarMessage(`Quantilica: cancelled ${findRun(runId)?.fetcher ?? runId}`, 5000);
         return cancelled;
       } catch (err) {
-        return failed(`Quantilica: could not cancel run ${runId}.`)(err);
+        return failed(`Quantilica: could not cancel ${findRun(runId)?.fetcher ?? `run ${runId}`}:`)(err);
       }
     }),
 
@@ -95,6 +131,10 @@ export function registerCommands(session: AgentSession, launcher: AgentLauncher,
     vscode.commands.registerCommand('quantilica.flushTelemetry', async (): Promise<(FlushTelemetry.Result & { progress: FlushProgress[] }) | undefined> => {
       const client = connected();
       if (!client) return undefined;
+      if (session.snapshot?.spool?.database === 'not-configured') {
+        void notices.show('warning', 'Quantilica: telemetry cannot be flushed: the agent has no database (QUANTILICA_DATABASE_URL is not set), so events stay in its spool.');
+        return undefined;
+      }
       const workDoneToken = `flush-${++flushSeq}`;
       return vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Quantilica: flushing telemetry' }, async (progress) => {
         let reported = 0;
@@ -108,11 +148,15 @@ export function registerCommands(session: AgentSession, launcher: AgentLauncher,
         });
         try {
           const result = await client.sendRequest<FlushTelemetry.Result>(FlushTelemetry.method, { workDoneToken } satisfies FlushTelemetry.Params);
-          if (result.error) reportError(log, `Quantilica: flush stopped after ${result.sent} events.`, result.error);
-          else void vscode.window.showInformationMessage(`Quantilica: telemetry flushed: ${result.sent} sent, ${result.remaining} remaining.`);
+          if (result.error) {
+            log.warn(`flush stopped after ${result.sent} events: ${result.error}`);
+            void notices.show('warning', `Quantilica: flush stopped after ${result.sent} events: ${result.error}.`, 'Show Output').then((c) => { if (c === 'Show Output') log.show(true); });
+          } else {
+            void notices.show('info', `Quantilica: telemetry flushed: ${result.sent} sent, ${result.remaining} remaining.`);
+          }
           return { ...result, progress: seen };
         } catch (err) {
-          return failed('Quantilica: flush failed.')(err);
+          return failed('Quantilica: flush failed:')(err);
         } finally {
           subscription.dispose();
         }
@@ -121,48 +165,47 @@ export function registerCommands(session: AgentSession, launcher: AgentLauncher,
 
     vscode.commands.registerCommand('quantilica.showRunLog', async (target?: RunTarget): Promise<vscode.TextEditor | undefined> => {
       if (!connected()) return undefined;
-      const runId = await runIdOf(target, 'Show the log of which run?');
-      if (!runId) return undefined;
-      try {
-        const doc = await vscode.workspace.openTextDocument(runLogUri(runId));
-        return await vscode.window.showTextDocument(doc, { preview: true });
-      } catch (err) {
-        return failed(`Quantilica: no log for run ${runId}.`)(err);
-      }
+      const runId = await runIdOf(target, 'Show the log of which run?', false);
+      return runId ? openLog(runId) : undefined;
+    }),
+
+    vscode.commands.registerCommand('quantilica.followRunLog', async (target?: RunTarget): Promise<vscode.TextEditor | undefined> => {
+      if (!connected()) return undefined;
+      const runId = await runIdOf(target, 'Follow the log of which run?', true);
+      return runId ? openLog(runId) : undefined;
     }),
 
     vscode.commands.registerCommand('quantilica.startAgent', () => launcher.start()),
     vscode.commands.registerCommand('quantilica.restartAgent', () => launcher.restart()),
     vscode.commands.registerCommand('quantilica.showOutput', () => log.show()),
-
-    vscode.commands.registerCommand(SHOW_DETAILS_COMMAND, async () => {
-      const snapshot = session.snapshot;
-      if (!connected() || !snapshot) return undefined;
-      const content = snapshot.disk ? diskMarkdown(snapshot.disk, snapshot.spool) : '**Disk gate**: the agent reports no disk status.';
-      const doc = await vscode.workspace.openTextDocument({ language: 'markdown', content });
-      return vscode.window.showTextDocument(doc, { preview: true });
-    }),
+    vscode.commands.registerCommand(SHOW_DETAILS_COMMAND_ID, () => showDiskDetails()),
   ];
+}
+
+/** Set by the extension: finds a run in the Runs view's history (older than the snapshot's). */
+let runsLookup: ((runId: string) => RunInfo | undefined) | undefined;
+export function setRunsLookup(lookup: (runId: string) => RunInfo | undefined): void {
+  runsLookup = lookup;
+}
+
+function firstLine(text: string): string {
+  const line = text.split('\n')[0] ?? text;
+  return /[.!?:]$/.test(line) ? line : `${line}.`;
 }
 
 async function pickFetcher(session: AgentSession): Promise<string | undefined> {
   const snapshot = session.snapshot;
   if (!snapshot) return undefined;
-  const last = new Map<string, RunInfo>();
-  for (const run of snapshot.runs) {
-    if (run.finishedAt && !last.has(run.fetcher)) last.set(run.fetcher, run);
-  }
-  const pick = await vscode.window.showQuickPick(
-    snapshot.catalog.map((entry) => {
-      const previous = last.get(entry.name);
-      return {
-        label: entry.name,
-        description: entry.pool,
-        detail: previous ? `last: ${describeResult(previous)}` : 'no recent run',
-        name: entry.name,
-      };
-    }),
-    { placeHolder: 'Run which fetcher?', matchOnDescription: true },
-  );
+  const pick = await vscode.window.showQuickPick(fetcherPickItems(snapshot), { placeHolder: 'Run which fetcher?', matchOnDescription: true, matchOnDetail: true });
   return pick?.name;
+}
+
+/** A second run of a running fetcher only on the user's word (a non-modal pick, Escape says no). */
+async function confirmSecondRun(active: RunInfo, notices: Notices): Promise<boolean> {
+  const title = `${active.fetcher} is ${active.status} now. Start a second run?`;
+  notices.asked.push(title);
+  const yes = { label: 'Start a Second Run', description: `beside run ${active.runId}` };
+  const no = { label: 'Cancel', description: 'keep only the current run' };
+  const choice = await vscode.window.showQuickPick([no, yes], { title, placeHolder: title });
+  return choice === yes;
 }

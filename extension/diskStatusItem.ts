@@ -13,6 +13,7 @@ export type GaugeState =
 
 export const SHOW_DETAILS_COMMAND = 'quantilica.showDiskDetails';
 
+
 export function gaugeState(session: SessionState, disk: DiskStatus | null | undefined, spool: SpoolStatus | null | undefined): GaugeState {
   if (session.kind === 'down') return { kind: 'agentDown', reason: session.reason };
   if (session.kind === 'connecting') return { kind: 'connecting' };
@@ -27,6 +28,8 @@ export function gaugeState(session: SessionState, disk: DiskStatus | null | unde
 export class DiskStatusItem implements vscode.Disposable {
   private readonly item = vscode.window.createStatusBarItem('quantilica.disk', vscode.StatusBarAlignment.Left, 10);
   private state: GaugeState = { kind: 'connecting' };
+  /** "Checked 3 s ago" and the spool's ages count on between the agent's reports. */
+  private readonly ticker = setInterval(() => { if (this.state.kind === 'disk' || this.state.kind === 'noDisk') this.render(); }, 1000);
 
   constructor() {
     this.item.name = 'Quantilica disk gauge';
@@ -55,6 +58,7 @@ export class DiskStatusItem implements vscode.Disposable {
   }
 
   dispose(): void {
+    clearInterval(this.ticker);
     this.item.dispose();
   }
 
@@ -66,7 +70,7 @@ export class DiskStatusItem implements vscode.Disposable {
       case 'agentDown':
         item.text = '$(debug-disconnect) Quantilica: agent down';
         item.backgroundColor = undefined;
-        item.tooltip = markdown(`**Quantilica agent not connected**\n\n${escape(s.reason)}\n\nClick to start the agent.`);
+        item.tooltip = markdown(`**Quantilica agent not connected**\n\n${escape(s.reason)}\n\nThe extension reconnects by itself when an agent starts. Click to start one.`);
         return;
       case 'connecting':
         item.text = '$(sync~spin) Quantilica';
@@ -119,7 +123,7 @@ export function diskMarkdown(d: DiskStatus, spool: SpoolStatus | null): string {
 
 function spoolLines(spool: SpoolStatus | null): string {
   if (!spool) return '**Telemetry spool**: no status';
-  const oldest = spool.oldestAgeSeconds === null ? '' : `, oldest ${Math.round(spool.oldestAgeSeconds)} s`;
+  const oldest = spool.oldestAgeSeconds === null || spool.pending === 0 ? '' : `, the oldest unsent for ${elapsed(new Date(Date.now() - spool.oldestAgeSeconds * 1000).toISOString())}`;
   const flush = spool.lastFlushAt ? `${elapsed(spool.lastFlushAt)} ago` : 'never';
   const error = spool.lastFlushError ? ` (error: ${escape(spool.lastFlushError)})` : '';
   // Rows the flush set aside (invalid, or refused by PostgreSQL) need a person: say how many.

@@ -1,59 +1,122 @@
 import * as os from 'node:os';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
+import { SetSchedulePaused } from '../shared/protocol';
 import { AgentLauncher } from './agentLauncher';
 import { AgentSession } from './agentSession';
-import { registerCommands } from './commands';
+import { registerCommands, setRunsLookup } from './commands';
+import { DISK_DETAILS_SCHEME, DiskDetailsDocument } from './diskDetailsDocument';
 import { DiskStatusItem, gaugeState } from './diskStatusItem';
+import { fetcherPickItems } from './fetcherPick';
+import { Notices } from './notices';
+import { watchEvents } from './operatorEvents';
 import { PoolTreeProvider } from './poolTreeProvider';
+import { quietLog } from './quietLog';
 import { reportError } from './reportError';
 import { RUN_LOG_SCHEME, RunLogDocuments } from './runLogDocuments';
+import { RunsTreeProvider, type RunsFilter } from './runsTreeProvider';
+import { ScheduleTreeProvider, type ScheduleNode } from './scheduleTreeProvider';
+import { StationPanel } from './stationPanel';
+import { TelemetryHealthItem } from './telemetryHealthItem';
 
 /** What `activate` returns: the extension-host tests read the live state through it. */
 export interface QuantilicaApi {
   readonly session: AgentSession;
   readonly tree: PoolTreeProvider;
+  readonly runs: RunsTreeProvider;
+  readonly schedule: ScheduleTreeProvider;
   readonly disk: DiskStatusItem;
+  readonly telemetry: TelemetryHealthItem;
+  readonly station: StationPanel;
+  readonly logs: RunLogDocuments;
+  readonly notices: Notices;
+  /** Context keys the extension set, as the when-clauses see them. */
+  readonly contextKeys: ReadonlyMap<string, unknown>;
+  /** The last lines written to the Quantilica output channel. */
+  readonly outputLines: readonly string[];
+  readonly fetcherPickItems: typeof fetcherPickItems;
   /** Milliseconds `activate` took. */
   readonly activationMs: number;
 }
 
 export function activate(context: vscode.ExtensionContext): QuantilicaApi | undefined {
   const started = Date.now();
-  const log = vscode.window.createOutputChannel('Quantilica', { log: true });
-  context.subscriptions.push(log);
+  const channel = vscode.window.createOutputChannel('Quantilica', { log: true });
+  context.subscriptions.push(channel);
+  const log = quietLog(channel);
   try {
+    const contextKeys = new Map<string, unknown>();
+    const setContext = (key: string, value: unknown) => {
+      if (contextKeys.get(key) === value) return;
+      contextKeys.set(key, value);
+      void vscode.commands.executeCommand('setContext', key, value);
+    };
+    const notices = new Notices();
     const session = new AgentSession(log, connectionFile);
     const tree = new PoolTreeProvider();
+    const runs = new RunsTreeProvider(session, log);
+    const schedule = new ScheduleTreeProvider();
     const disk = new DiskStatusItem();
+    const telemetry = new TelemetryHealthItem();
+    const logs = new RunLogDocuments(session, log);
+    const diskDetails = new DiskDetailsDocument(session);
     const launcher = new AgentLauncher(context, session, log);
+    const station = new StationPanel(context.extensionUri, session, log);
     const view = vscode.window.createTreeView('quantilica.pools', { treeDataProvider: tree, showCollapseAll: true });
-    context.subscriptions.push(session, tree, disk, view, ...registerCommands(session, launcher, log));
-    context.subscriptions.push(vscode.workspace.registerTextDocumentContentProvider(RUN_LOG_SCHEME, new RunLogDocuments(session)));
-
-    const renderGauge = () => disk.set(gaugeState(session.state, session.snapshot?.disk, session.snapshot?.spool));
+    const runsView = vscode.window.createTreeView('quantilica.runs', { treeDataProvider: runs });
+    const scheduleView = vscode.window.createTreeView('quantilica.schedule', { treeDataProvider: schedule });
+    setRunsLookup((runId) => runs.run(runId));
+    context.subscriptions.push(session, tree, runs, schedule, disk, telemetry, logs, diskDetails, station, view, runsView, scheduleView, ...registerCommands(session, launcher, log, notices));
     context.subscriptions.push(
+      vscode.workspace.registerTextDocumentContentProvider(RUN_LOG_SCHEME, logs),
+      vscode.workspace.registerTextDocumentContentProvider(DISK_DETAILS_SCHEME, diskDetails),
+      ...registerViewCommands(session, runs, notices, log),
+      watchEvents(session, notices, launcher),
+      vscode.commands.registerCommand('quantilica.openStation', () => station.show()),
+    );
+
+    const renderGauge = () => {
+      disk.set(gaugeState(session.state, session.snapshot?.disk, session.snapshot?.spool));
+      telemetry.set(session.snapshot?.spool ?? null);
+      diskDetails.changed();
+      const database = session.snapshot?.spool?.database;
+      setContext('quantilica.hasDatabase', database !== undefined && database !== 'not-configured');
+    };
+    const describeFilter = (f: RunsFilter) => {
+      runsView.description = [f.fetcher, f.status].filter((p) => p !== undefined).join(' · ') || undefined;
+      setContext('quantilica.runsFiltered', f.fetcher !== undefined || f.status !== undefined);
+    };
+    context.subscriptions.push(
+      runs.onDidChangeFilter(describeFilter),
       session.onDidChange((event) => {
         tree.update(event);
+        runs.update(event);
+        schedule.update(event);
         if (event.kind === 'reset' || event.params.change.kind === 'disk' || event.params.change.kind === 'spool') renderGauge();
       }),
       session.onDidChangeState((state) => {
-        void vscode.commands.executeCommand('setContext', 'quantilica.agentState', state.kind);
-        view.message = state.kind === 'down' ? undefined : state.kind === 'connecting' ? 'Connecting to the agent…' : undefined;
+        setContext('quantilica.agentState', state.kind);
+        view.message = state.kind === 'connecting' ? 'Connecting to the agent…' : undefined;
         renderGauge();
       }),
       vscode.workspace.onDidChangeConfiguration((e) => {
         if (e.affectsConfiguration('quantilica.connectionFile')) session.reconnectNow();
       }),
     );
-    void vscode.commands.executeCommand('setContext', 'quantilica.agentState', 'connecting');
+    setContext('quantilica.agentState', 'connecting');
+    setContext('quantilica.hasDatabase', false);
     session.start();
 
     if (vscode.workspace.getConfiguration('quantilica').get<boolean>('autoStart', false)) {
       // Give an agent that is already running the first word; start ours only if none answers.
       session.whenConnected(3000).catch(() => launcher.start());
     }
-    return { session, tree, disk, activationMs: Date.now() - started };
+    return {
+      session, tree, runs, schedule, disk, telemetry, station, logs, notices, contextKeys,
+      get outputLines() { return log.lines; },
+      fetcherPickItems,
+      activationMs: Date.now() - started,
+    };
   } catch (err) {
     reportError(log, 'Quantilica: the extension failed to start.', err);
     return undefined;
@@ -62,6 +125,46 @@ export function activate(context: vscode.ExtensionContext): QuantilicaApi | unde
 
 export function deactivate(): void {
   // Everything is in context.subscriptions; the agent itself keeps running, it is the user's.
+}
+
+/** Commands of the Runs and Schedule views. */
+function registerViewCommands(session: AgentSession, runs: RunsTreeProvider, notices: Notices, log: vscode.LogOutputChannel): vscode.Disposable[] {
+  const setPaused = async (node: ScheduleNode | string | undefined, paused: boolean) => {
+    const fetcher = typeof node === 'string' ? node : node?.fetcher;
+    try {
+      const result = await session.client().sendRequest<SetSchedulePaused.Result>(SetSchedulePaused.method, (fetcher ? { paused, fetcher } : { paused }) satisfies SetSchedulePaused.Params);
+      vscode.window.setStatusBarMessage(`Quantilica: ${fetcher ?? 'the schedule'} ${paused ? 'paused' : 'resumed'}`, 5000);
+      return result.schedule;
+    } catch (err) {
+      const detail = err instanceof Error ? err.message : String(err);
+      log.warn(`could not ${paused ? 'pause' : 'resume'} ${fetcher ?? 'the schedule'}: ${detail}`);
+      void notices.show('error', `Quantilica: could not ${paused ? 'pause' : 'resume'} ${fetcher ?? 'the schedule'}: ${detail}`);
+      return undefined;
+    }
+  };
+  return [
+    vscode.commands.registerCommand('quantilica.pauseSchedule', (node?: ScheduleNode | string) => setPaused(node, true)),
+    vscode.commands.registerCommand('quantilica.resumeSchedule', (node?: ScheduleNode | string) => setPaused(node, false)),
+    vscode.commands.registerCommand('quantilica.runNow', (node?: ScheduleNode | string) => vscode.commands.executeCommand('quantilica.runFetcher', typeof node === 'string' ? node : node?.fetcher)),
+    vscode.commands.registerCommand('quantilica.filterRuns', async (filter?: RunsFilter) => {
+      if (filter) {
+        runs.setFilter(filter);
+        return runs.currentFilter;
+      }
+      const snapshot = session.snapshot;
+      const fetchers = [...new Set((snapshot?.catalog ?? []).map((e) => e.name))];
+      const fetcher = await vscode.window.showQuickPick(['(any fetcher)', ...fetchers], { placeHolder: 'Show the runs of which fetcher?' });
+      if (fetcher === undefined) return runs.currentFilter;
+      const status = await vscode.window.showQuickPick(['(any status)', 'running', 'waiting', 'completed', 'failed', 'cancelled', 'skipped'], { placeHolder: 'With which outcome?' });
+      if (status === undefined) return runs.currentFilter;
+      runs.setFilter({
+        fetcher: fetcher === '(any fetcher)' ? undefined : fetcher,
+        status: status === '(any status)' ? undefined : (status as RunsFilter['status']),
+      });
+      return runs.currentFilter;
+    }),
+    vscode.commands.registerCommand('quantilica.clearRunsFilter', () => runs.setFilter({})),
+  ];
 }
 
 /**

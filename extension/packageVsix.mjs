@@ -36,7 +36,10 @@ delete pkg.devDependencies;
 delete pkg.scripts;
 delete pkg.allowScripts;
 fs.writeFileSync(path.join(stage, 'package.json'), `${JSON.stringify(pkg, null, 2)}\n`);
-for (const entry of ['README.md', 'LICENSE', 'dist', 'media', '.vscodeignore']) {
+// The Details page shows the README of the package root: the user's README (extension/README.md), not
+// the repository's developer README, whose pictures live outside the package.
+fs.copyFileSync(path.join(root, 'extension', 'README.md'), path.join(stage, 'README.md'));
+for (const entry of ['LICENSE', 'dist', 'media', '.vscodeignore']) {
   const from = path.join(root, entry);
   // Source maps help nobody who installs the extension.
   if (fs.existsSync(from)) fs.cpSync(from, path.join(stage, entry), { recursive: true, filter: (f) => !f.endsWith('.map') });

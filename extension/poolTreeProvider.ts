@@ -3,6 +3,10 @@ import type { PoolState, RunInfo, Snapshot } from '../shared/protocol';
 import type { StateEvent } from './agentSession';
 import { describeWait, elapsed } from './describe';
 import { isSyncNode, syncChildren, syncItem, type SyncNode } from './syncTreeItems';
+import { escapeMd, localTime, runIcon, runTooltip, spokenRun } from './runPresentation';
+
+/** Elapsed times are shown to the second; only the rows that show one are refreshed this often. */
+export const TICK_MS = 1000;
 
 export type PoolNode = { kind: 'pool'; id: string; pool: string };
 export type SlotNode = { kind: 'slot'; id: string; pool: string; index: number };
@@ -21,12 +25,12 @@ export class PoolTreeProvider implements vscode.TreeDataProvider<TreeNode>, vsco
   readonly onDidChangeTreeData = this.emitter.event;
   private readonly nodes = new Map<string, TreeNode>();
   private snapshot: Snapshot | null = null;
-  /** Elapsed times of running slots go stale; only those nodes are refreshed, once a minute. */
-  private readonly elapsedTimer = setInterval(() => this.refreshRunningSlots(), 60_000);
+  /** Elapsed times of running slots go stale; only those nodes are refreshed, every second. */
+  private readonly elapsedTimer = setInterval(() => this.refreshRunningSlots(), TICK_MS);
   /** The hibernation line counts down each second while a sync hibernates. */
   private readonly countdownTimer = setInterval(() => {
     if (this.snapshot?.sync?.hibernatingUntil) this.emitter.fire(this.node({ kind: 'syncHibernating', id: 'sync:hibernating', pool: '' }));
-  }, 1000);
+  }, TICK_MS);
 
   update(event: StateEvent): void {
     if (event.kind === 'reset') {
@@ -67,8 +71,9 @@ export class PoolTreeProvider implements vscode.TreeDataProvider<TreeNode>, vsco
         const item = new vscode.TreeItem(run?.fetcher ?? node.runId, vscode.TreeItemCollapsibleState.None);
         item.id = node.id;
         item.description = run ? describeWait(run.wait) : '';
-        item.tooltip = run ? `${run.fetcher} · run ${run.runId}\nwaiting since ${run.enqueuedAt}\n${describeWait(run.wait)}` : undefined;
-        item.iconPath = new vscode.ThemeIcon('clock');
+        item.tooltip = run ? runTooltip(run) : undefined;
+        item.iconPath = run ? runIcon(run) : new vscode.ThemeIcon('clock');
+        item.accessibilityInformation = { label: run ? `${spokenRun(run)}, waiting: ${describeWait(run.wait)}` : `run ${node.runId}, waiting` };
         item.contextValue = 'run.waiting';
         return item;
       }
@@ -190,6 +195,7 @@ function poolItem(node: PoolNode, pool: PoolState | undefined, s: Snapshot | nul
   const waiting = waitingRuns(s, pool.name).length;
   item.description = `${pool.used}/${pool.size} slots · ${waiting} waiting · disk ${gate}`;
   item.tooltip = `${pool.name}: ${pool.used} of ${pool.size} slots in use, ${waiting} waiting (a run waits at most ${pool.waitTimeoutSeconds} s); disk gate ${gate}`;
+  item.accessibilityInformation = { label: `pool ${pool.name}: ${pool.used} of ${pool.size} slots in use, ${waiting} waiting, disk gate ${gate}` };
   return item;
 }
 
@@ -201,16 +207,25 @@ function slotItem(node: SlotNode, pool: PoolState | undefined, s: Snapshot | nul
   if (!holder) {
     item.description = 'free';
     item.iconPath = new vscode.ThemeIcon('circle-outline');
+    item.accessibilityInformation = { label: `slot ${node.index} of ${node.pool}, free` };
     item.contextValue = 'slot.free';
     return item;
   }
   const run = holder.runId ? s?.runs.find((r) => r.runId === holder.runId) : undefined;
   const since = run?.startedAt ?? holder.since;
-  const parts = [holder.fetcher ?? 'unknown fetcher', holder.runId ?? 'no run id', since ? elapsed(since) : null, `pid ${holder.pid}`];
-  item.description = parts.filter((p) => p !== null).join(' · ');
-  item.tooltip = `${slot?.lockPath ?? ''}\n${holder.foreign ? 'held by a process outside this agent' : `run ${holder.runId ?? '?'}`} since ${since ?? '?'}`;
-  item.iconPath = new vscode.ThemeIcon(holder.foreign ? 'lock' : 'sync~spin');
+  // The fetcher leads (it is what an operator looks for); slot and time follow, ids sit in the tooltip.
+  item.label = holder.fetcher ?? (holder.foreign ? 'another process' : 'unknown fetcher');
+  item.description = [`slot ${node.index}`, since ? elapsed(since) : null].filter((p) => p !== null).join(' · ');
+  const tooltip = run ? runTooltip(run) : new vscode.MarkdownString(undefined, true);
+  if (!run) tooltip.appendMarkdown(`**${escapeMd(String(item.label))}** — ${holder.foreign ? 'a process outside this agent holds the slot' : 'running'}\n\nSince: ${escapeMd(localTime(since))}  \nProcess: pid ${holder.pid}`);
+  tooltip.appendMarkdown(`  \nLock: ${escapeMd(slot?.lockPath ?? '')}`);
+  item.tooltip = tooltip;
+  item.iconPath = holder.foreign ? new vscode.ThemeIcon('lock', new vscode.ThemeColor('charts.yellow')) : run ? runIcon(run) : new vscode.ThemeIcon('sync~spin', new vscode.ThemeColor('charts.blue'));
+  item.accessibilityInformation = {
+    label: run ? `slot ${node.index} of ${node.pool}: ${spokenRun(run)}` : `slot ${node.index} of ${node.pool}: held by ${String(item.label)}, process ${holder.pid}`,
+  };
   // Only the agent's own runs can be cancelled from here; a foreign holder is shown, not touched.
   item.contextValue = holder.foreign || !holder.runId ? 'slot.foreign' : 'run.running';
+  if (holder.runId && !holder.foreign) item.command = { command: 'quantilica.showRunLog', title: 'Show Run Log', arguments: [holder.runId] };
   return item;
 }

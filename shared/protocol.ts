@@ -334,3 +334,60 @@ export namespace Changed {
   export const method = 'quantilica/changed' as const;
   export type Params = ChangedParams;
 }
+
+/** One answer of `quantilica/readLog`: the bytes of a run's log from `offset` on. */
+export interface LogChunk {
+  runId: string;
+  fetcher: string;
+  /** Where `text` starts in the log file (bytes), and where the next read resumes. */
+  offset: number;
+  nextOffset: number;
+  text: string;
+  /** The run has ended and every byte of its log up to `nextOffset` was sent: stop following. */
+  ended: boolean;
+  status: RunStatus;
+}
+
+export namespace ReadLog {
+  // client → agent: a run's log from a byte offset, for following it (long poll). When nothing new is
+  // there yet the agent holds the answer until bytes arrive, the run ends or `waitMs` passes; answers
+  // carry at most `maxBytes` (≤ 64 KiB), so a follower gets a bounded stream it can resume from
+  // `nextOffset` after a reconnect.
+  export const method = 'quantilica/readLog' as const;
+  export interface Params { runId: string; offset: number; maxBytes?: number; waitMs?: number }
+  export type Result = LogChunk;
+}
+
+/** One sample of free disk space kept for the Station panel. */
+export interface DiskSample { at: string; freeGb: number | null; state: DiskGateState }
+
+/** A run as a bar on the Station timeline: which slot it held, from when to when, how it ended. */
+export interface RunSpan {
+  runId: string;
+  fetcher: string;
+  pool: string;
+  slot: number | null;
+  start: string;
+  /** Null while it runs. */
+  end: string | null;
+  status: RunStatus;
+  exitCode: number | null;
+  reason: string | null;
+}
+
+export interface StationHistory {
+  from: string;
+  to: string;
+  disk: DiskSample[];
+  thresholds: { warnGb: number; pauseGb: number; resumeGb: number } | null;
+  /** Every pool with its size: one lane per slot, also for slots that had no run. */
+  pools: Array<{ name: string; size: number }>;
+  runs: RunSpan[];
+}
+
+export namespace GetHistory {
+  // client → agent: the last `hours` (default 24, at most 48) of disk samples and run spans.
+  export const method = 'quantilica/history' as const;
+  export interface Params { hours?: number }
+  export type Result = StationHistory;
+}

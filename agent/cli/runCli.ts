@@ -7,14 +7,19 @@ import { ClientError, EnvironmentError } from '../errors';
 import { ExitCode } from '../exitCodes';
 import { createLogger, type Logger } from '../log/logger';
 import { redactCredentials } from '../config/redact';
-import type { RunInfo } from '../../shared/protocol';
+import type { RunInfo, RunStatus } from '../../shared/protocol';
 import type { FlushResult } from '../server/agentControl';
 import { registerGithubCommands } from '../github/githubCommand'; // GitHub sync (issue 11)
 import { emitFromCli, flushFromCli, type TelemetryEmitOptions } from '../telemetry/emitCommand';
 import { Spool } from '../telemetry/spool';
 import type { AgentLink } from './agentLink';
 import { agentCommand } from './agentCommand';
-import { formatRuns, formatSchedule, formatSlots, formatStatus } from './format';
+import { registerCompletionCommands } from './completionCommand';
+import { registerLogsCommand } from './logsCommand';
+import { registerServiceCommand } from './serviceCommand';
+import { filterRuns, formatRunsTable, parseSince, parseStatus, useColour } from './runsView';
+import { formatScheduleTable, progressBar } from './scheduleTable';
+import { formatSlots, formatStatus } from './format';
 import { openLink, openRemoteLink } from './openLink';
 import { checkSettingPaths, secureHome } from './checkSettingPaths';
 import { startDetachedOwner, type OwnerReport } from './detachedRun';
@@ -158,10 +163,15 @@ export async function runCli(argv: string[]): Promise<number> {
     });
   program.command('runs').description('recent runs, newest first').addOption(jsonOption())
     .option('--limit <n>', 'how many', (v) => parseLimit(v), 20)
-    .action(async (opts: { json?: boolean; limit: number }) => {
+    .option('--fetcher <name>', 'only this fetcher')
+    .option('--status <status>', 'only runs in this state (waiting, running, completed, failed, cancelled, skipped)', parseStatus)
+    .option('--since <when>', 'only runs started since: 30min, 2h, 3d, or a date')
+    .action(async (opts: { json?: boolean; limit: number; fetcher?: string; status?: RunStatus; since?: string }) => {
+      const since = opts.since === undefined ? undefined : parseSince(opts.since);
       exitCode = await withLink(async (link) => {
-        const runs = await link.listRuns(opts.limit);
-        process.stdout.write(opts.json ? `${JSON.stringify({ runs })}\n` : formatRuns(runs));
+        const filtered = opts.fetcher !== undefined || opts.status !== undefined || since !== undefined;
+        const runs = filterRuns(await link.listRuns(filtered ? 1000 : opts.limit), { fetcher: opts.fetcher, status: opts.status, since }).slice(0, opts.limit);
+        process.stdout.write(opts.json ? `${JSON.stringify({ runs })}\n` : formatRunsTable(runs, useColour()));
         return ExitCode.ok;
       });
     });
@@ -170,7 +180,7 @@ export async function runCli(argv: string[]): Promise<number> {
     .action(async (opts: { json?: boolean }) => {
       exitCode = await withLink(async (link) => {
         const { schedule: status } = await link.snapshot();
-        process.stdout.write(opts.json ? `${JSON.stringify({ schedule: status })}\n` : formatSchedule(status));
+        process.stdout.write(opts.json ? `${JSON.stringify({ schedule: status })}\n` : formatScheduleTable(status));
         return ExitCode.ok;
       });
     });
@@ -181,7 +191,7 @@ export async function runCli(argv: string[]): Promise<number> {
       .action(async (fetcher: string | undefined) => {
         exitCode = await withLink(async (link) => {
           const status = await link.setSchedulePaused(paused, fetcher);
-          process.stdout.write(formatSchedule(status));
+          process.stdout.write(formatScheduleTable(status));
           return ExitCode.ok;
         });
       });
@@ -191,9 +201,9 @@ export async function runCli(argv: string[]): Promise<number> {
   // in-process orchestrator (which would also adopt runs and start the disk gate).
   async function flushAction(): Promise<void> {
     const { config, logger } = prepare(false);
-    // Progress is for a person watching: one line rewritten in place on a terminal, nothing otherwise;
-    // the result is printed once, on stdout.
-    const progress = (sent: number, remaining: number) => { if (process.stderr.isTTY) process.stderr.write(`\rflush: ${sent} sent, ${remaining} remaining`); };
+    // On a terminal a bar redrawn in place; otherwise (cron, pipes) one line per report.
+    const tty = process.stderr.isTTY === true;
+    const progress = (sent: number, remaining: number) => process.stderr.write(tty ? `\rflush ${progressBar(sent, remaining)}` : `flush: ${sent} sent, ${remaining} remaining\n`);
     const link = await openRemoteLink(config, logger);
     let result: FlushResult;
     try {
@@ -201,7 +211,7 @@ export async function runCli(argv: string[]): Promise<number> {
     } finally {
       await link?.close();
     }
-    if (process.stderr.isTTY) process.stderr.write('\r\x1b[K');
+    if (tty) process.stderr.write('\n');
     process.stdout.write(`flush: ${result.sent} sent, ${result.remaining} remaining${result.error ? `; error: ${redactCredentials(result.error)}` : ''}\n`);
     exitCode = result.error ? ExitCode.agentUnavailable : ExitCode.ok;
   }
@@ -233,6 +243,9 @@ export async function runCli(argv: string[]): Promise<number> {
     });
 
   registerGithubCommands(program, (code) => { exitCode = code; }); // GitHub sync (issue 11)
+  registerLogsCommand(program, (code) => { exitCode = code; });
+  registerCompletionCommands(program);
+  registerServiceCommand(program, (code) => { exitCode = code; });
 
   program.command('demo-fetch', { hidden: true })
     .argument('<name>')

@@ -7,6 +7,7 @@ import {
   GetSnapshot,
   Hello,
   ListRuns,
+  ReadLog,
   PROTOCOL_VERSION,
   RunFetcher,
   SetSchedulePaused,
@@ -115,6 +116,11 @@ export class AgentClient {
 
   tailLog(runId: string, maxBytes?: number): Promise<TailLog.Result> {
     return this.rpc.sendRequest<TailLog.Result>(TailLog.method, (maxBytes === undefined ? { runId } : { runId, maxBytes }) satisfies TailLog.Params);
+  }
+
+  /** A run's log from a byte offset; the agent holds the answer up to `waitMs` for new bytes. */
+  readLog(params: ReadLog.Params): Promise<ReadLog.Result> {
+    return this.rpc.sendRequest<ReadLog.Result>(ReadLog.method, params);
   }
 
   /** Flushes the spool; `onProgress` sees the agent's work-done progress (begin, reports, end). */

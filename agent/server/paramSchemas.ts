@@ -2,10 +2,12 @@ import { z } from 'zod';
 import {
   CancelRun,
   FlushTelemetry,
+  GetHistory,
   GetSnapshot,
   Hello,
   Initialize,
   ListRuns,
+  ReadLog,
   RunFetcher,
   SetSchedulePaused,
   Shutdown,
@@ -45,6 +47,8 @@ export const paramSchemas = {
   [TailLog.method]: z.object({ runId, maxBytes: z.number().int().min(1).max(256 * 1024).optional() }).strict(),
   [FlushTelemetry.method]: z.union([z.undefined(), z.null(), z.object({ workDoneToken: z.union([z.string().max(200), z.number().int()]).optional() }).strict()]),
   [SetSchedulePaused.method]: z.object({ paused: z.boolean(), fetcher: fetcherName.optional() }).strict(),
+  [GetHistory.method]: z.union([z.undefined(), z.null(), z.object({ hours: z.number().min(1).max(48).optional() }).strict()]),
+  [ReadLog.method]: z.object({ runId, offset: z.number().int().min(0), maxBytes: z.number().int().min(1).max(64 * 1024).optional(), waitMs: z.number().int().min(0).max(20_000).optional() }).strict(),
 } as const;
 
 /** Methods a client may call before `quantilica/hello`. */

@@ -3,10 +3,12 @@ import {
   CancelRun,
   ErrorCodes,
   FlushTelemetry,
+  GetHistory,
   GetSnapshot,
   Hello,
   Initialize,
   ListRuns,
+  ReadLog,
   PROTOCOL_VERSION,
   RunFetcher,
   SetSchedulePaused,
@@ -17,6 +19,8 @@ import {
   type Snapshot,
 } from '../../shared/protocol';
 import type { AgentControl } from './agentControl';
+import { readLog } from './logFollow';
+import { stationHistory } from './stationHistory';
 import type { ParamMethod, ParamsOf } from './paramSchemas';
 
 export interface RequestContext {
@@ -100,6 +104,8 @@ export function requestHandlers(control: AgentControl): RequestHandlers {
       });
       return result;
     },
+    [GetHistory.method]: (params): GetHistory.Result => stationHistory(control, params),
+    [ReadLog.method]: (params, ctx): Promise<ReadLog.Result> => readLog(control, params, ctx.cancel),
     [SetSchedulePaused.method]: (params): SetSchedulePaused.Result => ({
       schedule: control.setSchedulePaused(params.paused, params.fetcher),
     }),

@@ -82,7 +82,7 @@ async function developmentSuite(hostDir, tmp, databaseUrl, cleanups) {
     developmentPath: root,
     testsPath: path.join(root, 'out', 'test', 'extension', 'suite', 'index.js'),
     timeoutMs: SUITE_TIMEOUT_MS,
-    screenshots: { dir: env.QUANTILICA_TEST_SCREENSHOTS, files: { workbench: path.join(root, 'docs', 'screenshots', 'workbench.png') } },
+    screenshots: { dir: env.QUANTILICA_TEST_SCREENSHOTS, files: Object.fromEntries(['workbench', 'runs', 'run-log', 'schedule', 'station'].map((name) => [name, path.join(root, 'docs', 'screenshots', `${name}.png`)])) },
     log,
   });
 }

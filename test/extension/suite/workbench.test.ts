@@ -19,7 +19,7 @@ const connectionFile = path.join(home, '.quantilica', 'agent.json');
 const repo = path.resolve(__dirname, '..', '..', '..', '..');
 const agents = new AgentProcesses(path.join(repo, 'dist', 'agent.js'), process.env.QUANTILICA_TEST_NODE ?? 'node', path.join(home, 'agent-logs'));
 
-interface Rendered { id: string; label: string; description: string; contextValue: string; node: TreeNode; children: Rendered[] }
+interface Rendered { id: string; label: string; description: string; contextValue: string; runId: string | null; node: TreeNode; children: Rendered[] }
 
 let api: QuantilicaApi;
 let agentPid = 0;
@@ -28,7 +28,10 @@ function render(node?: TreeNode): Rendered[] {
   return api.tree.getChildren(node).map((child) => {
     const item = api.tree.getTreeItem(child);
     const label = typeof item.label === 'string' ? item.label : item.label?.label ?? '';
-    return { id: item.id ?? '', label, description: String(item.description ?? ''), contextValue: item.contextValue ?? '', node: child, children: render(child) };
+    const runId = child.kind === 'slot'
+      ? api.session.snapshot?.pools.find((p) => p.name === child.pool)?.slots.find((s) => s.index === child.index)?.holder?.runId ?? null
+      : child.kind === 'waitingRun' ? child.runId : null;
+    return { id: item.id ?? '', label, description: String(item.description ?? ''), contextValue: item.contextValue ?? '', runId, node: child, children: render(child) };
   });
 }
 
@@ -93,7 +96,7 @@ describe('Quantilica extension', () => {
       const node = tree.find((p) => p.label === pool.name)!;
       const waiting = snapshot.runs.filter((r) => r.pool === pool.name && r.status === 'waiting').length;
       assert.match(node.description, new RegExp(`^${pool.used}/${pool.size} slots · ${waiting} waiting · disk `));
-      assert.deepEqual(node.children.map((s) => s.label), pool.slots.map((s) => `slot ${s.index}`));
+      assert.deepEqual(node.children.map((s) => s.label), pool.slots.map((s) => s.holder?.fetcher ?? `slot ${s.index}`));
       assert.deepEqual(node.children.map((s) => s.id), pool.slots.map((s) => `slot:${pool.name}:${s.index}`), 'stable ids');
     }
   });
@@ -101,8 +104,9 @@ describe('Quantilica extension', () => {
   it('"Run fetcher" puts a run in a slot and the tree shows it; Cancel ends it', async () => {
     const run = await vscode.commands.executeCommand<{ runId: string; pool: string } | undefined>('quantilica.runFetcher', 'comex');
     assert.ok(run, 'the command resolved with the run');
-    const slot = await waitFor(() => render().find((p) => p.label === run.pool)?.children.find((s) => s.description.includes(run.runId)), { what: `run ${run.runId} in a slot of the tree`, timeoutMs: 15_000 });
-    assert.match(slot.description, new RegExp(`^comex · ${run.runId} · \\d+ s · pid \\d+$`));
+    const slot = await waitFor(() => render().find((p) => p.label === run.pool)?.children.find((s) => s.runId === run.runId), { what: `run ${run.runId} in a slot of the tree`, timeoutMs: 15_000 });
+    assert.equal(slot.label, 'comex', 'the row leads with the fetcher');
+    assert.match(slot.description, /^slot \d+ · \d+ s$/);
     assert.equal(slot.contextValue, 'run.running', 'the inline Cancel and "Show run log" menus apply');
     const held = (await agentSnapshot()).pools.find((p) => p.name === run.pool)?.slots.find((s) => s.holder?.runId === run.runId);
     assert.ok(held, 'the agent reports the same run holding a slot');
@@ -115,7 +119,7 @@ describe('Quantilica extension', () => {
 
     const cancelled = await vscode.commands.executeCommand<Array<{ runId: string }>>('quantilica.cancelRun', slot.node);
     assert.deepEqual(cancelled?.map((r) => r.runId), [run.runId]);
-    await waitFor(() => render().find((p) => p.label === run.pool)?.children.every((s) => !s.description.includes(run.runId)), { what: 'the slot to be freed in the tree', timeoutMs: 15_000 });
+    await waitFor(() => render().find((p) => p.label === run.pool)?.children.every((s) => s.runId !== run.runId), { what: 'the slot to be freed in the tree', timeoutMs: 15_000 });
     const after = await truth((c) => c.listRuns(20));
     assert.equal(after.find((r) => r.runId === run.runId)?.status, 'cancelled');
   });

@@ -1,6 +1,7 @@
 // The .vsix as a user gets it: installed into code-server with --install-extension (runOffline.mjs),
 // activated, and able to start the agent it ships (with its native modules) and run a fetcher.
 import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { QuantilicaApi } from '../../../extension/extension';
@@ -46,5 +47,22 @@ describe('the installed .vsix', () => {
     await waitFor(() => api.session.snapshot?.runs.find((r) => r.runId === run.runId)?.status === 'running', { what: `run ${run.runId} to start`, timeoutMs: 15_000 });
     await vscode.commands.executeCommand('quantilica.cancelRun', run.runId);
     await waitFor(() => api.session.snapshot?.runs.find((r) => r.runId === run.runId)?.status === 'cancelled', { what: `run ${run.runId} to be cancelled`, timeoutMs: 15_000 });
+  });
+});
+
+describe('the .vsix Details page', () => {
+  it('shows the user README, with no image that could be broken', () => {
+    const extension = vscode.extensions.getExtension(EXTENSION_ID)!;
+    // vsce stores it as readme.md; the Details page reads it from there.
+    const name = fs.readdirSync(extension.extensionPath).find((f) => f.toLowerCase() === 'readme.md');
+    assert.ok(name, 'the package has a README');
+    const readme = fs.readFileSync(path.join(extension.extensionPath, name), 'utf8');
+    assert.match(readme, /^# Quantilica Orchestrator/);
+    assert.match(readme, /\*\*Runs\*\*/, 'the user README, which describes the views');
+    assert.doesNotMatch(readme, /npm (ci|test)/, 'not the developer README');
+    const images = [...readme.matchAll(/!\[[^\]]*\]\(([^)\s]+)/g), ...readme.matchAll(/<img[^>]*src="([^"]+)"/g)].map((m) => m[1] ?? '');
+    for (const src of images) {
+      assert.ok(/^https:/.test(src) || fs.existsSync(path.join(extension.extensionPath, src)), `image ${src} resolves inside the package`);
+    }
   });
 });

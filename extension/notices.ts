@@ -1,0 +1,28 @@
+import * as vscode from 'vscode';
+
+export type NoticeKind = 'failedRuns' | 'diskGate' | 'agentStopped' | 'telemetry';
+export type Level = 'info' | 'warning' | 'error';
+
+/**
+ * Every message the extension shows goes through here: the user's settings can silence a kind
+ * (`quantilica.notifications.*`), and the last messages are kept for the extension-host tests, which
+ * cannot read notifications off the screen.
+ */
+export class Notices {
+  readonly shown: Array<{ level: Level; text: string; actions: string[] }> = [];
+  /** Questions put to the user (a second run of a running fetcher). */
+  readonly asked: string[] = [];
+
+  show(level: Level, text: string, ...actions: string[]): Thenable<string | undefined> {
+    this.shown.push({ level, text, actions });
+    if (this.shown.length > 200) this.shown.shift();
+    const show = level === 'error' ? vscode.window.showErrorMessage : level === 'warning' ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
+    return show(text, ...actions);
+  }
+
+  /** A notification of a kind the user can switch off. */
+  maybe(kind: NoticeKind, level: Level, text: string, ...actions: string[]): Thenable<string | undefined> {
+    if (!vscode.workspace.getConfiguration('quantilica.notifications').get<boolean>(kind, true)) return Promise.resolve(undefined);
+    return this.show(level, text, ...actions);
+  }
+}

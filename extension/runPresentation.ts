@@ -1,0 +1,88 @@
+import * as vscode from 'vscode';
+import type { RunInfo } from '../shared/protocol';
+import { describeWait, elapsed } from './describe';
+
+/** Status icons with the colours VS Code's own test and chart views use, so they read the same. */
+export function runIcon(run: RunInfo): vscode.ThemeIcon {
+  switch (run.status) {
+    case 'running':
+      return new vscode.ThemeIcon('sync~spin', new vscode.ThemeColor('charts.blue'));
+    case 'waiting':
+      return new vscode.ThemeIcon('clock', new vscode.ThemeColor('charts.yellow'));
+    case 'completed':
+      return new vscode.ThemeIcon('pass', new vscode.ThemeColor('testing.iconPassed'));
+    case 'failed':
+      return new vscode.ThemeIcon('error', new vscode.ThemeColor('testing.iconFailed'));
+    case 'cancelled':
+      return new vscode.ThemeIcon('circle-slash', new vscode.ThemeColor('charts.orange'));
+    case 'skipped':
+      return new vscode.ThemeIcon('debug-step-over', new vscode.ThemeColor('charts.purple'));
+  }
+}
+
+/** "exit 0", "exit 3", "SIGKILL", "wait-timeout": how a run ended, or why it waits. */
+export function outcome(run: RunInfo): string {
+  if (run.status === 'waiting') return describeWait(run.wait);
+  if (run.status === 'running') return run.startedAt ? `running for ${elapsed(run.startedAt)}` : 'running';
+  const how = run.exitCode !== null ? `exit ${run.exitCode}` : run.signal ?? '';
+  // A reason that only repeats the status or the exit code adds nothing.
+  const reason = run.reason && run.reason !== run.status && run.reason !== 'exit-code' ? run.reason : '';
+  return [run.status, how, reason].filter((p) => p !== '').join(' · ');
+}
+
+/** How long a run ran (or has been running); empty before it started. */
+export function duration(run: RunInfo, now = Date.now()): string {
+  if (!run.startedAt) return '';
+  const end = run.finishedAt ? Date.parse(run.finishedAt) : now;
+  return elapsed(run.startedAt, end);
+}
+
+/** A time in the user's locale and zone, with the zone named (tooltips never show UTC ISO strings). */
+export function localTime(iso: string | null): string {
+  if (!iso) return '—';
+  const d = new Date(iso);
+  return `${d.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'medium' })} (${timeZone()})`;
+}
+
+export function timeZone(): string {
+  return Intl.DateTimeFormat().resolvedOptions().timeZone;
+}
+
+/** Plain words for screen readers: no Markdown, no glyphs. */
+export function spokenRun(run: RunInfo): string {
+  const parts = [`${run.fetcher}, ${run.status}`];
+  if (run.status === 'running' && run.startedAt) parts.push(`for ${spokenDuration(run.startedAt)}`);
+  else if (run.startedAt && run.finishedAt) parts.push(`after ${spokenDuration(run.startedAt, Date.parse(run.finishedAt))}`);
+  if (run.exitCode !== null) parts.push(`exit code ${run.exitCode}`);
+  if (run.reason) parts.push(`reason ${run.reason.replace(/-/g, ' ')}`);
+  parts.push(`in pool ${run.pool}`);
+  return parts.join(', ');
+}
+
+function spokenDuration(since: string, now = Date.now()): string {
+  return elapsed(since, now).replace(/\bs\b/, 'seconds').replace(/\bmin\b/, 'minutes').replace(/\bh\b/, 'hours');
+}
+
+/** The tooltip of a run row: fetcher first, times in local time, the technical details last. */
+export function runTooltip(run: RunInfo): vscode.MarkdownString {
+  const md = new vscode.MarkdownString(undefined, true);
+  md.appendMarkdown(`**${escapeMd(run.fetcher)}** — ${escapeMd(outcome(run))}\n\n`);
+  const rows: Array<[string, string]> = [
+    ['Pool', run.pool + (run.slot !== null ? `, slot ${run.slot}` : '')],
+    ['Trigger', run.trigger],
+    ['Queued', localTime(run.enqueuedAt)],
+    ['Started', localTime(run.startedAt)],
+    ['Finished', localTime(run.finishedAt)],
+    ['Duration', duration(run) || '—'],
+    ['Run id', run.runId],
+  ];
+  if (run.pid !== null) rows.push(['Process', `pid ${run.pid}`]);
+  md.appendMarkdown(rows.map(([k, v]) => `${k}: ${escapeMd(v)}`).join('  \n'));
+  return md;
+}
+
+export function escapeMd(text: string): string {
+  return text.replace(/[\\`*_{}[\]()#+\-.!|<>]/g, '\\$&');
+}
+
+export const ACTIVE_STATUSES: ReadonlySet<RunInfo['status']> = new Set(['waiting', 'running']);

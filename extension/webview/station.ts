@@ -1,0 +1,148 @@
+// The Station panel (runs in the webview): a 24-hour timeline with one lane per slot and a bar per
+// run coloured by outcome, and free disk space over the same hours with the gate's thresholds.
+// chart.js draws on canvas, bundled into this file; colours come from the theme's CSS variables.
+import {
+  BarController, BarElement, CategoryScale, Chart, Legend, LinearScale, LineController, LineElement, PointElement, Tooltip,
+  type ChartDataset, type TooltipItem,
+} from 'chart.js';
+import type { RunSpan, StationHistory } from '../../shared/protocol';
+
+Chart.register(BarController, BarElement, CategoryScale, LinearScale, LineController, LineElement, PointElement, Tooltip, Legend);
+
+interface VsCodeApi { postMessage(message: unknown): void }
+declare function acquireVsCodeApi(): VsCodeApi;
+const vscode = acquireVsCodeApi();
+
+type Bar = { x: [number, number]; y: string; run: RunSpan };
+let timeline: Chart<'bar', Bar[], string> | null = null;
+let diskChart: Chart<'line', Array<{ x: number; y: number }>> | null = null;
+
+function cssVar(name: string, fallback: string): string {
+  return getComputedStyle(document.body).getPropertyValue(name).trim() || fallback;
+}
+
+const OUTCOMES: Array<{ key: string; label: string; match: (r: RunSpan) => boolean; colour: () => string }> = [
+  { key: 'completed', label: 'completed', match: (r) => r.status === 'completed', colour: () => cssVar('--vscode-testing-iconPassed', '#388a34') },
+  { key: 'failed', label: 'failed', match: (r) => r.status === 'failed', colour: () => cssVar('--vscode-testing-iconFailed', '#e51400') },
+  { key: 'cancelled', label: 'cancelled', match: (r) => r.status === 'cancelled' || r.status === 'skipped', colour: () => cssVar('--vscode-charts-orange', '#d18616') },
+  { key: 'running', label: 'running', match: (r) => r.status === 'running' || r.status === 'waiting', colour: () => cssVar('--vscode-charts-blue', '#1a85ff') },
+];
+
+function time(ms: number): string {
+  return new Date(ms).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
+}
+
+function laneOf(pool: string, slot: number): string {
+  return `${pool} · slot ${slot}`;
+}
+
+function render(h: StationHistory): void {
+  const fromMs = Date.parse(h.from);
+  const toMs = Date.parse(h.to);
+  const lanes: string[] = [];
+  for (const pool of h.pools) for (let i = 0; i < pool.size; i++) lanes.push(laneOf(pool.name, i));
+  const spans = h.runs.filter((r) => r.slot !== null);
+  for (const r of spans) if (!lanes.includes(laneOf(r.pool, r.slot ?? 0))) lanes.push(laneOf(r.pool, r.slot ?? 0));
+  const fg = cssVar('--vscode-foreground', '#ccc');
+  const grid = cssVar('--vscode-charts-lines', 'rgba(128,128,128,0.3)');
+
+  const datasets: Array<ChartDataset<'bar', Bar[]>> = OUTCOMES.map((o) => ({
+    label: o.label,
+    data: spans.filter(o.match).map((r) => ({ x: [Math.max(fromMs, Date.parse(r.start)), r.end ? Date.parse(r.end) : toMs] as [number, number], y: laneOf(r.pool, r.slot ?? 0), run: r })),
+    backgroundColor: o.colour(),
+    borderColor: o.colour(),
+    borderSkipped: false,
+    minBarLength: 3,
+    grouped: false,
+    barPercentage: 0.7,
+  }));
+  timeline?.destroy();
+  const timelineCanvas = document.getElementById('timeline') as HTMLCanvasElement;
+  timelineCanvas.parentElement!.style.height = `${Math.max(160, lanes.length * 22 + 70)}px`;
+  timeline = new Chart<'bar', Bar[], string>(timelineCanvas, {
+    type: 'bar',
+    data: { labels: lanes, datasets },
+    options: {
+      indexAxis: 'y',
+      animation: false,
+      maintainAspectRatio: false,
+      parsing: { xAxisKey: 'x', yAxisKey: 'y' },
+      scales: {
+        x: { type: 'linear', min: fromMs, max: toMs, ticks: { color: fg, callback: (v) => time(Number(v)), stepSize: 3600_000 * 2 }, grid: { color: grid } },
+        y: { type: 'category', ticks: { color: fg }, grid: { color: grid } },
+      },
+      plugins: {
+        legend: { labels: { color: fg } },
+        tooltip: {
+          callbacks: {
+            title: (items: Array<TooltipItem<'bar'>>) => (items[0]?.raw as Bar | undefined)?.run.fetcher ?? '',
+            label: (item: TooltipItem<'bar'>) => {
+              const r = (item.raw as Bar).run;
+              const how = r.exitCode !== null ? `exit ${r.exitCode}` : r.reason ?? '';
+              return `${r.status}${how ? ` (${how})` : ''}: ${time(Date.parse(r.start))}–${r.end ? time(Date.parse(r.end)) : 'now'}, ${laneOf(r.pool, r.slot ?? 0)}`;
+            },
+          },
+        },
+      },
+    },
+  });
+
+  const warnColour = cssVar('--vscode-charts-yellow', '#cca700');
+  const pauseColour = cssVar('--vscode-charts-red', '#f14c4c');
+  const resumeColour = cssVar('--vscode-charts-green', '#89d185');
+  const line = (y: number) => [{ x: fromMs, y }, { x: toMs, y }];
+  const diskSets: Array<ChartDataset<'line', Array<{ x: number; y: number }>>> = [{
+    label: 'free GB',
+    data: h.disk.filter((s) => s.freeGb !== null).map((s) => ({ x: Date.parse(s.at), y: s.freeGb ?? 0 })),
+    borderColor: cssVar('--vscode-charts-blue', '#1a85ff'),
+    pointRadius: 0,
+    borderWidth: 2,
+  }];
+  if (h.thresholds) {
+    diskSets.push(
+      { label: `warn ${h.thresholds.warnGb} GB`, data: line(h.thresholds.warnGb), borderColor: warnColour, borderDash: [6, 4], pointRadius: 0, borderWidth: 1 },
+      { label: `pause ${h.thresholds.pauseGb} GB`, data: line(h.thresholds.pauseGb), borderColor: pauseColour, borderDash: [6, 4], pointRadius: 0, borderWidth: 1 },
+      { label: `resume ${h.thresholds.resumeGb} GB`, data: line(h.thresholds.resumeGb), borderColor: resumeColour, borderDash: [2, 3], pointRadius: 0, borderWidth: 1 },
+    );
+  }
+  diskChart?.destroy();
+  diskChart = new Chart<'line', Array<{ x: number; y: number }>>(document.getElementById('disk') as HTMLCanvasElement, {
+    type: 'line',
+    data: { datasets: diskSets },
+    options: {
+      animation: false,
+      maintainAspectRatio: false,
+      scales: {
+        x: { type: 'linear', min: fromMs, max: toMs, ticks: { color: fg, callback: (v) => time(Number(v)), stepSize: 3600_000 * 2 }, grid: { color: grid } },
+        y: { ticks: { color: fg }, grid: { color: grid }, title: { display: true, text: 'GB free', color: fg } },
+      },
+      plugins: { legend: { labels: { color: fg } } },
+    },
+  });
+
+  // The same data as text: for screen readers, and what the tests read back from the DOM.
+  const list = document.getElementById('lane-list')!;
+  list.replaceChildren(...lanes.map((lane) => {
+    const runs = spans.filter((r) => laneOf(r.pool, r.slot ?? 0) === lane);
+    const li = document.createElement('li');
+    li.dataset.lane = lane;
+    li.dataset.runs = String(runs.length);
+    li.dataset.fetchers = [...new Set(runs.map((r) => r.fetcher))].join(',');
+    li.textContent = runs.length === 0 ? `${lane}: no run` : `${lane}: ${runs.map((r) => `${r.fetcher} ${r.status} ${time(Date.parse(r.start))}–${r.end ? time(Date.parse(r.end)) : 'now'}`).join('; ')}`;
+    return li;
+  }));
+  const when = (ms: number) => new Date(ms).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+  document.getElementById('updated')!.textContent = `${when(fromMs)} – ${when(toMs)} (${Intl.DateTimeFormat().resolvedOptions().timeZone}), ${h.disk.length} disk samples, ${spans.length} runs`;
+  vscode.postMessage({
+    type: 'rendered',
+    lanes: [...list.querySelectorAll('li')].map((li) => ({ lane: li.dataset.lane, runs: Number(li.dataset.runs), fetchers: li.dataset.fetchers })),
+    canvases: document.querySelectorAll('canvas').length,
+    bars: datasets.reduce((n, d) => n + d.data.length, 0),
+    diskPoints: diskSets[0]?.data.length ?? 0,
+  });
+}
+
+window.addEventListener('message', (event: MessageEvent<{ type: string; history?: StationHistory }>) => {
+  if (event.data.type === 'history' && event.data.history) render(event.data.history);
+});
+vscode.postMessage({ type: 'ready' });
