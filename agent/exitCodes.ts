@@ -13,4 +13,6 @@ export const ExitCode = {
   config: 78,
   cancelled: 80,
   refused: 81,
+  /** A GitHub sync completed, but some repositories were not reached (their reasons are in its status). */
+  notReached: 82,
 } as const;

@@ -69,6 +69,7 @@ function build(config: Config, logger: Logger, role: OpenAgentOptions['role'], p
   const control: Orchestrator = new Orchestrator(config, logger, {
     hub,
     policy,
+    role,
     gate,
     telemetry: spool,
     flush: async (onProgress) => {

@@ -2,6 +2,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { PROTOCOL_VERSION, SERIAL_POOL, type AgentInfo, type PoolState, type RunInfo, type ScheduleStatus } from '../shared/protocol';
 import { Catalog } from './catalog/catalog';
+import { GithubRuns } from './github/githubRuns';
 import { demoCatalog } from './catalog/demoCatalog';
 import type { Config } from './config/config';
 import { InvalidArgumentError } from './errors';
@@ -39,6 +40,8 @@ export interface AgentParts {
   telemetry: Spool;
   flush?: (onProgress: (sent: number, remaining: number) => void) => Promise<FlushResult>;
   setSchedulePaused?: (paused: boolean, fetcher?: string) => ScheduleStatus;
+  /** The agent adopts GitHub syncs a dead agent left; an in-process CLI (the default) does not. */
+  role?: 'agent' | 'cli';
 }
 
 /** Finished runs a snapshot carries besides the active ones: what a client lists before it asks for more. */
@@ -53,6 +56,7 @@ export class Orchestrator implements AgentControl {
   readonly store: RunStore;
   /** memory ceilings (issue 12) */
   readonly memory: MemoryCeilings;
+  readonly github: GithubRuns;
   private readonly startedAt = new Date().toISOString();
   private readonly lastStatus = new Map<string, RunInfo['status']>();
   private retention: Retention | null = null;
@@ -71,6 +75,7 @@ export class Orchestrator implements AgentControl {
     });
     const activeIds = new Set(this.store.active().map((r) => r.runId));
     this.memory.adoptLeftovers((runId) => activeIds.has(runId));
+    this.github = new GithubRuns({ config, logger, pools: this.pools, adopts: parts.role === 'agent', onSync: (sync) => this.hub.publish({ kind: 'sync', sync }) });
     this.runs = new RunManager({
       config,
       catalog: this.catalog,
@@ -95,7 +100,9 @@ export class Orchestrator implements AgentControl {
         }
       },
       onPoolChange: (pool) => this.publishPool(pool),
+      github: this.github,
     });
+    if (this.catalog.entries.some((e) => e.kind === 'github-sync')) this.github.start();
   }
 
   /** Queues a run; resolves once it is durably recorded. */
@@ -189,6 +196,7 @@ export class Orchestrator implements AgentControl {
 
   async close(stopFetchers = false): Promise<void> {
     await this.runs.shutdown(stopFetchers);
+    await this.github.close();
     this.retention?.close();
     for (const pool of this.pools.values()) pool.close();
     this.memory.close(); // memory ceilings (issue 12)
@@ -200,9 +208,10 @@ export class Orchestrator implements AgentControl {
     const ids = new Set(active.map((r) => r.runId));
     return {
       agent: this.agentInfo(),
-      catalog: this.catalog.entries.map((e) => ({ name: e.name, pool: this.config.usePools ? e.pool : SERIAL_POOL, aliases: e.aliases ?? [], demo: e.demo })),
+      catalog: this.catalog.entries.map((e) => ({ name: e.name, kind: e.kind ?? 'fetcher', pool: this.config.usePools ? e.pool : SERIAL_POOL, aliases: e.aliases ?? [], demo: e.demo })),
       pools: this.poolStates(),
       runs: [...active, ...this.store.recent(SNAPSHOT_RECENT_RUNS).filter((r) => !ids.has(r.runId)).map(toRunInfo)],
+      sync: this.github.info(),
     };
   }
 

@@ -2,6 +2,7 @@ import * as vscode from 'vscode';
 import type { PoolState, RunInfo, Snapshot } from '../shared/protocol';
 import type { StateEvent } from './agentSession';
 import { describeWait, elapsed } from './describe';
+import { isSyncNode, syncChildren, syncItem, type SyncNode } from './syncTreeItems';
 import { escapeMd, localTime, runIcon, runTooltip, spokenRun } from './runPresentation';
 
 /** Elapsed times are shown to the second; only the rows that show one are refreshed this often. */
@@ -11,7 +12,7 @@ export type PoolNode = { kind: 'pool'; id: string; pool: string };
 export type SlotNode = { kind: 'slot'; id: string; pool: string; index: number };
 export type WaitingGroupNode = { kind: 'waiting'; id: string; pool: string };
 export type WaitingRunNode = { kind: 'waitingRun'; id: string; pool: string; runId: string };
-export type TreeNode = PoolNode | SlotNode | WaitingGroupNode | WaitingRunNode;
+export type TreeNode = PoolNode | SlotNode | WaitingGroupNode | WaitingRunNode | SyncNode;
 
 /**
  * Pools → slots, plus a "Waiting" group per pool that has waiting runs. Nodes are cached by id, so
@@ -26,6 +27,10 @@ export class PoolTreeProvider implements vscode.TreeDataProvider<TreeNode>, vsco
   private snapshot: Snapshot | null = null;
   /** Elapsed times of running slots go stale; only those nodes are refreshed, every second. */
   private readonly elapsedTimer = setInterval(() => this.refreshRunningSlots(), TICK_MS);
+  /** The hibernation line counts down each second while a sync hibernates. */
+  private readonly countdownTimer = setInterval(() => {
+    if (this.snapshot?.sync?.hibernatingUntil) this.emitter.fire(this.node({ kind: 'syncHibernating', id: 'sync:hibernating', pool: '' }));
+  }, TICK_MS);
 
   update(event: StateEvent): void {
     if (event.kind === 'reset') {
@@ -35,11 +40,17 @@ export class PoolTreeProvider implements vscode.TreeDataProvider<TreeNode>, vsco
       return;
     }
     this.snapshot = event.after;
+    // The first sync adds a root: the only change that redraws the whole tree.
+    if (event.params.change.kind === 'sync' && !event.before.sync) {
+      this.emitter.fire(undefined);
+      return;
+    }
     for (const node of changedNodes(event, (node) => this.node(node))) this.emitter.fire(node);
   }
 
   getTreeItem(node: TreeNode): vscode.TreeItem {
     const s = this.snapshot;
+    if (isSyncNode(node)) return syncItem(s?.sync, node);
     const pool = s?.pools.find((p) => p.name === node.pool);
     switch (node.kind) {
       case 'pool':
@@ -72,7 +83,12 @@ export class PoolTreeProvider implements vscode.TreeDataProvider<TreeNode>, vsco
   getChildren(node?: TreeNode): TreeNode[] {
     const s = this.snapshot;
     if (!s) return [];
-    if (!node) return s.pools.map((p) => this.node({ kind: 'pool', id: `pool:${p.name}`, pool: p.name }));
+    if (!node) {
+      const roots: TreeNode[] = s.pools.map((p) => this.node({ kind: 'pool', id: `pool:${p.name}`, pool: p.name }));
+      if (s.sync) roots.push(this.node({ kind: 'sync', id: 'sync', pool: '' }));
+      return roots;
+    }
+    if (isSyncNode(node)) return s.sync ? syncChildren(s.sync, node).map((n) => this.node(n)) : [];
     if (node.kind === 'pool') {
       const pool = s.pools.find((p) => p.name === node.pool);
       if (!pool) return [];
@@ -87,13 +103,16 @@ export class PoolTreeProvider implements vscode.TreeDataProvider<TreeNode>, vsco
   }
 
   getParent(node: TreeNode): TreeNode | undefined {
-    if (node.kind === 'pool') return undefined;
+    if (node.kind === 'pool' || node.kind === 'sync') return undefined;
+    if (node.kind === 'syncMissed') return this.nodes.get(`sync:stage:${node.stage}`);
+    if (isSyncNode(node)) return this.nodes.get('sync');
     if (node.kind === 'waitingRun') return this.nodes.get(`waiting:${node.pool}`);
     return this.nodes.get(`pool:${node.pool}`);
   }
 
   dispose(): void {
     clearInterval(this.elapsedTimer);
+    clearInterval(this.countdownTimer);
     this.emitter.dispose();
   }
 
@@ -145,6 +164,10 @@ function changedNodes(event: Extract<StateEvent, { kind: 'change' }>, node: <T e
     const slot = pool?.slots.find((sl) => sl.holder?.runId === run.runId);
     if (pool && slot) out.push(slotNode(pool.name, slot.index));
     return out;
+  }
+  if (change.kind === 'sync') {
+    // A new sync appears at the root; otherwise its group (stages, hibernation line) is redrawn.
+    return before.sync ? [node({ kind: 'sync', id: 'sync', pool: '' })] : [];
   }
   if (change.kind === 'disk' && before.disk?.state !== change.disk.state) {
     // The gate's state shows on every pool line; it changes rarely (not on each disk poll).

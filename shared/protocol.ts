@@ -34,6 +34,9 @@ export const RUN_REASONS = [
   'exit-code', 'signal', 'exit-status-unknown', 'memory-limit',
   'cancelled', 'agent-stopping', 'owner-exited-while-waiting', 'already-active',
   'starting', 'lingering', 'hibernating',
+  // A GitHub sync's ends: completed with repositories not reached, or failed with its sync's reason.
+  'repos-not-reached', 'repos-file-invalid', 'github-sync-unavailable', 'storage-error', 'stuck-no-progress',
+  'unknown-sync', 'no-repositories', 'sync-completed', 'sync-failed', 'sync-cancelled',
 ] as const;
 export type RunReason = (typeof RUN_REASONS)[number];
 
@@ -185,9 +188,41 @@ export interface AgentInfo {
 
 export interface CatalogEntryInfo {
   name: string;
+  /** Absent: a fetcher (agents before the GitHub sync). */
+  kind?: 'fetcher' | 'github-sync';
   pool: string;
   aliases: string[];
   demo: boolean;
+}
+
+export type GithubStage = 'changes' | 'checks';
+export type GithubBudget = 'graphql' | 'core';
+
+/** One stage of a GitHub sync: repositories done, not reached (each with its reason token), of all. */
+export interface GithubStageProgress {
+  done: number;
+  notReached: number;
+  total: number;
+  notReachedRepos: Array<{ repo: string; reason: string }>;
+}
+
+/** The GitHub sync the agent runs or ran last (`quantilica github status`); never holds the token. */
+export interface GithubSyncInfo {
+  syncId: string;
+  /** The agent's run of it and its catalog entry; null for a sync the agent did not run (a CLI's). */
+  runId: string | null;
+  fetcher: string | null;
+  demo: boolean;
+  status: 'running' | 'completed' | 'failed' | 'cancelled';
+  reason: string | null;
+  startedAt: string;
+  finishedAt: string | null;
+  counters: { records_collected: number; records_created: number; requests_made: number; requests_saved: number; hibernations: number };
+  stages: Record<GithubStage, GithubStageProgress>;
+  /** Set while the sync hibernates: when it wakes, and which budget it waits for. */
+  hibernatingUntil: string | null;
+  budget: GithubBudget | null;
+  quota: Partial<Record<GithubBudget, { remaining: number; limit: number; resetAt: string }>>;
 }
 
 export interface Snapshot {
@@ -200,6 +235,8 @@ export interface Snapshot {
   disk: DiskStatus | null;
   spool: SpoolStatus | null;
   schedule: ScheduleStatus | null;
+  /** The GitHub sync (absent from agents that predate it). */
+  sync?: GithubSyncInfo | null;
 }
 
 export type Change =
@@ -207,7 +244,8 @@ export type Change =
   | { kind: 'pool'; pool: PoolState }
   | { kind: 'disk'; disk: DiskStatus }
   | { kind: 'spool'; spool: SpoolStatus }
-  | { kind: 'schedule'; schedule: ScheduleStatus };
+  | { kind: 'schedule'; schedule: ScheduleStatus }
+  | { kind: 'sync'; sync: GithubSyncInfo };
 
 export interface ChangedParams {
   version: number;

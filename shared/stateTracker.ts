@@ -36,6 +36,9 @@ export function applyChange(snapshot: Snapshot, params: ChangedParams): Snapshot
     case 'schedule':
       next.schedule = change.schedule;
       break;
+    case 'sync':
+      next.sync = change.sync;
+      break;
   }
   return next;
 }

@@ -8,8 +8,11 @@ import { UnknownFetcherError } from '../errors';
 /** Fetcher names are file and lock-record components: no path characters, no shell metacharacters. */
 export const FETCHER_NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 
+const nameSchema = z.string().regex(FETCHER_NAME, 'lowercase letters, digits, ".", "_" or "-", at most 64, starting with a letter or digit');
+
 const entrySchema = z.object({
-  name: z.string().regex(FETCHER_NAME, 'lowercase letters, digits, ".", "_" or "-", at most 64, starting with a letter or digit'),
+  kind: z.literal('fetcher').optional(),
+  name: nameSchema,
   pool: z.enum(POOL_NAMES as [string, ...string[]]),
   argv: z.array(z.string().min(1)).min(1, 'argv needs at least the program'),
   env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string()).optional(),
@@ -37,9 +40,55 @@ function isPattern(text: string): boolean {
   }
 }
 
-const catalogSchema = z.object({ fetchers: z.array(entrySchema).min(1) }).strict();
+/** An owner/name of a GitHub repository. */
+export const GITHUB_REPO = /^[A-Za-z0-9][A-Za-z0-9-]{0,38}\/(?!\.\.?$)[A-Za-z0-9_.-]{1,100}$/;
 
-export type CatalogEntry = z.infer<typeof entrySchema> & { demo: boolean };
+/**
+ * A GitHub sync (ADR 0006) that runs inside the agent: it holds a network-light slot while it works
+ * and none while it hibernates. Exactly one of `repos` and `reposFile` (one owner/name a line, `#`
+ * comments), read at each start so an edit applies to the next sync.
+ */
+const githubSyncSchema = z.object({
+  kind: z.literal('github-sync'),
+  name: nameSchema,
+  pool: z.literal('network-light'),
+  repos: z.array(z.string().regex(GITHUB_REPO, 'owner/name')).min(1).max(10000).optional(),
+  reposFile: z.string().refine((p) => path.isAbsolute(p), 'reposFile must be an absolute path').optional(),
+  aliases: z.array(z.string().regex(FETCHER_NAME)).optional(),
+  schedule: z.string().min(1).optional(),
+  timezone: z.string().min(1).optional(),
+  /** Tasks at once (ADR item 3); defaults to GITHUB_SYNC_CONCURRENCY. */
+  concurrency: z.number().int().min(1).max(50).optional(),
+}).strict().refine((e) => (e.repos === undefined) !== (e.reposFile === undefined), 'give exactly one of repos and reposFile');
+
+const catalogSchema = z.object({ fetchers: z.array(z.unknown()).min(1) }).strict();
+
+export type FetcherEntry = z.infer<typeof entrySchema> & { demo: boolean };
+/** `simulated`: the demo's entry, run against the simulator the agent starts (never set from a catalog file). */
+export type GithubSyncEntry = z.infer<typeof githubSyncSchema> & { demo: boolean; simulated?: boolean };
+export type CatalogEntry = FetcherEntry | GithubSyncEntry;
+
+export function isGithubSync(entry: CatalogEntry): entry is GithubSyncEntry {
+  return entry.kind === 'github-sync';
+}
+
+/** Each entry is checked against the schema of its kind, so errors name the fields of that kind. */
+function parseEntries(items: unknown[], source: string): CatalogEntry[] {
+  const problems: string[] = [];
+  const entries: CatalogEntry[] = [];
+  items.forEach((item, i) => {
+    const kind = typeof item === 'object' && item !== null ? (item as { kind?: unknown }).kind : undefined;
+    if (kind !== undefined && kind !== 'fetcher' && kind !== 'github-sync') {
+      problems.push(`catalog ${source}: fetchers.${i}.kind: allowed: fetcher, github-sync`);
+      return;
+    }
+    const result = kind === 'github-sync' ? githubSyncSchema.safeParse(item) : entrySchema.safeParse(item);
+    if (result.success) entries.push({ ...result.data, demo: false });
+    else problems.push(...result.error.issues.map((iss) => `catalog ${source}: fetchers.${i}${iss.path.length > 0 ? `.${iss.path.join('.')}` : ''}: ${iss.message}`));
+  });
+  if (problems.length > 0) throw new ConfigError(problems);
+  return entries;
+}
 
 /** The fetchers the agent may run, by name or alias. Clients name a fetcher; they never send a command line. */
 export class Catalog {
@@ -70,7 +119,7 @@ export class Catalog {
     if (!result.success) {
       throw new ConfigError(result.error.issues.map((i) => `catalog ${source}: ${i.path.join('.') || '(root)'}: ${i.message}`));
     }
-    return new Catalog(result.data.fetchers.map((f) => ({ ...f, demo: false })), source);
+    return new Catalog(parseEntries(result.data.fetchers, source), source);
   }
 
   static load(file: string): Catalog {
@@ -90,7 +139,7 @@ export class Catalog {
     // A missing working directory would end each run with exit 127 ("command not found") from the
     // spawn: refuse the catalog at start instead, with every such entry listed.
     const problems = catalog.entries.flatMap((entry, i) => {
-      if (entry.cwd === undefined) return [];
+      if (isGithubSync(entry) || entry.cwd === undefined) return [];
       try {
         return fs.statSync(entry.cwd).isDirectory() ? [] : [`catalog ${file}: fetchers.${i}.cwd: ${entry.cwd} is not a directory (cwd-missing)`];
       } catch (err) {

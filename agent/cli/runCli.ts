@@ -18,7 +18,8 @@ import { registerCompletionCommands } from './completionCommand';
 import { registerLogsCommand } from './logsCommand';
 import { registerServiceCommand } from './serviceCommand';
 import { filterRuns, formatRunsTable, parseSince, parseStatus, useColour } from './runsView';
-import { formatSchedule, formatSlots, formatStatus } from './format';
+import { formatScheduleTable, progressBar } from './scheduleTable';
+import { formatSlots, formatStatus } from './format';
 import { openLink, openRemoteLink } from './openLink';
 import { checkSettingPaths, secureHome } from './checkSettingPaths';
 import { startDetachedOwner, type OwnerReport } from './detachedRun';
@@ -179,7 +180,7 @@ export async function runCli(argv: string[]): Promise<number> {
     .action(async (opts: { json?: boolean }) => {
       exitCode = await withLink(async (link) => {
         const { schedule: status } = await link.snapshot();
-        process.stdout.write(opts.json ? `${JSON.stringify({ schedule: status })}\n` : formatSchedule(status));
+        process.stdout.write(opts.json ? `${JSON.stringify({ schedule: status })}\n` : formatScheduleTable(status));
         return ExitCode.ok;
       });
     });
@@ -190,7 +191,7 @@ export async function runCli(argv: string[]): Promise<number> {
       .action(async (fetcher: string | undefined) => {
         exitCode = await withLink(async (link) => {
           const status = await link.setSchedulePaused(paused, fetcher);
-          process.stdout.write(formatSchedule(status));
+          process.stdout.write(formatScheduleTable(status));
           return ExitCode.ok;
         });
       });
@@ -200,9 +201,9 @@ export async function runCli(argv: string[]): Promise<number> {
   // in-process orchestrator (which would also adopt runs and start the disk gate).
   async function flushAction(): Promise<void> {
     const { config, logger } = prepare(false);
-    // Progress is for a person watching: one line rewritten in place on a terminal, nothing otherwise;
-    // the result is printed once, on stdout.
-    const progress = (sent: number, remaining: number) => { if (process.stderr.isTTY) process.stderr.write(`\rflush: ${sent} sent, ${remaining} remaining`); };
+    // On a terminal a bar redrawn in place; otherwise (cron, pipes) one line per report.
+    const tty = process.stderr.isTTY === true;
+    const progress = (sent: number, remaining: number) => process.stderr.write(tty ? `\rflush ${progressBar(sent, remaining)}` : `flush: ${sent} sent, ${remaining} remaining\n`);
     const link = await openRemoteLink(config, logger);
     let result: FlushResult;
     try {
@@ -210,7 +211,7 @@ export async function runCli(argv: string[]): Promise<number> {
     } finally {
       await link?.close();
     }
-    if (process.stderr.isTTY) process.stderr.write('\r\x1b[K');
+    if (tty) process.stderr.write('\n');
     process.stdout.write(`flush: ${result.sent} sent, ${result.remaining} remaining${result.error ? `; error: ${redactCredentials(result.error)}` : ''}\n`);
     exitCode = result.error ? ExitCode.agentUnavailable : ExitCode.ok;
   }
@@ -289,7 +290,8 @@ async function waitWithCancelOnSignal(holder: LinkHolder, runId: string, config:
 }
 
 function exitCodeOf(run: { status: string; exitCode: number | null; reason: string | null }): number {
-  if (run.status === 'completed') return ExitCode.ok;
+  // A GitHub sync that completed with repositories not reached says so with its own code.
+  if (run.status === 'completed') return run.exitCode === ExitCode.notReached ? ExitCode.notReached : ExitCode.ok;
   if (run.status === 'cancelled') return ExitCode.cancelled;
   if (run.reason === 'wait-timeout' || run.reason === 'disk-backpressure-timeout') return ExitCode.waitTimeout;
   if (run.exitCode !== null && run.exitCode !== 0) return run.exitCode;

@@ -12,9 +12,6 @@ import { runGithubSync, type GithubSyncOutcome } from './runGithubSync';
 import type { GithubStore } from './store/githubStore';
 import { openGithubStore } from './store/openGithubStore';
 
-/** `github sync --wait` exit codes beyond the common ones (README): completed, but not everywhere. */
-export const GithubExitCode = { notReached: 82 } as const;
-
 /** A running sync without progress for this long, and not hibernating, is failed as stuck. */
 export const GITHUB_STUCK_AFTER_MS = 30 * 60_000;
 
@@ -127,14 +124,14 @@ async function syncCommand(store: GithubStore, logger: Logger, repos: string[] |
     const status = outcome.syncId !== null ? await githubSyncStatus(store, outcome.syncId) : null;
     process.stdout.write(json ? `${JSON.stringify({ sync: status })}\n` : formatGithubStatus(status));
     if (outcome.kind === 'failed') return outcome.reason === 'cancelled' ? ExitCode.cancelled : 1;
-    return notReachedAnywhere(outcome.summary) ? GithubExitCode.notReached : ExitCode.ok;
+    return notReachedAnywhere(outcome.summary) ? ExitCode.notReached : ExitCode.ok;
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
   }
 }
 
-function notReachedAnywhere(s: GithubSyncStatus): boolean {
+export function notReachedAnywhere(s: GithubSyncStatus): boolean {
   return s.stages.changes.notReached > 0 || s.stages.checks.notReached > 0;
 }
 

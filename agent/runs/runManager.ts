@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { RunInfo, RunReason, RunStatus, RunTrigger, WaitReason } from '../../shared/protocol';
-import type { CatalogEntry } from '../catalog/catalog';
+import { isGithubSync, type CatalogEntry } from '../catalog/catalog';
 import type { Config } from '../config/config';
 import { InvalidArgumentError, UnknownRunError } from '../errors';
 import { fetcherUmask } from '../config/umask';
@@ -14,6 +14,7 @@ import type { ExitInfo } from './runProcess';
 import type { Clock, HeldSlot, RunJournal, RunSpawner, SlotSource } from './runPorts';
 import { toRunInfo, type StoredRun } from './runStore';
 import { enter, FINAL_STATES, transition, type MoveDetail, type RunFields, type TransitionPorts } from './runTransitions';
+import type { InAgentWork, RunMoves } from './runMoves';
 import { RunUpkeep } from './runUpkeep';
 import { RunRefusedError } from '../errors';
 import type { GateRequest, StartGate } from './startGate';
@@ -37,6 +38,8 @@ export interface RunManagerDeps {
   /** Called after every durable change of a run, and of a pool's occupancy (for the state hub). */
   onRunChange(run: RunInfo): void;
   onPoolChange(pool: string): void;
+  /** Runs the GitHub sync entries (`kind: github-sync`) inside the agent; without it they are refused. */
+  github?: InAgentWork;
 }
 
 /**
@@ -146,7 +149,8 @@ export class RunManager {
     if (state.cancelRequested || state.ending) return toRunInfo(state.run);
     state.cancelRequested = true;
     void this.deps.journal.record({ runId, event: 'cancel-requested', task: state.run.fetcher, pool: state.run.pool, payload: {} });
-    if (state.run.status === 'waiting') state.abort.abort(new CancelledError('cancelled', 'cancelled while waiting'));
+    // In-agent work (a GitHub sync) has no process: its abort stops it, working or hibernating.
+    if (state.run.status === 'waiting' || isGithubSync(state.entry)) state.abort.abort(new CancelledError('cancelled', 'cancelled'));
     else if (state.run.pid) this.upkeep.terminate(state);
     return toRunInfo(state.run);
   }
@@ -162,13 +166,16 @@ export class RunManager {
     this.intake = false;
     const drives: Array<Promise<void>> = [];
     for (const state of this.active.values()) {
-      if (state.run.status === 'waiting') {
+      // A hibernating sync stays as it is: the next agent wakes it at its time (it holds nothing now).
+      if (state.run.status === 'waiting' && state.run.reason === 'hibernating') continue;
+      if (state.run.status === 'waiting' || isGithubSync(state.entry)) {
+        // A sync working inside the agent cannot outlive it: it ends `cancelled` (agent-stopping).
         state.abort.abort(new CancelledError('agent-stopping', 'the agent stopped while the run waited'));
         if (state.driving) drives.push(state.driving);
       } else if (stopFetchers) this.cancel(state.run.runId);
     }
     await Promise.all(drives);
-    if (stopFetchers) await Promise.all([...this.active.keys()].map((id) => this.waitRun(id)));
+    if (stopFetchers) await Promise.all([...this.active.values()].filter((s) => s.run.reason !== 'hibernating').map((s) => this.waitRun(s.run.runId)));
     this.upkeep.close();
     if (this.waitKeepAlive) clearInterval(this.waitKeepAlive);
     // From here on the runs belong to whoever adopts them next; this process records nothing more.
@@ -201,6 +208,14 @@ export class RunManager {
     const state = newActiveRun({ ...stored }, entry);
     const { run } = state;
     const own = { ownerPid: this.deps.self.pid, ownerStartTime: this.deps.self.startTime };
+    if (isGithubSync(entry) && (run.status === 'running' || run.reason === 'hibernating')) {
+      // A sync left by a dead agent: its next leg (now, or at its wake-up time) is this agent's.
+      if (!this.deps.github?.adopts) return;
+      this.active.set(run.runId, state);
+      await this.move(state, run.status, { ...own, slot: null });
+      this.deps.github.adopt(state, this.moves);
+      return;
+    }
     this.active.set(run.runId, state);
     if (run.status === 'waiting') {
       const group = run.reason === 'starting' ? this.deps.spawner.findGroup(run.runId) : null;
@@ -221,7 +236,7 @@ export class RunManager {
 
   private async drive(state: ActiveRun, recorded: Promise<void>): Promise<void> {
     const { run, entry } = state;
-    const request: GateRequest = { runId: run.runId, fetcher: run.fetcher, expectedBytes: entry.expectedSizeMb !== undefined ? entry.expectedSizeMb * 1024 * 1024 : null };
+    const request: GateRequest = { runId: run.runId, fetcher: run.fetcher, expectedBytes: !isGithubSync(entry) && entry.expectedSizeMb !== undefined ? entry.expectedSizeMb * 1024 * 1024 : null };
     const pool = this.deps.pools.get(run.pool);
     let grant: HeldSlot | null = null;
     try {
@@ -230,6 +245,13 @@ export class RunManager {
       grant = await pool.acquire(run.runId, state.abort.signal, (position) => this.setWait(state, { kind: 'pool', position }));
       this.throwIfCancelled(state);
       await recorded;
+      if (isGithubSync(entry)) {
+        if (!this.deps.github) throw new RunRefusedError('github-sync-unavailable', 'GitHub syncs run only in the agent');
+        // The agent keeps the slot's descriptor itself while the sync works (githubRuns.ts).
+        this.deps.github.begin(state, grant, this.moves);
+        this.deps.gate.runStarted(request);
+        return;
+      }
       // The intent first, durably: an agent that dies after the spawn leaves a run the next one finds
       // by its id (the spawn's environment) or its status file, never a `waiting` run that ran.
       const statusFile = path.join(this.statusDir(), `${run.runId}.exit`);
@@ -266,8 +288,19 @@ export class RunManager {
     throw reason instanceof CancelledError ? reason : new CancelledError('cancelled', 'cancelled while waiting');
   }
 
+  /** The moves of in-agent work (runMoves.ts): each goes through `transition` like a fetcher's. */
+  private readonly moves: RunMoves = {
+    running: (state, slot, detail) => this.move(state, 'running', { startedAt: state.run.startedAt ?? this.deps.clock.now().toISOString(), slot, pid: null, reason: null, wait: null }, detail),
+    hibernating: (state, until, detail) => this.move(state, 'waiting', { slot: null, reason: 'hibernating', wait: { kind: 'hibernating', until: until.toISOString() } }, detail),
+    setWait: (state, wait) => this.setWait(state, wait),
+    heartbeat: (state, payload) => { if (!this.closed) void this.deps.journal.record({ runId: state.run.runId, event: 'heartbeat', task: state.run.fetcher, pool: state.run.pool, payload }); },
+    // The work has released its slot already: the end must not release it again.
+    finish: (state, status, reason, exitCode, message) => { state.run.slot = null; return this.finish(state, status, reason, { exitCode, signal: null }, message); },
+  };
+
   private async start(state: ActiveRun, grant: HeldSlot): Promise<void> {
     const { run, entry } = state;
+    if (isGithubSync(entry)) throw new Error('a GitHub sync has no process to start');
     const { config } = this.deps;
     fs.mkdirSync(config.logDir, { recursive: true });
     const logFd = fs.openSync(run.logPath!, 'a', 0o644);

@@ -83,10 +83,11 @@ function eventOf(before: StoredRun | null, after: StoredRun, detail: MoveDetail,
     return { ...base, event: 'finish', eventId: runEventId(after.runId, 'finish'), payload: { status: after.status, exitCode: after.exitCode, signal: after.signal, durationSeconds, reason: after.reason, message: null, ...detail } };
   }
   if (after.status === 'running' && before?.status === 'waiting') {
-    if (before.reason === 'hibernating') return { ...base, event: 'heartbeat', payload: { pid: after.pid, resumed: true, ...detail } };
+    if (before.reason === 'hibernating') return { ...base, event: 'resumed', payload: { slot: after.slot, ...detail } };
     return { ...base, event: 'start', eventId: runEventId(after.runId, 'start'), payload: { slot: after.slot, host: os.hostname(), pid: after.pid, trigger: after.trigger, ...detail } };
   }
   if (after.status === 'running' && after.reason === 'lingering' && before?.reason !== 'lingering') return { ...base, event: 'heartbeat', payload: { pid: after.pid, ...detail } };
+  if (after.status === 'waiting' && before?.status === 'running' && after.reason === 'hibernating') return { ...base, event: 'hibernated', payload: { until: after.wait?.kind === 'hibernating' ? after.wait.until : null, ...detail } };
   if (after.status === 'waiting' && before?.status === 'running') return { ...base, event: 'waiting', payload: { reason: after.wait ?? after.reason, ...detail } };
   // Telemetry records that a run had to wait, and why, once: a run that starts at once has no
   // `waiting` event.

@@ -47,6 +47,11 @@ export class HeldSlots {
     return this.held.size;
   }
 
+  /** Forgets one slot whose holder (the agent itself, for in-agent work) has let it go. */
+  forget(index: number): void {
+    this.drop(index);
+  }
+
   /** Forgets the slots whose run has ended (its wrapper is gone), releasing any re-lock. */
   prune(): void {
     for (const slot of this.held.values()) {

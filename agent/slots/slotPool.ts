@@ -130,8 +130,13 @@ export class SlotPool {
     });
   }
 
-  /** A run of this process released its slot: serve the next waiter now rather than at the next poll. */
-  released(): void {
+  /**
+   * A run of this process released its slot: serve the next waiter now rather than at the next poll.
+   * `index`: a slot the agent itself held (in-agent work such as the GitHub sync), whose holder pid
+   * lives on after the release, so its guard must be dropped by name.
+   */
+  released(index?: number): void {
+    if (index !== undefined) this.held.forget(index);
     this.held.prune();
     this.pump();
   }

@@ -19,10 +19,11 @@ const program = new Command('github-simulator')
   .option('--window <seconds>', 'quota window length', int('--window'), 3600)
   .option('--latency <ms>', 'delay before each answer', int('--latency'), 0)
   .option('--clock-offset <ms>', "the server's clock ahead of the real one (negative: behind)", Number, 0)
+  .option('--exit-with-stdin', 'exit when stdin closes (a parent that starts it dies, -9 included)')
   .option('--fault <repo=kind:stage...>', 'inject a fault: kind server-error|malformed|drop, stage changes|checks')
   .parse(process.argv);
 
-const opts = program.opts<{ port: number; repos: number; pullRequests: number; runs: number; jobs: number; limit: number; window: number; latency: number; clockOffset: number; fault?: string[] }>();
+const opts = program.opts<{ port: number; repos: number; pullRequests: number; runs: number; jobs: number; limit: number; window: number; latency: number; clockOffset: number; fault?: string[]; exitWithStdin?: boolean }>();
 const faults: Record<string, FaultSpec> = {};
 for (const f of opts.fault ?? []) {
   const m = /^([^=]+)=(server-error|malformed|drop|slow):(changes|checks)$/.exec(f);
@@ -42,6 +43,11 @@ simulator.start(opts.port).then((url) => {
   const stop = () => { void simulator.stop().then(() => process.exit(0)); };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
+  if (opts.exitWithStdin === true) {
+    process.stdin.on('end', stop);
+    process.stdin.on('close', stop);
+    process.stdin.resume();
+  }
 }).catch((err: unknown) => {
   process.stderr.write(`github simulator: ${String(err)}\n`);
   process.exit(1);

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { Catalog } from '../../agent/catalog/catalog';
+import { Catalog, isGithubSync, type CatalogEntry, type FetcherEntry } from '../../agent/catalog/catalog';
 import { loadConfig } from '../../agent/config/config';
 import { ConfigError } from '../../agent/config/configError';
 import { memoryBudgetWarning } from '../../agent/memory/memoryBudget';
@@ -24,9 +24,15 @@ test('the budget: 27 GB of pools and 5 GB reserved fit a 32 GB station, not a 24
   assert.equal(memoryBudgetWarning(seed, 0, 27 * 1024), null);
 });
 
+/** The entry as a fetcher (a GitHub sync entry has no memoryMb). */
+function fetcherOf(entry: CatalogEntry): FetcherEntry {
+  assert.ok(!isGithubSync(entry), 'a fetcher entry');
+  return entry;
+}
+
 test('catalog memoryMb: a whole number of MB of at least 8, optional', () => {
   const entry = { name: 'f', pool: 'heavy-io', argv: ['true'] };
-  assert.equal(Catalog.parse({ fetchers: [{ ...entry, memoryMb: 512 }] }, 'c').resolve('f').memoryMb, 512);
-  assert.equal(Catalog.parse({ fetchers: [entry] }, 'c').resolve('f').memoryMb, undefined);
+  assert.equal(fetcherOf(Catalog.parse({ fetchers: [{ ...entry, memoryMb: 512 }] }, 'c').resolve('f')).memoryMb, 512);
+  assert.equal(fetcherOf(Catalog.parse({ fetchers: [entry] }, 'c').resolve('f')).memoryMb, undefined);
   for (const bad of [4, 1.5, '512']) assert.throws(() => Catalog.parse({ fetchers: [{ ...entry, memoryMb: bad }] }, 'c'), ConfigError);
 });

@@ -87,4 +87,6 @@ const sqliteTables = tables.replace(/CREATE INDEX (\w+) ON github\.(\w+)/g, 'CRE
 
 export const GITHUB_MIGRATIONS: readonly GithubMigration[] = [
   { version: 1, name: 'github_sync', postgres: tables, sqlite: sqliteTables },
+  // The agent's run of a sync (null for a CLI's): what an agent finds again after a restart or kill -9.
+  { version: 2, name: 'sync_run_id', postgres: 'ALTER TABLE github.sync ADD COLUMN run_id text', sqlite: 'ALTER TABLE github.sync ADD COLUMN run_id text' },
 ];

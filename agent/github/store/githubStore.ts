@@ -22,6 +22,8 @@ export interface QuotaSnapshot { remaining: number; limit: number; resetAt: numb
 
 export interface SyncRow extends Counters {
   id: string;
+  /** The agent's run that owns it; null for a sync of the CLI. */
+  runId: string | null;
   status: SyncStatus;
   reason: string | null;
   repos: string[];
@@ -54,6 +56,17 @@ export class GithubStore {
     const at = this.now();
     await this.db.query('INSERT INTO github.sync (id, status, repos, started_at, progress_at) VALUES ($1, $2, $3, $4, $4)', [id, 'running', JSON.stringify(repos), at]);
     return id;
+  }
+
+  /** Records which run of the agent owns the sync. */
+  async attachRun(syncId: string, runId: string): Promise<void> {
+    await this.db.query('UPDATE github.sync SET run_id = $2 WHERE id = $1', [syncId, runId]);
+  }
+
+  /** The sync an agent's run owns, if it has one yet. */
+  async syncOfRun(runId: string): Promise<SyncRow | null> {
+    const rows = await this.db.query<RawSync>('SELECT * FROM github.sync WHERE run_id = $1 ORDER BY started_at DESC LIMIT 1', [runId]);
+    return rows.length > 0 ? toSync(rows[0]) : null;
   }
 
   async getSync(id: string): Promise<SyncRow | null> {
@@ -188,13 +201,13 @@ export class GithubStore {
 interface RawSync extends Counters {
   id: string; status: SyncStatus; reason: string | null; repos: string; secondary_backoffs: number;
   started_at: number; finished_at: number | null; progress_at: number; hibernating_until: number | null;
-  budget: Budget | null; quota: string | null;
+  budget: Budget | null; quota: string | null; run_id?: string | null;
 }
 
 function toSync(r: RawSync): SyncRow {
   const num = (v: number | null) => (v === null ? null : Number(v));
   return {
-    id: r.id, status: r.status, reason: r.reason, repos: JSON.parse(r.repos) as string[],
+    id: r.id, runId: r.run_id ?? null, status: r.status, reason: r.reason, repos: JSON.parse(r.repos) as string[],
     records_collected: Number(r.records_collected), records_created: Number(r.records_created),
     requests_made: Number(r.requests_made), requests_saved: Number(r.requests_saved), hibernations: Number(r.hibernations),
     secondaryBackoffs: Number(r.secondary_backoffs), startedAt: Number(r.started_at), finishedAt: num(r.finished_at),

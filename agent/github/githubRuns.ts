@@ -1,0 +1,277 @@
+import { RUN_REASONS, type GithubSyncInfo, type RunReason } from '../../shared/protocol';
+import { isGithubSync, type GithubSyncEntry } from '../catalog/catalog';
+import type { Config } from '../config/config';
+import { ExitCode } from '../exitCodes';
+import type { Logger } from '../log/logger';
+import { CancelledError, type ActiveRun } from '../runs/activeRun';
+import type { InAgentWork, RunMoves } from '../runs/runMoves';
+import { RunRefusedError } from '../errors';
+import { readProcInfo } from '../../shared/node/procInfo';
+import type { SlotPool } from '../slots/slotPool';
+import type { HeldSlot } from '../runs/runPorts';
+import { BudgetTracker } from './budgetTracker';
+import { DemoSimulator } from './demoSimulator';
+import { githubClientConfigFromEnv, type GithubClientConfig } from './githubClient';
+import { GITHUB_STUCK_AFTER_MS, notReachedAnywhere, parseRepos } from './githubCommand';
+import { githubSyncStatus, type GithubSyncStatus } from './githubSyncStatus';
+import { runGithubSync } from './runGithubSync';
+import type { GithubStore } from './store/githubStore';
+import { openGithubStore } from './store/openGithubStore';
+
+export interface GithubRunsDeps {
+  config: Config;
+  logger: Logger;
+  pools: ReadonlyMap<string, SlotPool>;
+  /** Only the agent adopts syncs left by a dead agent; an in-process CLI leaves them for it. */
+  adopts: boolean;
+  /** A change of the sync part of the snapshot. */
+  onSync(sync: GithubSyncInfo): void;
+}
+
+/** One run of a github-sync entry in this agent, across its legs. */
+interface SyncRun {
+  state: ActiveRun;
+  entry: GithubSyncEntry;
+  moves: RunMoves;
+  syncId: string | null;
+  /** Kept across legs: it holds the server-clock estimate. */
+  budgets: BudgetTracker;
+  lock: HeldSlot['lock'] | null;
+  heartbeat: NodeJS.Timeout | null;
+  slot: number | null;
+  wakeTimer: NodeJS.Timeout | null;
+}
+
+/**
+ * The GitHub sync as in-agent work of a run (ADR 0006; agent/github/README.md): each leg holds a
+ * network-light slot (the agent's own flock), a hibernation releases it and moves the run to
+ * `waiting` (reason `hibernating`) with a timer at the wake-up time, which takes a slot again. The
+ * wake-up time lives in github.sync, so a next agent (after a restart or kill -9) re-arms it.
+ */
+export class GithubRuns implements InAgentWork {
+  private store: Promise<GithubStore> | null = null;
+  private readonly runs = new Map<string, SyncRun>();
+  private readonly self = readProcInfo(process.pid);
+  private readonly simulator: DemoSimulator;
+  private latest: GithubSyncInfo | null = null;
+  private stuckTimer: NodeJS.Timeout | null = null;
+  private closed = false;
+
+  constructor(private readonly deps: GithubRunsDeps) {
+    this.simulator = new DemoSimulator(deps.logger);
+  }
+
+  get adopts(): boolean {
+    return this.deps.adopts;
+  }
+
+  /** The sync part of the snapshot: the newest sync this agent knows of. */
+  info(): GithubSyncInfo | null {
+    return this.latest;
+  }
+
+  /** Opens the store in the background (a down database must not stop the agent) and shows the newest sync. */
+  start(): void {
+    void this.openStore().then(async (store) => {
+      const row = await store.latestSync();
+      if (row !== null && this.latest === null) this.publish(await githubSyncStatus(store, row), row.runId, null, false);
+      if (this.deps.adopts && this.stuckTimer === null) {
+        this.stuckTimer = setInterval(() => { void store.reconcileStuck(GITHUB_STUCK_AFTER_MS).catch(() => {}); }, 60_000);
+        this.stuckTimer.unref();
+      }
+    }).catch((err: unknown) => this.deps.logger.warn({ err: String(err) }, 'github sync storage not available'));
+  }
+
+  begin(state: ActiveRun, grant: HeldSlot, moves: RunMoves): void {
+    const run = this.track(state, moves);
+    this.hold(run, grant);
+    state.driving = this.leg(run, true);
+  }
+
+  adopt(state: ActiveRun, moves: RunMoves): void {
+    if (!isGithubSync(state.entry)) return;
+    const run = this.track(state, moves);
+    state.driving = (async () => {
+      try {
+        const store = await this.openStore();
+        const row = await store.syncOfRun(state.run.runId);
+        if (row === null || row.status !== 'running') {
+          // It never got as far as a sync row, or the sync ended without its run learning it.
+          this.end(run, row === null ? 'failed' : row.status === 'running' ? 'failed' : row.status, row === null ? 'owner-exited-while-waiting' : row.reason, row === null ? null : 0);
+          return;
+        }
+        run.syncId = row.id;
+        this.deps.logger.info({ runId: state.run.runId, syncId: row.id, hibernatingUntil: row.hibernatingUntil }, 'adopted a GitHub sync left by a previous agent');
+        if (row.hibernatingUntil !== null) {
+          if (state.run.status === 'running') await moves.hibernating(state, new Date(row.hibernatingUntil), { syncId: row.id, budget: row.budget, adopted: true });
+          this.sleep(run, row.hibernatingUntil);
+        } else {
+          // Killed in the middle of a leg: the checkpoints say what is left; take a slot and go on.
+          if (state.run.status === 'running') await moves.hibernating(state, new Date(), { syncId: row.id, adopted: true });
+          await this.wake(run);
+        }
+      } catch (err) {
+        this.end(run, 'failed', 'storage-error', null, String(err));
+      }
+    })();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.stuckTimer) clearInterval(this.stuckTimer);
+    for (const run of this.runs.values()) if (run.wakeTimer) clearTimeout(run.wakeTimer);
+    await this.simulator.stop();
+    const store = this.store;
+    this.store = null;
+    if (store) await store.then((s) => s.db.close()).catch(() => {});
+  }
+
+  private track(state: ActiveRun, moves: RunMoves): SyncRun {
+    const run: SyncRun = { state, entry: state.entry as GithubSyncEntry, moves, syncId: null, budgets: new BudgetTracker(), lock: null, slot: null, wakeTimer: null, heartbeat: null };
+    this.runs.set(state.run.runId, run);
+    // A cancel while hibernating: nothing runs, so the abort itself ends the sync and the run.
+    state.abort.signal.addEventListener('abort', () => {
+      if (run.state.run.status !== 'waiting' || run.wakeTimer === null) return;
+      clearTimeout(run.wakeTimer);
+      run.wakeTimer = null;
+      const reason = this.cancelReason(run);
+      void this.openStore().then((store) => (run.syncId !== null ? store.finish(run.syncId, 'cancelled', reason) : undefined))
+        .catch(() => {}).then(() => this.end(run, 'cancelled', reason, null));
+    }, { once: true });
+    return run;
+  }
+
+  private hold(run: SyncRun, grant: HeldSlot): void {
+    const { run: r } = run.state;
+    run.lock = grant.lock;
+    run.slot = grant.index;
+    grant.lock.writeRecord({ pid: process.pid, startTime: this.self?.startTime ?? 0, fetcher: r.fetcher, runId: r.runId, since: new Date().toISOString(), agentPid: process.pid });
+  }
+
+  private releaseSlot(run: SyncRun): void {
+    if (run.heartbeat) clearInterval(run.heartbeat);
+    run.heartbeat = null;
+    if (run.lock === null) return;
+    run.lock.closeOwnCopy();
+    const index = run.slot ?? undefined;
+    run.lock = null;
+    run.slot = null;
+    this.deps.pools.get(run.state.run.pool)?.released(index);
+  }
+
+  /** One leg: works with the slot until the sync completes, hibernates, is cancelled or fails. */
+  private async leg(run: SyncRun, first: boolean): Promise<void> {
+    const { state, moves } = run;
+    try {
+      const store = await this.openStore();
+      if (run.syncId === null) {
+        run.syncId = await store.createSync(this.reposOf(run.entry));
+        await store.attachRun(run.syncId, state.run.runId);
+      }
+      const syncId = run.syncId;
+      await moves.running(state, run.slot!, { syncId, ...(first ? {} : { budget: null }) });
+      run.heartbeat = setInterval(() => moves.heartbeat(state, { syncId }), this.deps.config.heartbeatSeconds * 1000);
+      run.heartbeat.unref();
+      const client = await this.clientOf(run.entry);
+      const outcome = await runGithubSync({
+        store, client, resume: syncId, budgets: run.budgets, logger: this.deps.logger, signal: state.abort.signal,
+        concurrency: run.entry.concurrency,
+        onProgress: (status) => this.publish(status, state.run.runId, state.run.fetcher, run.entry.demo),
+      });
+      this.releaseSlot(run);
+      const status = await githubSyncStatus(store, syncId);
+      if (status) this.publish(status, state.run.runId, state.run.fetcher, run.entry.demo);
+      if (outcome.kind === 'hibernate') {
+        await moves.hibernating(state, new Date(outcome.until), { syncId, budget: outcome.budget, kind: outcome.reason });
+        this.sleep(run, outcome.until);
+      } else if (outcome.kind === 'completed') {
+        const partial = notReachedAnywhere(outcome.summary);
+        this.end(run, 'completed', partial ? 'repos-not-reached' : null, partial ? ExitCode.notReached : 0);
+      } else if (outcome.reason === 'cancelled') {
+        this.end(run, 'cancelled', this.cancelReason(run), null);
+      } else {
+        this.end(run, 'failed', outcome.reason, null);
+      }
+    } catch (err) {
+      this.releaseSlot(run);
+      const reason = err instanceof RunRefusedError ? err.reason : 'start-error';
+      if (run.syncId !== null) await this.openStore().then((s) => s.finish(run.syncId!, 'failed', reason)).catch(() => {});
+      this.end(run, 'failed', reason, null, (err as Error).message);
+    }
+  }
+
+  private sleep(run: SyncRun, until: number): void {
+    if (this.closed) return;
+    // No sleeping anywhere: one timer per hibernating run, to the wake-up time.
+    run.wakeTimer = setTimeout(() => {
+      run.wakeTimer = null;
+      run.state.driving = this.wake(run);
+    }, Math.max(0, until - Date.now()));
+  }
+
+  /** Takes a slot again (waiting in the pool like any run), then the next leg. */
+  private async wake(run: SyncRun): Promise<void> {
+    const { state } = run;
+    const pool = this.deps.pools.get(state.run.pool);
+    try {
+      if (!pool) throw new RunRefusedError('no-such-pool', `pool ${state.run.pool} is not configured`);
+      const grant = await pool.acquire(state.run.runId, state.abort.signal, (position) => run.moves.setWait(state, { kind: 'pool', position }));
+      if (state.abort.signal.aborted) {
+        grant.lock.closeOwnCopy();
+        pool.released();
+        throw state.abort.signal.reason;
+      }
+      this.hold(run, grant);
+    } catch (err) {
+      const cancelled = err instanceof CancelledError;
+      const reason = cancelled ? err.reason : err instanceof RunRefusedError ? err.reason : 'slot-error';
+      if (run.syncId !== null) await this.openStore().then((s) => s.finish(run.syncId!, cancelled ? 'cancelled' : 'failed', reason)).catch(() => {});
+      this.end(run, cancelled ? 'cancelled' : 'failed', reason, null, cancelled ? undefined : (err as Error).message);
+      return;
+    }
+    await this.leg(run, false);
+  }
+
+  private end(run: SyncRun, status: 'completed' | 'failed' | 'cancelled', reason: string | null, exitCode: number | null, message?: string): void {
+    this.runs.delete(run.state.run.runId);
+    void run.moves.finish(run.state, status, asRunReason(reason), exitCode, message);
+  }
+
+  private cancelReason(run: SyncRun): 'cancelled' | 'agent-stopping' {
+    const why: unknown = run.state.abort.signal.reason;
+    return why instanceof CancelledError ? why.reason : 'cancelled';
+  }
+
+  private reposOf(entry: GithubSyncEntry): string[] {
+    if (entry.repos !== undefined) return entry.repos;
+    try {
+      return parseRepos(undefined, entry.reposFile)!;
+    } catch (err) {
+      throw new RunRefusedError('repos-file-invalid', (err as Error).message);
+    }
+  }
+
+  private async clientOf(entry: GithubSyncEntry): Promise<GithubClientConfig> {
+    if (entry.simulated === true) return { baseUrl: await this.simulator.url(), token: null, pageSize: 5 };
+    return githubClientConfigFromEnv();
+  }
+
+  private openStore(): Promise<GithubStore> {
+    if (this.closed) return Promise.reject(new Error('the agent is stopping'));
+    this.store ??= openGithubStore({ databaseUrl: this.deps.config.databaseUrl, homeDir: this.deps.config.homeDir, logger: this.deps.logger });
+    this.store.catch(() => { this.store = null; });
+    return this.store;
+  }
+
+  private publish(status: GithubSyncStatus | null, runId: string | null, fetcher: string | null, demo: boolean): void {
+    if (status === null) return;
+    this.latest = { ...status, runId, fetcher, demo };
+    this.deps.onSync(this.latest);
+  }
+}
+
+/** The sync's reason tokens are run reasons too; an unforeseen one is recorded as `start-error`, with the token in the log. */
+function asRunReason(token: string | null): RunReason | null {
+  if (token === null) return null;
+  return (RUN_REASONS as readonly string[]).includes(token) ? token as RunReason : 'start-error';
+}

@@ -1,0 +1,239 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import * as readline from 'node:readline';
+import { after, before, test } from 'node:test';
+import type { RunInfo, Snapshot } from '../../shared/protocol';
+import { connectAgent } from '../../agent/client/agentClient';
+import { memoryLogger } from '../support/memoryLogger';
+import { runGithubSync } from '../../agent/github/runGithubSync';
+import { GithubStore } from '../../agent/github/store/githubStore';
+import { migrateGithub } from '../../agent/github/store/migrateGithub';
+import { PostgresGithubDb } from '../../agent/github/store/postgresGithubDb';
+import { GithubSimulator, type SimulatorOptions } from '../../simulator/github/githubSimulator';
+import { githubBed, newDatabase } from '../support/githubTestBed';
+import { makeTestEnv, REPO, runCli, startAgent, type TestEnv } from '../support/harness';
+import { startTestPostgres, type TestPostgres } from '../support/postgres';
+import { waitFor } from '../support/waitFor';
+
+// The GitHub sync as a catalog entry run by the agent (issue 11): its network-light slot is the
+// agent's own flock while it works and is free while it hibernates; a kill -9 during the hibernation
+// loses nothing and wastes no request; the agent keeps answering while a sync runs at concurrency 5.
+
+let server: TestPostgres;
+before(async () => { server = await startTestPostgres(); });
+after(async () => { await server?.stop(); });
+
+const DATA: SimulatorOptions = { repos: 8, pullRequestsPerRepo: 12, runsPerRepo: 7, jobsPerRun: 2, latencyMs: 5 };
+
+interface Station { env: TestEnv; sim: GithubSimulator; store: GithubStore; dbUrl: string; close(): Promise<void> }
+
+/** The simulator as its own process (`npm run simulate:github`), so this process only measures. */
+async function simulatorProcess(args: string[]): Promise<{ url: string; repos: string[]; stop(): Promise<void> }> {
+  const child = spawn(process.execPath, [path.join(REPO, 'dist', 'githubSimulator.js'), '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const line = await new Promise<string>((resolve, reject) => {
+    readline.createInterface({ input: child.stdout }).once('line', resolve);
+    child.once('exit', (code) => reject(new Error(`simulator exited ${code}`)));
+  });
+  const { url, repos } = JSON.parse(line) as { url: string; repos: number };
+  return {
+    url,
+    repos: Array.from({ length: repos }, (_, i) => `sim-org/repo-${String(i + 1).padStart(3, '0')}`),
+    stop: () => new Promise((resolve) => { child.once('exit', resolve); child.kill('SIGTERM'); }),
+  };
+}
+
+async function station(sim: SimulatorOptions, extra: Record<string, string> = {}, concurrency = 5, external?: { url: string; repos: string[] }): Promise<Station> {
+  const simulator = new GithubSimulator(sim);
+  const url = external?.url ?? await simulator.start();
+  const dbUrl = await newDatabase(server.url);
+  const env = makeTestEnv([
+    { name: 'other', pool: 'network-light', argv: ['true'] },
+  ], { QUANTILICA_DATABASE_URL: dbUrl, QUANTILICA_GITHUB_API_URL: url, CRON_POOL_NETWORK_LIGHT_SLOTS: '1', CRON_POOL_NETWORK_LIGHT_TIMEOUT: '120', ...extra });
+  // The harness writes fetchers only; the sync entry is added to its catalog file.
+  const catalog = JSON.parse(fs.readFileSync(env.env.QUANTILICA_CATALOG!, 'utf8')) as { fetchers: object[] };
+  catalog.fetchers.push({ name: 'github', kind: 'github-sync', pool: 'network-light', repos: external?.repos ?? simulator.repoNames, concurrency });
+  fs.writeFileSync(env.env.QUANTILICA_CATALOG!, JSON.stringify(catalog));
+  const db = new PostgresGithubDb({ url: dbUrl, logger: memoryLogger() });
+  await migrateGithub(db);
+  return { env, sim: simulator, store: new GithubStore(db), dbUrl, close: async () => { if (!external) await simulator.stop(); await db.close(); } };
+}
+
+/** Requests a sync of the same data makes without any limit: what a sync with hibernations must not exceed. */
+async function baselineRequests(): Promise<number> {
+  const bed = await githubBed(server.url, DATA);
+  try {
+    const outcome = await runGithubSync({ store: bed.store, client: { baseUrl: bed.url, token: null }, repos: bed.sim.repoNames });
+    assert.equal(outcome.kind, 'completed');
+    return okServed(bed.sim);
+  } finally {
+    await bed.close();
+  }
+}
+
+const okServed = (sim: GithubSimulator) => sim.served.filter((r) => r.status === 200 && !r.limited).length;
+
+async function runOf(env: TestEnv, runId: string): Promise<RunInfo> {
+  const r = await runCli(env, ['runs', '--json', '--limit', '50']);
+  assert.equal(r.code, 0, r.stderr);
+  const run = (JSON.parse(r.stdout) as { runs: RunInfo[] }).runs.find((x) => x.runId === runId);
+  assert.ok(run, `run ${runId} is listed`);
+  return run;
+}
+
+async function startSync(env: TestEnv): Promise<string> {
+  const r = await runCli(env, ['run', 'github', '--detach', '--json']);
+  assert.equal(r.code, 0, r.stderr);
+  return (JSON.parse(r.stdout) as RunInfo).runId;
+}
+
+const hibernating = (env: TestEnv, runId: string) => waitFor(async () => {
+  const run = await runOf(env, runId);
+  return run.status === 'waiting' && run.reason === 'hibernating' ? run : null;
+}, { what: 'the sync to hibernate', timeoutMs: 60_000, intervalMs: 100 });
+
+test('the slot is the sync\'s while it works, free while it hibernates, and taken again on resume', { timeout: 180_000 }, async () => {
+  const st = await station({ ...DATA, windowSeconds: 15, drainAfter: { resource: 'core', requests: 30 } });
+  const agent = await startAgent(st.env);
+  const client = await connectAgent(path.join(st.env.home, '.quantilica', 'agent.json'), { client: 'test' });
+  try {
+    const seen: Array<{ at: number; status: string; reason: string | null; used: number; holder: string | null }> = [];
+    client.onChanged((event) => {
+      const snap: Snapshot = event.snapshot;
+      const run = snap.runs.find((r) => r.fetcher === 'github');
+      const pool = snap.pools.find((p) => p.name === 'network-light')!;
+      if (run) seen.push({ at: Date.now(), status: run.status, reason: run.reason, used: pool.used, holder: pool.slots[0]?.holder?.runId ?? null });
+    });
+    const runId = await startSync(st.env);
+    await waitFor(() => (seen.some((s) => s.status === 'running') ? true : null), { what: 'the sync to run', timeoutMs: 30_000, intervalMs: 10 });
+    // Queued behind the sync in the one-slot pool: it can start only when the sync lets the slot go.
+    const queued = await client.run('other');
+    const asleep = await hibernating(st.env, runId);
+    assert.equal(asleep.wait?.kind, 'hibernating');
+    assert.equal(asleep.slot, null);
+    // The snapshot's sync part tells when and on which budget.
+    const snap = await client.getSnapshot();
+    assert.equal(snap.sync?.runId, runId);
+    assert.equal(snap.sync?.budget, 'core');
+    assert.ok(snap.sync?.hibernatingUntil !== null && Date.parse(snap.sync.hibernatingUntil) > Date.now() - 1000);
+    // The other network-light run took the one slot while the sync slept, before it woke up.
+    const otherRun = await client.waitRun(queued.runId);
+    assert.equal(otherRun.status, 'completed');
+    const sleptAt = seen.find((s) => s.status === 'waiting' && s.reason === 'hibernating')!.at;
+    const wokeAt = seen.find((s) => s.at >= sleptAt && s.status === 'running')?.at ?? Infinity;
+    const otherStarted = Date.parse(otherRun.startedAt!);
+    assert.ok(otherStarted >= sleptAt - 1000 && otherStarted <= wokeAt, `the other run started at ${otherStarted}, the sync slept at ${sleptAt} and woke at ${wokeAt}`);
+
+    const done = await waitFor(async () => {
+      const run = await runOf(st.env, runId);
+      return run.status === 'completed' || run.status === 'failed' ? run : null;
+    }, { what: 'the sync to complete', timeoutMs: 90_000, intervalMs: 200 });
+    assert.equal(done.status, 'completed', JSON.stringify(done));
+    assert.equal(done.exitCode, 0);
+    // Held while it ran (before and after the hibernation), free in between.
+    const running = seen.filter((s) => s.status === 'running');
+    assert.ok(running.some((s) => s.holder === runId), 'the sync held the slot while it ran');
+    const firstWait = seen.findIndex((s) => s.status === 'waiting' && s.used === 0);
+    assert.ok(firstWait >= 0, 'the slot was free while the sync hibernated');
+    assert.ok(seen.slice(firstWait).some((s) => s.status === 'running' && s.holder === runId), 'the resume took the slot again');
+    const sync = (await st.store.syncOfRun(runId))!;
+    assert.equal(sync.status, 'completed');
+    assert.ok(sync.hibernations >= 1);
+    // Telemetry like a fetcher's, plus the hibernation and the resume.
+    const flushed = await runCli(st.env, ['flush']);
+    assert.equal(flushed.code, 0, flushed.stderr);
+    const events = (await st.store.db.query<{ event: string }>('SELECT event FROM core.task_run_log WHERE run_id = $1 ORDER BY at', [runId])).map((r) => r.event);
+    for (const e of ['start', 'hibernated', 'resumed', 'finish']) assert.ok(events.includes(e), `${e} in ${events.join(',')}`);
+    assert.equal(events.filter((e) => e === 'hibernated').length, sync.hibernations);
+    const taskRun = await st.store.db.query<{ status: string }>('SELECT status FROM core.task_run WHERE run_id = $1', [runId]);
+    assert.equal(taskRun[0]?.status, 'completed');
+  } finally {
+    await client.close();
+    agent.child.kill('SIGTERM');
+    await new Promise((resolve) => agent.child.once('exit', resolve));
+    await st.close();
+  }
+});
+
+test('kill -9 of the agent during the hibernation: the next agent resumes at the wake-up time; no request wasted', { timeout: 240_000 }, async () => {
+  const expected = await baselineRequests();
+  const st = await station({ ...DATA, windowSeconds: 15, drainAfter: { resource: 'core', requests: 30 } });
+  let agent = await startAgent(st.env);
+  try {
+    const runId = await startSync(st.env);
+    await hibernating(st.env, runId);
+    const row = (await st.store.syncOfRun(runId))!;
+    assert.ok(row.hibernatingUntil !== null);
+    const until = row.hibernatingUntil;
+    agent.child.kill('SIGKILL');
+    await new Promise((resolve) => agent.child.once('exit', resolve));
+    const servedAtKill = st.sim.served.length;
+    agent = await startAgent(st.env);
+    const done = await waitFor(async () => {
+      const run = await runOf(st.env, runId);
+      return run.status === 'completed' || run.status === 'failed' || run.status === 'cancelled' ? run : null;
+    }, { what: 'the adopted sync to complete', timeoutMs: 120_000, intervalMs: 250 });
+    assert.equal(done.status, 'completed', JSON.stringify(done));
+    // Nothing asked between the kill and the wake-up time (a millisecond of timer slack aside).
+    const after = st.sim.served.slice(servedAtKill);
+    assert.ok(after.length > 0);
+    assert.ok(after.every((r) => r.at >= until - 5), `a request was made before the wake-up time: ${after[0].at} < ${until}`);
+    const sync = (await st.store.syncOfRun(runId))!;
+    assert.equal(sync.status, 'completed');
+    assert.equal(okServed(st.sim), expected, 'answered requests equal a run without the limit');
+    assert.ok(sync.hibernations >= 1);
+  } finally {
+    agent.child.kill('SIGTERM');
+    await new Promise((resolve) => agent.child.once('exit', resolve));
+    await st.close();
+  }
+});
+
+test('the agent answers status within 100 ms (p99) while a sync runs at concurrency 5 on PostgreSQL', { timeout: 180_000 }, async (t) => {
+  const sim = await simulatorProcess(['--repos', '30', '--pull-requests', '12', '--runs', '7', '--jobs', '2', '--latency', '25']);
+  const st = await station(DATA, {}, 5, sim);
+  const agent = await startAgent(st.env);
+  const client = await connectAgent(path.join(st.env.home, '.quantilica', 'agent.json'), { client: 'test' });
+  try {
+    const idle: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      const started = process.hrtime.bigint();
+      await client.getSnapshot();
+      idle.push(Number(process.hrtime.bigint() - started) / 1e6);
+    }
+    t.diagnostic(`status with no sync: ${idle.map((x) => x.toFixed(0)).join(' ')} ms`);
+    const runId = await startSync(st.env);
+    await waitFor(async () => ((await runOf(st.env, runId)).status === 'running' ? true : null), { what: 'the sync to run', timeoutMs: 30_000, intervalMs: 50 });
+    const times: number[] = [];
+    for (let i = 0; i < 40; i++) {
+      const started = process.hrtime.bigint();
+      const snap = await client.getSnapshot();
+      times.push(Number(process.hrtime.bigint() - started) / 1e6);
+      if (snap.runs.find((r) => r.runId === runId)?.status !== 'running') break;
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    const run = await runOf(st.env, runId);
+    assert.ok(times.length >= 10, `the sync ended after ${times.length} status calls; it must outlast the measure (${run.status})`);
+    times.sort((a, b) => a - b);
+    const p99 = times[Math.min(times.length - 1, Math.ceil(times.length * 0.99) - 1)];
+    t.diagnostic(`times: ${times.map((x) => x.toFixed(0)).join(' ')}`);
+    t.diagnostic(`status during the sync: ${times.length} calls, median ${times[Math.floor(times.length / 2)].toFixed(1)} ms, p99 ${p99.toFixed(1)} ms`);
+    // 100 ms on a machine of our own; a CPU shared with other work (CI neighbours, load 20 on 2 cores)
+    // slows the idle answer too, so the bound grows with the idle p90 measured above (over 10 ms).
+    const idleP90 = idle.sort((a, b) => a - b)[17];
+    const bound = 100 * Math.max(1, idleP90 / 10);
+    assert.ok(p99 < bound, `p99 ${p99.toFixed(1)} ms, bound ${bound.toFixed(0)} ms (idle p90 ${idleP90.toFixed(1)} ms)`);
+    const done = await waitFor(async () => {
+      const r = await runOf(st.env, runId);
+      return r.status !== 'running' && r.status !== 'waiting' ? r : null;
+    }, { what: 'the sync to end', timeoutMs: 120_000, intervalMs: 250 });
+    assert.equal(done.status, 'completed', JSON.stringify(done));
+  } finally {
+    await client.close();
+    agent.child.kill('SIGTERM');
+    await new Promise((resolve) => agent.child.once('exit', resolve));
+    await st.close();
+    await sim.stop();
+  }
+});
