@@ -123,7 +123,7 @@ export function diskMarkdown(d: DiskStatus, spool: SpoolStatus | null): string {
 
 function spoolLines(spool: SpoolStatus | null): string {
   if (!spool) return '**Telemetry spool**: no status';
-  const oldest = spool.oldestAgeSeconds === null ? '' : `, oldest ${Math.round(spool.oldestAgeSeconds)} s`;
+  const oldest = spool.oldestAgeSeconds === null || spool.pending === 0 ? '' : `, the oldest unsent for ${elapsed(new Date(Date.now() - spool.oldestAgeSeconds * 1000).toISOString())}`;
   const flush = spool.lastFlushAt ? `${elapsed(spool.lastFlushAt)} ago` : 'never';
   const error = spool.lastFlushError ? ` (error: ${escape(spool.lastFlushError)})` : '';
   // Rows the flush set aside (invalid, or refused by PostgreSQL) need a person: say how many.

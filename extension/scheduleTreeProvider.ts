@@ -55,7 +55,7 @@ export class ScheduleTreeProvider implements vscode.TreeDataProvider<ScheduleNod
     const globalPause = this.snapshot?.schedule?.paused ?? false;
     const paused = entry.paused || globalPause;
     const last = lastRun(this.snapshot, entry.fetcher);
-    const lastText = last ? `last ${last.status}` : entry.lastRunAt ? `last ${relative(entry.lastRunAt)}` : 'never ran';
+    const lastText = last ? (last.status === 'running' || last.status === 'waiting' ? `${last.status} now` : `last ${last.status}`) : entry.lastRunAt ? `last ${relative(entry.lastRunAt)}` : 'never ran';
     item.description = [paused ? 'paused' : entry.nextDue ? relative(entry.nextDue) : 'not due', lastText].join(' · ');
     const md = new vscode.MarkdownString(undefined, true);
     md.appendMarkdown(`**${entry.fetcher}** — ${paused ? (globalPause ? 'paused (the whole schedule)' : 'paused') : 'scheduled'}\n\n`);

@@ -18,7 +18,8 @@ import { registerCompletionCommands } from './completionCommand';
 import { registerLogsCommand } from './logsCommand';
 import { registerServiceCommand } from './serviceCommand';
 import { filterRuns, formatRunsTable, parseSince, parseStatus, useColour } from './runsView';
-import { formatSchedule, formatSlots, formatStatus } from './format';
+import { formatScheduleTable, progressBar } from './scheduleTable';
+import { formatSlots, formatStatus } from './format';
 import { openLink, openRemoteLink } from './openLink';
 import { checkSettingPaths, secureHome } from './checkSettingPaths';
 import { startDetachedOwner, type OwnerReport } from './detachedRun';
@@ -179,7 +180,7 @@ export async function runCli(argv: string[]): Promise<number> {
     .action(async (opts: { json?: boolean }) => {
       exitCode = await withLink(async (link) => {
         const { schedule: status } = await link.snapshot();
-        process.stdout.write(opts.json ? `${JSON.stringify({ schedule: status })}\n` : formatSchedule(status));
+        process.stdout.write(opts.json ? `${JSON.stringify({ schedule: status })}\n` : formatScheduleTable(status));
         return ExitCode.ok;
       });
     });
@@ -190,7 +191,7 @@ export async function runCli(argv: string[]): Promise<number> {
       .action(async (fetcher: string | undefined) => {
         exitCode = await withLink(async (link) => {
           const status = await link.setSchedulePaused(paused, fetcher);
-          process.stdout.write(formatSchedule(status));
+          process.stdout.write(formatScheduleTable(status));
           return ExitCode.ok;
         });
       });
@@ -202,7 +203,7 @@ export async function runCli(argv: string[]): Promise<number> {
     const { config, logger } = prepare(false);
     // Progress is for a person watching: one line rewritten in place on a terminal, nothing otherwise;
     // the result is printed once, on stdout.
-    const progress = (sent: number, remaining: number) => { if (process.stderr.isTTY) process.stderr.write(`\rflush: ${sent} sent, ${remaining} remaining`); };
+    const progress = (sent: number, remaining: number) => { if (process.stderr.isTTY) process.stderr.write(`\rflush ${progressBar(sent, remaining)}`); };
     const link = await openRemoteLink(config, logger);
     let result: FlushResult;
     try {

@@ -2,6 +2,8 @@ import { execFileSync, spawn } from 'node:child_process';
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import type { RunInfo } from '../../shared/protocol';
+import * as path from 'node:path';
+import { connectAgent } from '../../agent/client/agentClient';
 import { AGENT_JS, makeTestEnv, runCli, startAgent } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 
@@ -34,6 +36,24 @@ test('logs --follow prints lines while the fetcher runs and exits when it ends; 
     for (let i = 1; i <= 15; i++) assert.equal(out.split('\n').filter((l) => l === `printer line ${i}`).length, 1, `line ${i} exactly once`);
     assert.match(err, /printer · run .* completed --/);
 
+    // The protocol side of following: bounded answers, bad input refused, an ended run says so at once.
+    const client = await connectAgent(path.join(t.home, '.quantilica', 'agent.json'), { client: 'cli-operator-test' });
+    try {
+      await assert.rejects(client.readLog({ runId: run.runId, offset: 0, maxBytes: 1024 * 1024 }), /maxBytes/);
+      await assert.rejects(client.readLog({ runId: run.runId, offset: -1 }), /offset/);
+      await assert.rejects(client.readLog({ runId: 'zz0000-00000000', offset: 0 }), /no active or recent run/);
+      const small = await client.readLog({ runId: run.runId, offset: 0, maxBytes: 10 });
+      assert.equal(small.nextOffset, 10);
+      assert.equal(small.ended, false, 'more bytes follow');
+      const started = Date.now();
+      const end = await client.readLog({ runId: run.runId, offset: 1_000_000, waitMs: 20_000 });
+      assert.ok(Date.now() - started < 5000, 'an ended run is not held');
+      assert.equal(end.ended, true);
+      assert.equal(end.status, 'completed');
+    } finally {
+      await client.close();
+    }
+
     for (const fetcher of ['failer', 'quick', 'failer']) assert.notEqual((await runCli(t, ['run', fetcher])).code, null);
     const failed = await runCli(t, ['runs', '--status', 'failed', '--fetcher', 'failer', '--json']);
     const rows = (JSON.parse(failed.stdout) as { runs: RunInfo[] }).runs;
@@ -44,6 +64,10 @@ test('logs --follow prints lines while the fetcher runs and exits when it ends; 
     assert.match(table.stdout, /printer\s+network-light\s+completed\s+0\s+\d+ (s|min)( \d+ s)? ago\s+\d+ s/);
     assert.ok(!table.stdout.includes('\u001b['), 'no colour off a terminal');
     assert.equal((await runCli(t, ['runs', '--status', 'lost'])).code, 64, 'a bad status is a usage error');
+
+    const timers = await runCli(t, ['schedule']);
+    assert.match(timers.stdout, /^NEXT\s+LEFT\s+LAST\s+PASSED\s+FETCHER\s+CRON$/m, 'read like systemctl list-timers');
+    assert.match(timers.stdout, /^\S.*\s+printer\s/m);
 
     const script = (await runCli(t, ['completion', 'bash'])).stdout;
     const words = execFileSync('bash', ['-c', `${script}\nCOMP_WORDS=(quantilica run ""); COMP_CWORD=2; _quantilica; printf '%s\\n' "\${COMPREPLY[@]}"`], { env: t.env, encoding: 'utf8' });

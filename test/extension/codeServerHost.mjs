@@ -149,7 +149,8 @@ export async function runSuite({ port, workspace, developmentPath, testsPath, ti
         ).finally(() => taking.delete(name));
       });
     }
-    await page.goto(url);
+    // Under load (several suites on two cores) the workbench can take longer than playwright's 30 s.
+    await page.goto(url, { timeout: 180_000 });
     let timer;
     const timeout = new Promise((resolve) => { timer = setTimeout(() => { log(`the suite did not finish within ${timeoutMs / 1000} s`); resolve(124); }, timeoutMs); });
     const code = await Promise.race([exitCode, timeout]);

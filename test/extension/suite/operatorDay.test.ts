@@ -188,6 +188,8 @@ describe('The operator’s day (issue 13)', () => {
     await vscode.commands.executeCommand('quantilica.cancelRun', sleeper.runId);
     const cancelled = await waitFor(() => { const r = rowOf(sleeper.runId); return r && /cancelled/.test(String(r.item.description)) ? r : undefined; }, { what: 'the cancelled run listed with its outcome', timeoutMs: 20_000 });
     assert.equal(iconColour(cancelled.item), 'charts.orange');
+    const fired: Array<string | undefined> = [];
+    const sub = api.runs.onDidChangeTreeData((node) => fired.push(node?.id));
     const quick = await run('quick');
     const failer = await run('failer');
     const done = await waitFor(() => {
@@ -195,6 +197,8 @@ describe('The operator’s day (issue 13)', () => {
       const f = rowOf(failer.runId);
       return q && f && /completed/.test(String(q.item.description)) && /failed/.test(String(f.item.description)) ? { q, f } : undefined;
     }, { what: 'the completed and the failed run in the Runs view', timeoutMs: 20_000 });
+    sub.dispose();
+    assert.ok(fired.length > 0 && !fired.includes(undefined), `rows and the day refreshed, never the whole view (fired: ${fired.join(', ')})`);
     assert.equal(iconColour(done.q.item), 'testing.iconPassed');
     assert.equal(iconColour(done.f.item), 'testing.iconFailed');
     assert.match(String(done.f.item.description), /exit 3/);
