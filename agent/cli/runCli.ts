@@ -201,9 +201,9 @@ export async function runCli(argv: string[]): Promise<number> {
   // in-process orchestrator (which would also adopt runs and start the disk gate).
   async function flushAction(): Promise<void> {
     const { config, logger } = prepare(false);
-    // On a terminal a bar redrawn in place; otherwise (cron, pipes) one line per report.
-    const tty = process.stderr.isTTY === true;
-    const progress = (sent: number, remaining: number) => process.stderr.write(tty ? `\rflush ${progressBar(sent, remaining)}` : `flush: ${sent} sent, ${remaining} remaining\n`);
+    // Progress is for a person watching: one line rewritten in place on a terminal, nothing otherwise;
+    // the result is printed once, on stdout.
+    const progress = (sent: number, remaining: number) => { if (process.stderr.isTTY) process.stderr.write(`\rflush ${progressBar(sent, remaining)}`); };
     const link = await openRemoteLink(config, logger);
     let result: FlushResult;
     try {
@@ -211,7 +211,7 @@ export async function runCli(argv: string[]): Promise<number> {
     } finally {
       await link?.close();
     }
-    if (tty) process.stderr.write('\n');
+    if (process.stderr.isTTY) process.stderr.write('\r\x1b[K');
     process.stdout.write(`flush: ${result.sent} sent, ${result.remaining} remaining${result.error ? `; error: ${redactCredentials(result.error)}` : ''}\n`);
     exitCode = result.error ? ExitCode.agentUnavailable : ExitCode.ok;
   }
@@ -290,8 +290,7 @@ async function waitWithCancelOnSignal(holder: LinkHolder, runId: string, config:
 }
 
 function exitCodeOf(run: { status: string; exitCode: number | null; reason: string | null }): number {
-  // A GitHub sync that completed with repositories not reached says so with its own code.
-  if (run.status === 'completed') return run.exitCode === ExitCode.notReached ? ExitCode.notReached : ExitCode.ok;
+  if (run.status === 'completed') return ExitCode.ok;
   if (run.status === 'cancelled') return ExitCode.cancelled;
   if (run.reason === 'wait-timeout' || run.reason === 'disk-backpressure-timeout') return ExitCode.waitTimeout;
   if (run.exitCode !== null && run.exitCode !== 0) return run.exitCode;
