@@ -14,8 +14,8 @@ import { waitFor } from '../support/waitFor';
 // with the status the agent's state has, and has no event twice.
 
 const pgdb = usePostgres();
-const RUNS = 500;
-const KILLS = 20;
+const RUNS = Number(process.env.CRASH_RUNS ?? 500);
+const KILLS = Number(process.env.CRASH_KILLS ?? 20);
 const FETCHERS = ['noop-heavy', 'noop-cpu', 'noop-light'];
 const FINAL = new Set(['completed', 'failed', 'cancelled', 'skipped']);
 
@@ -56,7 +56,8 @@ test('500 runs, 20 kill -9 of the agent at random moments: every run once in cor
     client = await connectAgent(connectionFile, { client: 'crash-test' });
     if (acknowledged.size < RUNS) await Promise.all(enqueue(client, RUNS - acknowledged.size));
     const live = client;
-    await waitFor(async () => (await live.listRuns(10_000)).every((r) => FINAL.has(r.status)), { what: 'every run to end', timeoutMs: 120_000, intervalMs: 250 });
+    await waitFor(async () => (await live.listRuns(1000)).every((r) => FINAL.has(r.status)), { what: 'every run to end', timeoutMs: 120_000, intervalMs: 250 })
+      .catch((err: unknown) => { throw new Error(`${String(err)}; the agent said: ${last.stderr().slice(-3000)}`); });
     await waitFor(async () => {
       const flushed = await live.flush();
       return flushed.error === null && flushed.remaining === 0;
