@@ -8,7 +8,9 @@ import type { NotificationType, RequestType, RequestType0 } from 'vscode-jsonrpc
 // types and its method name travels.
 
 export function sendRequest<P, R>(client: LanguageClient, type: RequestType<P, R, void>, params: P, token?: CancellationToken): Promise<R> {
-  return client.sendRequest<R>(type.method, params, token);
+  // With a method name, vscode-jsonrpc counts the arguments as params: an `undefined` token passed on
+  // would turn the params into a positional array.
+  return token === undefined ? client.sendRequest<R>(type.method, params) : client.sendRequest<R>(type.method, params, token);
 }
 
 export function sendRequest0<R>(client: LanguageClient, type: RequestType0<R, void>): Promise<R> {

@@ -60,10 +60,11 @@ test('the agent\'s home, state, spool, connection file and run logs are private;
   assert.equal(mode(home), 0o700, 'QUANTILICA_HOME was made 0700');
   const runLogs = fs.readdirSync(path.join(s.dataDir, 'logs')).map((f) => path.join(s.dataDir, 'logs', f));
   assert.ok(runLogs.length > 0);
-  for (const file of [path.join(home, 'state.db'), path.join(home, 'telemetry_spool.db'), ...runLogs]) {
+  // The run state lives in the spool's database (one transaction holds a move and its event).
+  for (const file of [path.join(home, 'telemetry_spool.db'), ...runLogs]) {
     assert.equal(mode(file) & 0o077, 0, `${file} is private (mode ${mode(file).toString(8)})`);
   }
-  for (const file of [path.join(home, 'state.db'), ...runLogs]) assert.equal(await readableByOther(file), false, `another user cannot read ${file}`);
+  for (const file of [path.join(home, 'telemetry_spool.db'), ...runLogs]) assert.equal(await readableByOther(file), false, `another user cannot read ${file}`);
   const umask = process.umask();
   assert.equal(mode(path.join(s.dataDir, 'dump.data')), 0o666 & ~umask, 'the fetcher wrote with the umask the agent was started with');
 });
