@@ -158,7 +158,7 @@ export class FakeJournal implements RunJournal {
 
 export const fixedClock: Clock = { now: () => new Date('2026-01-02T03:04:05.000Z') };
 
-const ENTRY: CatalogEntry = { name: 'fetch', pool: 'heavy-io', argv: ['/bin/true'], demo: false };
+const ENTRY: CatalogEntry = { name: 'fetch', pool: 'heavy-io', argv: ['/bin/true'], extraArgs: true, demo: false };
 
 export interface ManagerBed {
   manager: RunManager;
