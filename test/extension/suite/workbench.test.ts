@@ -193,6 +193,10 @@ describe('Quantilica extension', () => {
     await waitFor(() => connectedPid() === agentPid, { what: 'the session to reconnect to the new agent', timeoutMs: 20_000 });
     const snapshot = await agentSnapshot();
     await waitFor(() => render().length === snapshot.pools.length, { what: 'the tree to come back' });
-    assert.equal(api.session.snapshot?.version, (await agentSnapshot()).version, 'resynchronised to the new agent');
+    // The new agent keeps publishing (disk polls, memory figures): the session must reach the version
+    // the agent had when asked, through the ordered change events, never stay behind on the old agent's.
+    const agentVersion = (await agentSnapshot()).version;
+    await waitFor(() => (api.session.snapshot?.version ?? -1) >= agentVersion, { what: 'the session to resynchronise to the new agent', timeoutMs: 10_000 });
+    assert.equal(api.session.snapshot?.agent.pid, agentPid, 'resynchronised to the new agent');
   });
 });
