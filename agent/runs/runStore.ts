@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { RunInfo } from '../../shared/protocol';
 import type { Logger } from '../log/logger';
-import { CorruptSpoolError, errorText, isBusyError, isCorruptionError, moveAside, sleepSync } from '../telemetry/openSpoolDatabase';
+import { CorruptSpoolError, errorText, isCorruptionError, moveAside, retryWhileBusy } from '../telemetry/openSpoolDatabase';
 import { guardSqliteFiles, tightenSqliteFiles } from '../telemetry/sqliteFileGuard';
 
 /** A run as kept on disk: what clients see plus what a later agent needs to adopt it. */
@@ -194,15 +194,7 @@ export class RunStore {
 function openStateDatabase(file: string): Database.Database {
   // A file that is not a database fails below with SQLITE_NOTADB, a damaged one at quick_check.
   guardSqliteFiles(file);
-  const deadline = Date.now() + OPEN_BUSY_WAIT_MS;
-  for (let attempt = 0; ; attempt += 1) {
-    try {
-      return configure(file);
-    } catch (err) {
-      if (!isBusyError(err) || Date.now() >= deadline) throw err;
-      sleepSync(Math.min(200, 5 * 2 ** Math.min(attempt, 6)) * (0.5 + Math.random()));
-    }
-  }
+  return retryWhileBusy(() => configure(file), OPEN_BUSY_WAIT_MS);
 }
 
 function configure(file: string): Database.Database {
