@@ -60,7 +60,7 @@ function poolMemory(pool: PoolState): string {
 }
 
 /** Now/ceiling while running; the peak once ended (`~` when sampled from /proc). */
-function runMemory(r: RunInfo): string {
+export function runMemory(r: RunInfo): string {
   const mark = r.memorySource === 'sampled' ? '~' : '';
   const limit = r.memoryLimitMb ? `/${r.memoryLimitMb}` : '';
   if (r.status === 'running' && r.memoryMb != null) return `${mark}${Math.round(r.memoryMb)}${limit}`;

@@ -1,6 +1,7 @@
 import type { RunInfo, RunStatus } from '../../shared/protocol';
 import { ClientError } from '../errors';
 import { ExitCode } from '../exitCodes';
+import { runMemory } from './format';
 
 const STATUSES: readonly RunStatus[] = ['waiting', 'running', 'completed', 'failed', 'cancelled', 'skipped'];
 
@@ -64,9 +65,10 @@ export function formatRunsTable(runs: RunInfo[], colour: boolean, now = Date.now
     relativeTime(r.startedAt ?? r.enqueuedAt, now),
     r.startedAt ? humanDuration((r.finishedAt ? Date.parse(r.finishedAt) : now) - Date.parse(r.startedAt)) : '-',
     r.trigger,
+    runMemory(r),
     r.reason ?? '',
   ]);
-  const head = ['RUN', 'FETCHER', 'POOL', 'STATUS', 'EXIT', 'STARTED', 'DURATION', 'TRIGGER', 'REASON'];
+  const head = ['RUN', 'FETCHER', 'POOL', 'STATUS', 'EXIT', 'STARTED', 'DURATION', 'TRIGGER', 'MEM MB', 'REASON'];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? '').length)));
   const line = (cells: string[], status?: RunStatus) => cells.map((c, i) => {
     const padded = c.padEnd(widths[i] ?? 0);

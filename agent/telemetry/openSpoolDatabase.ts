@@ -74,12 +74,20 @@ function openWithRecovery(file: string, logger: Logger, now: () => Date, problem
 export function openAt(file: string, busyWaitMs = OPEN_BUSY_WAIT_MS): Database.Database {
   fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
   guardSqliteFiles(file);
-  const deadline = Date.now() + busyWaitMs;
+  return retryWhileBusy(() => configure(file), busyWaitMs);
+}
+
+/**
+ * Calls `open` again, with a jittered backoff, while SQLite says the file is busy: busy means other
+ * processes (a burst of CLI runs) are writing, so wait for them, never fall back (nothing would flush
+ * a fallback written for that reason). Any other error, or still busy after `waitMs`, is thrown.
+ */
+export function retryWhileBusy<T>(open: () => T, waitMs: number): T {
+  const deadline = Date.now() + waitMs;
   for (let attempt = 0; ; attempt += 1) {
     try {
-      return configure(file);
+      return open();
     } catch (err) {
-      // Busy means other processes are writing: wait for them, never fall back (nothing would flush it).
       if (!isBusyError(err) || Date.now() >= deadline) throw err;
       sleepSync(Math.min(200, 5 * 2 ** Math.min(attempt, 6)) * (0.5 + Math.random()));
     }

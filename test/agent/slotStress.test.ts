@@ -42,7 +42,8 @@ function maxConcurrent(logFile: string): { max: number; starts: number; stops: n
   return { max, starts: events.filter((e) => e.kind === 'start').length, stops: events.filter((e) => e.kind === 'stop').length };
 }
 
-test('six processes (3 agents and 3 loops of CLI runs) x 50 acquisitions never put more than 3 holders in a 3-slot pool', { timeout: 300000 }, async (t) => {
+// 300 CLI and agent runs of a node fixture: minutes on a loaded 2-core machine; the bound guards a hang, not speed.
+test('six processes (3 agents and 3 loops of CLI runs) x 50 acquisitions never put more than 3 holders in a 3-slot pool', { timeout: 600000 }, async (t) => {
   const shared = makeTestEnv(null);
   const logFile = path.join(shared.root, 'holders.log');
   // Each process is its own station user (own HOME and state) sharing only the lock dir, as several

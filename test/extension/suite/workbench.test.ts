@@ -106,7 +106,7 @@ describe('Quantilica extension', () => {
     assert.ok(run, 'the command resolved with the run');
     const slot = await waitFor(() => render().find((p) => p.label === run.pool)?.children.find((s) => s.runId === run.runId), { what: `run ${run.runId} in a slot of the tree`, timeoutMs: 15_000 });
     assert.equal(slot.label, 'comex', 'the row leads with the fetcher');
-    assert.match(slot.description, /^slot \d+ · \d+ s$/);
+    assert.match(slot.description, /^slot \d+ · \d+ s( · \d+(\/\d+)? MB( \(sampled\))?)?$/);
     assert.equal(slot.contextValue, 'run.running', 'the inline Cancel and "Show run log" menus apply');
     const held = (await agentSnapshot()).pools.find((p) => p.name === run.pool)?.slots.find((s) => s.holder?.runId === run.runId);
     assert.ok(held, 'the agent reports the same run holding a slot');
@@ -193,6 +193,10 @@ describe('Quantilica extension', () => {
     await waitFor(() => connectedPid() === agentPid, { what: 'the session to reconnect to the new agent', timeoutMs: 20_000 });
     const snapshot = await agentSnapshot();
     await waitFor(() => render().length === snapshot.pools.length, { what: 'the tree to come back' });
-    assert.equal(api.session.snapshot?.version, (await agentSnapshot()).version, 'resynchronised to the new agent');
+    // The new agent keeps publishing (disk polls, memory figures): the session must reach the version
+    // the agent had when asked, through the ordered change events, never stay behind on the old agent's.
+    const agentVersion = (await agentSnapshot()).version;
+    await waitFor(() => (api.session.snapshot?.version ?? -1) >= agentVersion, { what: 'the session to resynchronise to the new agent', timeoutMs: 10_000 });
+    assert.equal(api.session.snapshot?.agent.pid, agentPid, 'resynchronised to the new agent');
   });
 });
