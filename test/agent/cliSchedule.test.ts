@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import type { ScheduleStatus, Snapshot } from '../../shared/protocol';
+import { SEED_SOURCES } from '../../agent/catalog/seedSources';
 import { makeTestEnv, runCli } from '../support/harness';
 
 test('schedule lists the demo grid, pauses persist, bad names are refused', async () => {
@@ -8,7 +9,8 @@ test('schedule lists the demo grid, pauses persist, bad names are refused', asyn
   const list = await runCli(t, ['schedule', '--json']);
   assert.equal(list.code, 0, list.stderr);
   const { schedule } = JSON.parse(list.stdout) as { schedule: ScheduleStatus };
-  assert.equal(schedule.entries.length, 25);
+  // The seed's sources plus the demo GitHub sync, each on its own schedule.
+  assert.deepEqual(schedule.entries.map((e) => e.fetcher).sort(), [...SEED_SOURCES.map((s) => s.name), 'github'].sort());
   assert.ok(schedule.entries.every((e) => e.cron !== null && e.nextDue !== null && !e.paused));
 
   assert.equal((await runCli(t, ['schedule', 'pause', 'td'])).code, 0, 'aliases name their fetcher');
