@@ -138,6 +138,10 @@ export async function runSuite({ port, workspace, developmentPath, testsPath, ti
     if (screenshots) {
       const taking = new Set();
       watcher = fs.watch(screenshots.dir, (_event, name) => {
+        if (name?.endsWith('.query')) {
+          answerQuery(page, screenshots.dir, name, taking);
+          return;
+        }
         if (!name?.endsWith('.request') || taking.has(name) || !fs.existsSync(path.join(screenshots.dir, name))) return;
         taking.add(name);
         const shot = name.slice(0, -'.request'.length);
@@ -160,6 +164,27 @@ export async function runSuite({ port, workspace, developmentPath, testsPath, ti
     watcher?.close();
     await browser.close();
   }
+}
+
+/**
+ * Answers a suite's question about the page (what the workbench shows, which the extension API
+ * cannot tell: a view's "no data provider" message, a progress notification): `<name>.query` holds
+ * a CSS selector, `<name>.answer` gets the inner text of every element it matches, as JSON.
+ */
+function answerQuery(page, dir, name, busy) {
+  const file = path.join(dir, name);
+  if (busy.has(name) || !fs.existsSync(file)) return;
+  busy.add(name);
+  const selector = fs.readFileSync(file, 'utf8');
+  const answer = path.join(dir, `${name.slice(0, -'.query'.length)}.answer`);
+  page.locator(selector).allInnerTexts().then(
+    (texts) => JSON.stringify({ texts }),
+    (err) => JSON.stringify({ error: err.message }),
+  ).then((json) => {
+    fs.rmSync(file, { force: true });
+    fs.writeFileSync(`${answer}.tmp`, json);
+    fs.renameSync(`${answer}.tmp`, answer);
+  }).finally(() => busy.delete(name));
 }
 
 /** Drags the side bar's edge so tree lines show whole in the picture (a fresh profile is narrow). */
