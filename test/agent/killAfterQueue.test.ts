@@ -3,6 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'node:test';
+import Database from 'better-sqlite3';
 import { connectAgent, type AgentClient } from '../../agent/client/agentClient';
 import type { RunInfo, Snapshot } from '../../shared/protocol';
 import { makeTestEnv, startAgent, type TestEnv } from '../support/harness';
@@ -38,6 +39,22 @@ function runProcessesAlive(runId: string): boolean {
   return false;
 }
 
+/** How the dead agent left the run in its store (status/reason), read before the next agent starts. */
+function leftAs(env: TestEnv, runId: string): string {
+  try {
+    const db = new Database(env.env.QUANTILICA_TELEMETRY_SPOOL, { readonly: true, fileMustExist: true });
+    try {
+      const body = db.prepare('SELECT body FROM runs WHERE run_id = ?').pluck().get(runId) as string | undefined;
+      const run = body ? (JSON.parse(body) as RunInfo) : null;
+      return run ? `${run.status}/${run.reason ?? ''}` : 'not-recorded';
+    } finally {
+      db.close();
+    }
+  } catch (err) {
+    return `unreadable (${err instanceof Error ? err.message : String(err)})`;
+  }
+}
+
 function deadAgentHolders(snapshot: Snapshot, deadPid: number): string[] {
   return snapshot.pools.flatMap((p) => p.slots.filter((s) => s.holder?.pid === deadPid).map((s) => `${p.name}/${s.index}`));
 }
@@ -47,7 +64,7 @@ function deadAgentHolders(snapshot: Snapshot, deadPid: number): string[] {
  * not, starts the next agent and returns the run as that agent records it, with the proof of whether
  * the fetcher ran. Every snapshot the next agent gives meanwhile is checked for the dead agent's pid.
  */
-async function killAndAdopt(env: TestEnv, marks: string, killWhen: (run: RunInfo) => Promise<void>, startNextWhen: 'at-once' | 'after-the-fetcher'): Promise<{ run: RunInfo; ran: boolean; deadPid: number }> {
+async function killAndAdopt(env: TestEnv, marks: string, killWhen: (run: RunInfo) => Promise<void>, startNextWhen: 'at-once' | 'after-the-fetcher'): Promise<{ run: RunInfo; ran: boolean; deadPid: number; left: string }> {
   const connectionFile = path.join(env.home, '.quantilica', 'agent.json');
   const first = await startAgent(env);
   const deadPid = first.child.pid!;
@@ -66,6 +83,7 @@ async function killAndAdopt(env: TestEnv, marks: string, killWhen: (run: RunInfo
   if (startNextWhen === 'after-the-fetcher') {
     await waitFor(() => !runProcessesAlive(queued.runId), { what: 'the orphaned fetcher to end', timeoutMs: 20_000, intervalMs: 50 });
   }
+  const left = leftAs(env, queued.runId);
   const next = await startAgent(env);
   try {
     client = await connectAgent(connectionFile, { client: 'kill-after-queue' });
@@ -80,7 +98,7 @@ async function killAndAdopt(env: TestEnv, marks: string, killWhen: (run: RunInfo
     assert.deepEqual(deadAgentHolders(await c.getSnapshot(), deadPid), [], 'no slot names the dead agent after the run ended');
     // Whatever was spawned has ended before the proof is read: a fetcher that starts late still counts.
     await waitFor(() => !runProcessesAlive(queued.runId), { what: 'no process of the run left', timeoutMs: 20_000, intervalMs: 50 });
-    return { run, ran: fs.existsSync(path.join(marks, `${queued.runId}.ran`)), deadPid };
+    return { run, ran: fs.existsSync(path.join(marks, `${queued.runId}.ran`)), deadPid, left };
   } finally {
     await client?.close().catch(() => {});
     next.child.kill('SIGTERM');
@@ -105,8 +123,8 @@ test('kill -9 of the agent as the fetcher starts: the next agent records the run
     t.after(() => { fs.rmSync(env.root, { recursive: true, force: true }); fs.rmSync(marks, { recursive: true, force: true }); });
     // The kill lands the moment the fetcher's first command ran: the spawn happened, the agent may
     // not yet have recorded the pid (the window of the defect).
-    const { run, ran } = await killAndAdopt(env, marks, (queued) => waitFor(() => fs.existsSync(path.join(marks, `${queued.runId}.ran`)), { what: 'the fetcher to start', timeoutMs: 20_000, intervalMs: 2 }).then(() => undefined), startNextWhen);
-    t.diagnostic(`next agent started ${startNextWhen}: ${run.status} exit ${run.exitCode} ${run.reason ?? ''}`);
+    const { run, ran, left } = await killAndAdopt(env, marks, (queued) => waitFor(() => fs.existsSync(path.join(marks, `${queued.runId}.ran`)), { what: 'the fetcher to start', timeoutMs: 20_000, intervalMs: 2 }).then(() => undefined), startNextWhen);
+    t.diagnostic(`left ${left}; next agent started ${startNextWhen}: ${run.status} exit ${run.exitCode} ${run.reason ?? ''}`);
     assert.equal(ran, true);
     assertTrueOutcome(run, ran, marks);
   }
@@ -117,9 +135,11 @@ test('kill -9 of the agent right after a run is queued, at several delays: each 
   const env = station(marks);
   t.after(() => { fs.rmSync(env.root, { recursive: true, force: true }); fs.rmSync(marks, { recursive: true, force: true }); });
   const seen: string[] = [];
-  for (const delayMs of [0, 5, 15, 40, 100]) {
-    const { run, ran } = await killAndAdopt(env, marks, () => new Promise((resolve) => setTimeout(resolve, delayMs)), 'after-the-fetcher');
-    seen.push(`${delayMs} ms: ran=${ran} ${run.status}/${run.exitCode}/${run.reason ?? ''}`);
+  // A sweep: where the spawn falls after the queue depends on the machine's load. The diagnostic
+  // says how the dead agent left each run (`waiting/starting` is the window of the defect).
+  for (const delayMs of [0, 5, 10, 15, 20, 30, 40, 60, 100]) {
+    const { run, ran, left } = await killAndAdopt(env, marks, () => new Promise((resolve) => setTimeout(resolve, delayMs)), 'after-the-fetcher');
+    seen.push(`${delayMs} ms: left ${left}, ran=${ran}, recorded ${run.status}/${run.exitCode}/${run.reason ?? ''}`);
     assertTrueOutcome(run, ran, marks);
   }
   t.diagnostic(seen.join('; '));
