@@ -71,6 +71,15 @@ async function setting(section: string, key: string, value: unknown): Promise<vo
   await waitFor(() => vscode.workspace.getConfiguration(section).get(key) === (value ?? vscode.workspace.getConfiguration(section).inspect(key)?.defaultValue), { what: `${section}.${key} to read back`, timeoutMs: 10_000 });
 }
 
+/** A when-clause of `key == value` / `key != value` terms joined by `&&`, with no context key set. */
+function holdsWithNoContext(when: string | undefined): boolean {
+  return (when ?? '').split('&&').every((term) => {
+    const m = /^\s*[\w.]+\s*(==|!=)\s*\S+\s*$/.exec(term);
+    assert.ok(m, `a clause this check understands: ${term}`);
+    return m[1] === '!=';
+  });
+}
+
 async function pageText(selector: string): Promise<string> {
   return ((await queryPage(selector)) ?? []).join('\n');
 }
@@ -91,9 +100,14 @@ describe('The operator’s health and notifications (issue 13)', () => {
   it('every view has its data provider from activation, before the agent answers, and the page never says "no data provider"', async () => {
     const steps = api.activationSteps;
     assert.ok(steps.includes('views') && steps.indexOf('views') < steps.indexOf('connect'), `views created before connecting (steps: ${steps.join(', ')})`);
-    const pkg = vscode.extensions.getExtension(EXTENSION_ID)!.packageJSON as { activationEvents: string[]; contributes: { views: Record<string, Array<{ id: string }>> } };
+    const pkg = vscode.extensions.getExtension(EXTENSION_ID)!.packageJSON as { activationEvents: string[]; contributes: { views: Record<string, Array<{ id: string }>>; viewsWelcome: Array<{ view: string; contents: string; when?: string }> } };
     for (const { id } of Object.values(pkg.contributes.views).flat()) {
       assert.ok(pkg.activationEvents.includes(`onView:${id}`), `a window restoring ${id} activates the extension at once`);
+      // Before the extension host has activated us (a reload), no context key is set and no provider
+      // is registered: VS Code shows a view's welcome content then, and "There is no data provider
+      // registered" only in a view that has none for that moment.
+      const early = pkg.contributes.viewsWelcome.filter((w) => w.view === id && holdsWithNoContext(w.when));
+      assert.deepEqual(early.map((w) => w.contents), ['Connecting to the Quantilica agent…'], `${id} says "Connecting…" before activation`);
     }
     for (const [name, view] of Object.entries(api.views)) {
       assert.ok(view, `the ${name} view exists`);
