@@ -2,6 +2,7 @@ import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { launchAgent, stopAgent } from './agentProcess';
 import type { AgentSession } from './agentSession';
+import type { Notices } from './notices';
 import { reportError } from './reportError';
 
 const READY_TIMEOUT_MS = 30_000;
@@ -12,6 +13,7 @@ export class AgentLauncher {
     private readonly context: vscode.ExtensionContext,
     private readonly session: AgentSession,
     private readonly log: vscode.LogOutputChannel,
+    private readonly notices: Notices,
   ) {}
 
   get logFile(): string {
@@ -30,11 +32,11 @@ export class AgentLauncher {
 
   /** Stops the connected agent (its fetchers go on and are adopted) and starts a new one. */
   async restart(): Promise<number | undefined> {
-    return vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Restarting the Quantilica agent' }, async (progress) => {
+    return this.notices.withProgress('Restarting the Quantilica agent', async (report) => {
       const state = this.session.state;
       if (state.kind === 'connected') {
         this.log.info(`stopping the agent (pid ${state.info.pid})`);
-        progress.report({ message: `stopping pid ${state.info.pid} (its fetchers go on)…` });
+        report(`stopping pid ${state.info.pid} (its fetchers go on)…`);
         this.restarting = true;
         try {
           await stopAgent(state.info.pid);
@@ -45,8 +47,10 @@ export class AgentLauncher {
           this.restarting = false;
         }
       }
-      progress.report({ message: 'starting a new agent…' });
-      return this.launchAndWait();
+      report('starting a new agent…');
+      const pid = await this.launchAndWait();
+      if (pid !== undefined) report(`connected to the new agent (pid ${pid})`);
+      return pid;
     });
   }
 
@@ -54,7 +58,7 @@ export class AgentLauncher {
   restarting = false;
 
   private launchAndWait(title?: string): Thenable<number | undefined> {
-    return title ? vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title }, () => this.launch()) : this.launch();
+    return title ? this.notices.withProgress(title, () => this.launch()) : this.launch();
   }
 
   private async launch(): Promise<number | undefined> {

@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { SetSchedulePaused } from '../shared/protocol';
 import { AgentLauncher } from './agentLauncher';
-import { AgentSession } from './agentSession';
+import { AgentSession, type SessionState } from './agentSession';
 import { registerCommands, setRunsLookup } from './commands';
 import { DISK_DETAILS_SCHEME, DiskDetailsDocument } from './diskDetailsDocument';
 import { DiskStatusItem, gaugeState } from './diskStatusItem';
@@ -26,6 +26,10 @@ export interface QuantilicaApi {
   readonly tree: PoolTreeProvider;
   readonly runs: RunsTreeProvider;
   readonly schedule: ScheduleTreeProvider;
+  /** The three tree views, created before the session starts connecting. */
+  readonly views: { readonly pools: vscode.TreeView<unknown>; readonly runs: vscode.TreeView<unknown>; readonly schedule: vscode.TreeView<unknown> };
+  /** What `activate` did, in order ('views' before 'connect'). */
+  readonly activationSteps: readonly string[];
   readonly disk: DiskStatusItem;
   readonly telemetry: TelemetryHealthItem;
   readonly station: StationPanel;
@@ -42,6 +46,7 @@ export interface QuantilicaApi {
 
 export function activate(context: vscode.ExtensionContext): QuantilicaApi | undefined {
   const started = Date.now();
+  const activationSteps: string[] = [];
   const channel = vscode.window.createOutputChannel('Quantilica', { log: true });
   context.subscriptions.push(channel);
   const log = quietLog(channel);
@@ -52,20 +57,29 @@ export function activate(context: vscode.ExtensionContext): QuantilicaApi | unde
       contextKeys.set(key, value);
       void vscode.commands.executeCommand('setContext', key, value);
     };
-    const notices = new Notices();
+    // The views first, before anything touches the agent: VS Code shows "There is no data provider
+    // registered" for a view whose provider is not there when it asks (a window reload restores the
+    // Quantilica container at once). Each view says "Connecting…" until the agent's state arrives.
     const session = new AgentSession(log, connectionFile);
     const tree = new PoolTreeProvider();
     const runs = new RunsTreeProvider(session, log);
     const schedule = new ScheduleTreeProvider();
+    const view = vscode.window.createTreeView('quantilica.pools', { treeDataProvider: tree, showCollapseAll: true });
+    const runsView = vscode.window.createTreeView('quantilica.runs', { treeDataProvider: runs });
+    const scheduleView = vscode.window.createTreeView('quantilica.schedule', { treeDataProvider: schedule });
+    const views = { pools: view, runs: runsView, schedule: scheduleView };
+    const showState = (state: SessionState) => {
+      for (const v of Object.values(views)) v.message = viewMessage(state);
+    };
+    showState(session.state);
+    activationSteps.push('views');
+    const notices = new Notices();
     const disk = new DiskStatusItem();
     const telemetry = new TelemetryHealthItem();
     const logs = new RunLogDocuments(session, log);
     const diskDetails = new DiskDetailsDocument(session);
-    const launcher = new AgentLauncher(context, session, log);
+    const launcher = new AgentLauncher(context, session, log, notices);
     const station = new StationPanel(context.extensionUri, session, log);
-    const view = vscode.window.createTreeView('quantilica.pools', { treeDataProvider: tree, showCollapseAll: true });
-    const runsView = vscode.window.createTreeView('quantilica.runs', { treeDataProvider: runs });
-    const scheduleView = vscode.window.createTreeView('quantilica.schedule', { treeDataProvider: schedule });
     setRunsLookup((runId) => runs.run(runId));
     context.subscriptions.push(session, tree, runs, schedule, disk, telemetry, logs, diskDetails, station, view, runsView, scheduleView, ...registerCommands(session, launcher, log, notices));
     context.subscriptions.push(
@@ -97,7 +111,7 @@ export function activate(context: vscode.ExtensionContext): QuantilicaApi | unde
       }),
       session.onDidChangeState((state) => {
         setContext('quantilica.agentState', state.kind);
-        view.message = state.kind === 'connecting' ? 'Connecting to the agent…' : undefined;
+        showState(state);
         renderGauge();
       }),
       vscode.workspace.onDidChangeConfiguration((e) => {
@@ -107,13 +121,14 @@ export function activate(context: vscode.ExtensionContext): QuantilicaApi | unde
     setContext('quantilica.agentState', 'connecting');
     setContext('quantilica.hasDatabase', false);
     session.start();
+    activationSteps.push('connect');
 
     if (vscode.workspace.getConfiguration('quantilica').get<boolean>('autoStart', false)) {
       // Give an agent that is already running the first word; start ours only if none answers.
       session.whenConnected(3000).catch(() => launcher.start());
     }
     return {
-      session, tree, runs, schedule, disk, telemetry, station, logs, notices, contextKeys,
+      session, tree, runs, schedule, views, activationSteps, disk, telemetry, station, logs, notices, contextKeys,
       get outputLines() { return log.lines; },
       fetcherPickItems,
       activationMs: Date.now() - started,
@@ -166,6 +181,11 @@ function registerViewCommands(session: AgentSession, runs: RunsTreeProvider, not
     }),
     vscode.commands.registerCommand('quantilica.clearRunsFilter', () => runs.setFilter({})),
   ];
+}
+
+/** The message over every view: "Connecting…" until the first answer; the welcome views take over when down. */
+export function viewMessage(state: SessionState): string | undefined {
+  return state.kind === 'connecting' ? 'Connecting to the Quantilica agent…' : undefined;
 }
 
 /**

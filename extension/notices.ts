@@ -12,12 +12,31 @@ export class Notices {
   readonly shown: Array<{ level: Level; text: string; actions: string[] }> = [];
   /** Questions put to the user (a second run of a running fetcher). */
   readonly asked: string[] = [];
+  /** Progress notifications: their title and each step reported, and whether they ended. */
+  readonly progress: Array<{ title: string; steps: string[]; ended: boolean }> = [];
 
   show(level: Level, text: string, ...actions: string[]): Thenable<string | undefined> {
     this.shown.push({ level, text, actions });
     if (this.shown.length > 200) this.shown.shift();
     const show = level === 'error' ? vscode.window.showErrorMessage : level === 'warning' ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
     return show(text, ...actions);
+  }
+
+  /** A progress notification (the agent restarting), kept like the messages for the tests. */
+  withProgress<T>(title: string, task: (report: (message: string) => void) => Thenable<T>): Thenable<T> {
+    const entry = { title, steps: [] as string[], ended: false };
+    this.progress.push(entry);
+    if (this.progress.length > 50) this.progress.shift();
+    return vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title }, async (progress) => {
+      try {
+        return await task((message) => {
+          entry.steps.push(message);
+          progress.report({ message });
+        });
+      } finally {
+        entry.ended = true;
+      }
+    });
   }
 
   /** A notification of a kind the user can switch off. */

@@ -30,6 +30,12 @@ export function outcome(run: RunInfo): string {
   return [run.status, how, reason].filter((p) => p !== '').join(' · ');
 }
 
+/** "peak 42 MB" (with "sampled" when read from /proc rather than the run's cgroup); empty when unknown. */
+export function peakMemory(run: RunInfo): string {
+  if (run.peakMemoryMb === null || run.peakMemoryMb === undefined) return '';
+  return `peak ${Math.round(run.peakMemoryMb)} MB${run.memorySource === 'sampled' ? ' (sampled)' : ''}`;
+}
+
 /** How long a run ran (or has been running); empty before it started. */
 export function duration(run: RunInfo, now = Date.now()): string {
   if (!run.startedAt) return '';
@@ -55,6 +61,7 @@ export function spokenRun(run: RunInfo): string {
   else if (run.startedAt && run.finishedAt) parts.push(`after ${spokenDuration(run.startedAt, Date.parse(run.finishedAt))}`);
   if (run.exitCode !== null) parts.push(`exit code ${run.exitCode}`);
   if (run.reason) parts.push(`reason ${run.reason.replace(/-/g, ' ')}`);
+  if (run.peakMemoryMb !== null && run.peakMemoryMb !== undefined) parts.push(`peak memory ${Math.round(run.peakMemoryMb)} megabytes`);
   parts.push(`in pool ${run.pool}`);
   return parts.join(', ');
 }
@@ -76,6 +83,7 @@ export function runTooltip(run: RunInfo): vscode.MarkdownString {
     ['Duration', duration(run) || '—'],
     ['Run id', run.runId],
   ];
+  if (peakMemory(run)) rows.push(['Memory', peakMemory(run) + (run.memoryLimitMb ? ` of a ${run.memoryLimitMb} MB ceiling` : '')]);
   if (run.pid !== null) rows.push(['Process', `pid ${run.pid}`]);
   md.appendMarkdown(rows.map(([k, v]) => `${k}: ${escapeMd(v)}`).join('  \n'));
   return md;

@@ -2,7 +2,7 @@ import * as vscode from 'vscode';
 import { ListRuns, type RunInfo, type RunStatus } from '../shared/protocol';
 import type { AgentSession, StateEvent } from './agentSession';
 import { TICK_MS } from './poolTreeProvider';
-import { duration, outcome, runIcon, runTooltip, spokenRun } from './runPresentation';
+import { duration, outcome, peakMemory, runIcon, runTooltip, spokenRun } from './runPresentation';
 import { sendRequest } from './protocolCalls';
 
 export type DayNode = { kind: 'day'; id: string; day: string };
@@ -87,7 +87,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
     item.id = node.id;
     if (!run) return item;
     const started = new Date(run.startedAt ?? run.enqueuedAt).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
-    item.description = [started, run.trigger, duration(run), run.status === 'running' ? '' : outcome(run)].filter((p) => p !== '').join(' · ');
+    item.description = [started, run.trigger, duration(run), run.status === 'running' ? '' : outcome(run), peakMemory(run)].filter((p) => p !== '').join(' · ');
     item.tooltip = runTooltip(run);
     item.iconPath = runIcon(run);
     item.accessibilityInformation = { label: spokenRun(run) };

@@ -12,6 +12,9 @@ export class TelemetryHealthItem implements vscode.Disposable {
   private spool: SpoolStatus | null = null;
   private receivedAt = Date.now();
   private readonly ticker = setInterval(() => this.render(), 5000);
+  private readonly settings = vscode.workspace.onDidChangeConfiguration((e) => {
+    if (e.affectsConfiguration('quantilica.telemetry.staleMinutes')) this.render();
+  });
 
   constructor() {
     this.item.name = 'Quantilica telemetry';
@@ -23,6 +26,12 @@ export class TelemetryHealthItem implements vscode.Disposable {
   get oldestAgeSeconds(): number | null {
     if (!this.spool || this.spool.pending === 0 || this.spool.oldestAgeSeconds === null) return null;
     return this.spool.oldestAgeSeconds + (Date.now() - this.receivedAt) / 1000;
+  }
+
+  /** What the status bar item shows (for the extension-host tests). */
+  get view(): { text: string; tooltip: string } {
+    const tooltip = this.item.tooltip;
+    return { text: this.item.text, tooltip: typeof tooltip === 'string' ? tooltip : tooltip?.value ?? '' };
   }
 
   get visible(): boolean {
@@ -39,6 +48,7 @@ export class TelemetryHealthItem implements vscode.Disposable {
 
   dispose(): void {
     clearInterval(this.ticker);
+    this.settings.dispose();
     this.item.dispose();
   }
 

@@ -138,6 +138,10 @@ export async function runSuite({ port, workspace, developmentPath, testsPath, ti
     if (screenshots) {
       const taking = new Set();
       watcher = fs.watch(screenshots.dir, (_event, name) => {
+        if (name?.endsWith('.query')) {
+          answerQuery(page, screenshots.dir, name, taking);
+          return;
+        }
         if (!name?.endsWith('.request') || taking.has(name) || !fs.existsSync(path.join(screenshots.dir, name))) return;
         taking.add(name);
         const shot = name.slice(0, -'.request'.length);
@@ -160,6 +164,35 @@ export async function runSuite({ port, workspace, developmentPath, testsPath, ti
     watcher?.close();
     await browser.close();
   }
+}
+
+/**
+ * Answers a suite's question about the page (what the workbench shows, which the extension API
+ * cannot tell: a view's "no data provider" message, a progress notification): `<name>.query` holds
+ * `{ selector, click, waitText, timeoutMs }` (a playwright selector; click the first match, as a
+ * user would; first wait up to timeoutMs for a match showing waitText, and click that one), and
+ * `<name>.answer` gets the inner text of every element it matches, as JSON.
+ */
+function answerQuery(page, dir, name, busy) {
+  const file = path.join(dir, name);
+  if (busy.has(name) || !fs.existsSync(file)) return;
+  busy.add(name);
+  const { selector, click, waitText, timeoutMs, html } = JSON.parse(fs.readFileSync(file, 'utf8'));
+  fs.rmSync(file, { force: true });
+  const answer = path.join(dir, `${name.slice(0, -'.query'.length)}.answer`);
+  const locator = page.locator(selector);
+  // waitText: wait in the page (playwright polls on animation frames) for a match showing that
+  // text, for what shows only briefly (a progress notification).
+  const target = waitText ? locator.filter({ hasText: waitText }).first() : locator.first();
+  const ready = waitText ? target.waitFor({ state: 'visible', timeout: timeoutMs ?? 20_000 }) : Promise.resolve();
+  const read = () => (html ? locator.evaluateAll((els) => els.map((e) => e.outerHTML)) : locator.allInnerTexts());
+  ready.then(() => (click ? target.click({ timeout: 10_000 }).then(() => read().catch(() => [])) : read())).then(
+    (texts) => JSON.stringify({ texts }),
+    (err) => JSON.stringify({ error: err.message }),
+  ).then((json) => {
+    fs.writeFileSync(`${answer}.tmp`, json);
+    fs.renameSync(`${answer}.tmp`, answer);
+  }).finally(() => busy.delete(name));
 }
 
 /** Drags the side bar's edge so tree lines show whole in the picture (a fresh profile is narrow). */
