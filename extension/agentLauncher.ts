@@ -5,7 +5,9 @@ import type { AgentSession } from './agentSession';
 import type { Notices } from './notices';
 import { reportError } from './reportError';
 
-const READY_TIMEOUT_MS = 30_000;
+// A busy station (a burst of fetchers starting, a flush) can take tens of seconds to start the agent:
+// a restart measured 29.6 s under a load average of 12, so the wait leaves room beyond that.
+const READY_TIMEOUT_MS = 60_000;
 
 /** Starts and restarts the agent the extension ships (`dist/agent.js`), then waits for the session. */
 export class AgentLauncher {
