@@ -49,15 +49,16 @@ export class PgSlotBackend {
    */
   async open(): Promise<void> {
     refusePoolerUrl(this.opts.url);
-    const client = await this.connection();
-    for (const [name, slots] of this.opts.defaults) this.pools.set(name, await ensurePool(client, name, slots));
+    await this.use(async (client) => {
+      for (const [name, slots] of this.opts.defaults) this.pools.set(name, await ensurePool(client, name, slots));
+    });
     await this.refresh();
     this.refreshTimer ??= setInterval(() => { void this.refresh(); }, HOLDERS_REFRESH_MS);
     this.refreshTimer.unref();
   }
 
   /** The live connection, made again after a loss (the tickets of the lost one died with it). */
-  async connection(): Promise<pg.Client> {
+  private async connection(): Promise<pg.Client> {
     if (this.closed) throw new Error('the slot backend is closed');
     if (this.client && !this.broken) return this.client;
     this.connecting ??= this.connect().finally(() => { this.connecting = null; });
@@ -66,6 +67,17 @@ export class PgSlotBackend {
 
   /** Whether the connection was lost since `generation` was taken: tickets of a lost one are gone. */
   generation = 0;
+  private queue: Promise<unknown> = Promise.resolve();
+
+  /**
+   * Runs `fn` with the connection, one caller at a time: the pools' waiting loops and the holders'
+   * refresh share it, and a pg client must not be given a query while another is in flight.
+   */
+  use<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
+    const turn = this.queue.then(async () => fn(await this.connection()));
+    this.queue = turn.catch(() => {});
+    return turn;
+  }
 
   private async connect(): Promise<pg.Client> {
     const client = new pg.Client({ connectionString: this.opts.url, application_name: `quantilica-agent ${this.opts.station}`, keepAlive: true, connectionTimeoutMillis: 10_000 });
@@ -108,14 +120,15 @@ export class PgSlotBackend {
   async refresh(): Promise<void> {
     if (this.closed) return;
     try {
-      const client = await this.connection();
-      if (Date.now() - this.lastClean > CLEAN_MS) {
-        this.lastClean = Date.now();
-        await cleanDeadRows(client);
-      }
-      this.holders = await liveHolders(client);
-      const rows = (await client.query<{ name: string; slots: number; lock_key: number }>('SELECT name, slots, lock_key FROM core.pool')).rows;
-      for (const r of rows) this.pools.set(r.name, { slots: r.slots, lockKey: r.lock_key });
+      await this.use(async (client) => {
+        if (Date.now() - this.lastClean > CLEAN_MS) {
+          this.lastClean = Date.now();
+          await cleanDeadRows(client);
+        }
+        this.holders = await liveHolders(client);
+        const rows = (await client.query<{ name: string; slots: number; lock_key: number }>('SELECT name, slots, lock_key FROM core.pool')).rows;
+        for (const r of rows) this.pools.set(r.name, { slots: r.slots, lockKey: r.lock_key });
+      });
     } catch {
       // Unreachable: the copy stays as it was; the wait loops say why they wait.
     }

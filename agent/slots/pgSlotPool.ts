@@ -4,11 +4,10 @@ import * as readline from 'node:readline';
 import type { SlotState } from '../../shared/protocol';
 import { RunRefusedError } from '../errors';
 import type { Logger } from '../log/logger';
-import type { HeldSlot } from '../runs/runPorts';
 import type { OwnerRecord } from './ownerRecord';
 import type { PgSlotBackend } from './pgSlotBackend';
 import { heldSlots, readPool } from './pgSlotSql';
-import type { PoolBackend } from './poolBackend';
+import type { PoolBackend, PoolGrant } from './poolBackend';
 
 /** How often waiting runs look at the shared queue: other stations' releases send us no signal. */
 const POLL_MS = 100;
@@ -36,7 +35,7 @@ interface Waiter {
   generation: number;
   keeper: ChildProcess | null;
   position: number;
-  resolve(slot: HeldSlot): void;
+  resolve(slot: PoolGrant): void;
   reject(err: Error): void;
   onPosition(position: number): void;
   cleanup(): void;
@@ -68,8 +67,8 @@ export class PgSlotPool implements PoolBackend {
     return this.opts.backend.pool(this.name)?.slots ?? this.opts.defaultSize;
   }
 
-  acquire(runId: string, signal: AbortSignal, onPosition: (position: number) => void = () => {}): Promise<HeldSlot> {
-    return new Promise<HeldSlot>((resolve, reject) => {
+  acquire(runId: string, signal: AbortSignal, onPosition: (position: number) => void = () => {}): Promise<PoolGrant> {
+    return new Promise<PoolGrant>((resolve, reject) => {
       if (signal.aborted) {
         reject(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
         return;
@@ -140,8 +139,7 @@ export class PgSlotPool implements PoolBackend {
     const ticket = waiter.ticket;
     waiter.ticket = null;
     if (ticket === null) return;
-    this.opts.backend.connection()
-      .then((c) => c.query('DELETE FROM core.slot_waiter WHERE ticket = $1::bigint', [ticket]))
+    this.opts.backend.use((c) => c.query('DELETE FROM core.slot_waiter WHERE ticket = $1::bigint', [ticket]))
       .catch(() => { /* a lost connection took the ticket with it */ });
   }
 
@@ -175,19 +173,26 @@ export class PgSlotPool implements PoolBackend {
   private async tick(): Promise<void> {
     if (this.waiters.length === 0) return;
     const { backend } = this.opts;
-    const client = await backend.connection();
-    for (const w of this.waiters) {
-      if (w.ticket !== null && w.generation === backend.generation) continue;
-      const row = (await client.query<{ ticket: string }>('INSERT INTO core.slot_waiter (pool, station, agent_pid, run_id, backend_pid) VALUES ($1, $2, $3, $4, pg_catalog.pg_backend_pid()) RETURNING ticket::text',
-        [this.name, backend.station, process.pid, w.runId])).rows[0];
-      w.ticket = row?.ticket ?? null;
-      w.generation = backend.generation;
-    }
-    const pool = await readPool(client, this.name);
+    const { pool, held, queue } = await backend.use(async (client) => {
+      for (const w of [...this.waiters]) {
+        if (w.ticket !== null && w.generation === backend.generation) continue;
+        const row = (await client.query<{ ticket: string }>('INSERT INTO core.slot_waiter (pool, station, agent_pid, run_id, backend_pid) VALUES ($1, $2, $3, $4, pg_catalog.pg_backend_pid()) RETURNING ticket::text',
+          [this.name, backend.station, process.pid, w.runId])).rows[0];
+        if (!this.waiters.includes(w)) {
+          // It left (cancel, timeout) while its ticket was being made: the ticket must not hold up the queue.
+          await client.query('DELETE FROM core.slot_waiter WHERE ticket = $1::bigint', [row?.ticket]);
+          continue;
+        }
+        w.ticket = row?.ticket ?? null;
+        w.generation = backend.generation;
+      }
+      const row = await readPool(client, this.name);
+      const locks = await heldSlots(client, row.lockKey);
+      const tickets = (await client.query<{ ticket: string }>(`SELECT w.ticket::text FROM core.slot_waiter w WHERE w.pool = $1
+        AND EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = w.backend_pid) ORDER BY w.ticket`, [this.name])).rows.map((r) => r.ticket);
+      return { pool: row, held: locks, queue: tickets };
+    });
     backend.setPool(this.name, pool);
-    const held = await heldSlots(client, pool.lockKey);
-    const queue = (await client.query<{ ticket: string }>(`SELECT w.ticket::text FROM core.slot_waiter w WHERE w.pool = $1
-      AND EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = w.backend_pid) ORDER BY w.ticket`, [this.name])).rows.map((r) => r.ticket);
     this.lastError = null;
     const free = pool.slots - held.length;
     for (const w of [...this.waiters]) {
