@@ -20,6 +20,7 @@ import { percentile, printTable } from './benchSupport';
 // Run: npm run build && npx tsc -b && node out/bench/pgSlots.js [rounds]
 
 const ROUNDS = Number(process.argv[2] ?? 200);
+const GAP_MS = Number(process.env.BENCH_GAP_MS ?? 0);
 
 async function measure(pool: PoolBackend, isFree: (slot: PoolGrant) => Promise<boolean>): Promise<{ acquire: number[]; release: number[] }> {
   const acquire: number[] = [];
@@ -32,6 +33,8 @@ async function measure(pool: PoolBackend, isFree: (slot: PoolGrant) => Promise<b
     pool.released(slot.index);
     while (!(await isFree(slot))) await new Promise((r) => setImmediate(r));
     const t2 = process.hrtime.bigint();
+    // A pause between rounds (BENCH_GAP_MS), as between real runs: the postgres pool's spare keeper is warm then.
+    if (GAP_MS > 0) await new Promise((r) => setTimeout(r, GAP_MS));
     acquire.push(Number(t1 - t0) / 1e6);
     release.push(Number(t2 - t1) / 1e6);
   }

@@ -10,8 +10,10 @@ import { heldSlots, readPool } from './pgSlotSql';
 // descriptor can, and a lock held by the agent's connection would die with the agent (kill -9) while
 // its fetchers still run. So each held slot has this small keeper, started detached (its own session,
 // so a signal to the agent's group does not reach it) with:
-//   argv   POOL STATION RUN_ID     env QUANTILICA_SLOT_KEEPER_URL (never on the command line)
-//   fd 0   lines from the agent: {"record":{pid,fetcher,runId,since}} once the fetcher is spawned
+//   argv   POOL STATION            env QUANTILICA_SLOT_KEEPER_URL (never on the command line)
+//   fd 0   lines from the agent: {"take":RUN_ID} once (the agent may start a keeper ahead of need, so
+//          its start-up and connection are not on a waiting run's path), then
+//          {"record":{pid,fetcher,runId,since}} once the fetcher is spawned
 //   fd 1   lines to the agent: {"acquired":N} | {"busy":true} | {"error":"…"} | {"lost":"…"}
 //   fd 3   the lifeline: the other end is handed to the fetcher as its fd 3 (where the file backend
 //          puts the flock'd descriptor). Every process of the run inherits it; when the last one is
@@ -23,7 +25,8 @@ import { heldSlots, readPool } from './pgSlotSql';
 // counted free while its fetcher lives (beyond the moment it takes the keeper to notice).
 
 const url = process.env.QUANTILICA_SLOT_KEEPER_URL ?? '';
-const [pool, station, runId] = process.argv.slice(2);
+const [pool, station] = process.argv.slice(2);
+let runId = '';
 
 let group: number | null = null;
 let lost = false;
@@ -46,8 +49,8 @@ function killRun(): void {
 }
 
 async function main(): Promise<void> {
-  if (!pool || !station || !runId || url === '') {
-    say({ error: 'usage: pgSlotKeeper POOL STATION RUN_ID with QUANTILICA_SLOT_KEEPER_URL set' });
+  if (!pool || !station || url === '') {
+    say({ error: 'usage: pgSlotKeeper POOL STATION with QUANTILICA_SLOT_KEEPER_URL set' });
     process.exit(64);
   }
   const lifeline = new net.Socket({ fd: 3, readable: true, writable: false });
@@ -69,11 +72,19 @@ async function main(): Promise<void> {
   lifeline.on('data', () => {});
   lifeline.on('error', () => { void finish(0); });
   lifeline.on('close', () => { void finish(0); });
+  let takeFor: (id: string) => void = () => {};
+  const taken = new Promise<string>((resolve) => { takeFor = resolve; });
   readline.createInterface({ input: process.stdin }).on('line', (line) => {
     let record: { pid?: unknown; fetcher?: unknown; runId?: unknown; since?: unknown } | undefined;
+    let take: unknown;
     try {
-      record = (JSON.parse(line) as { record?: typeof record }).record;
+      ({ record, take } = JSON.parse(line) as { record?: typeof record; take?: unknown });
     } catch {
+      return;
+    }
+    if (typeof take === 'string' && take !== '' && runId === '') {
+      runId = take;
+      takeFor(take);
       return;
     }
     if (!record) return;
@@ -90,6 +101,7 @@ async function main(): Promise<void> {
 
   await client.connect();
   await client.query('SET search_path = pg_catalog, pg_temp');
+  await taken;
   const slot = await take(client);
   if (slot === null) {
     say({ busy: true });

@@ -13,6 +13,20 @@ import type { PoolBackend, PoolGrant } from './poolBackend';
 const POLL_MS = 100;
 /** How long a keeper may take to start, connect and answer before the try is given up. */
 const KEEPER_ANSWER_MS = 30_000;
+/** How long a warm spare keeper (a process and a connection) waits for a run before it is stopped. */
+const SPARE_IDLE_MS = 30_000;
+
+interface KeeperMessage { acquired?: number; busy?: boolean; error?: string; lost?: string }
+
+/** A keeper process and what its messages and its end mean now (a spare's, then a waiter's). */
+interface KeeperHandle {
+  child: ChildProcess;
+  lifeline: net.Socket;
+  onMessage(msg: KeeperMessage): void;
+  onExit(): void;
+  onError(err: Error): void;
+  retire(): void;
+}
 
 export interface PgSlotPoolOptions {
   name: string;
@@ -57,6 +71,7 @@ export class PgSlotPool implements PoolBackend {
   private again = false;
   private closed = false;
   private lastError: string | null = null;
+  private spare: KeeperHandle | null = null;
 
   constructor(private readonly opts: PgSlotPoolOptions) {
     this.name = opts.name;
@@ -101,6 +116,11 @@ export class PgSlotPool implements PoolBackend {
 
   close(): void {
     this.closed = true;
+    if (this.spare) {
+      this.spare.lifeline.destroy();
+      this.spare.child.kill('SIGTERM');
+      this.spare = null;
+    }
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     for (const w of [...this.waiters]) {
@@ -206,18 +226,17 @@ export class PgSlotPool implements PoolBackend {
     }
   }
 
-  /** Starts the waiter's lock keeper; it answers acquired (the waiter is served) or busy (it waits on). */
+  /**
+   * Gives the waiter a lock keeper: the warm spare if there is one, else a new one. It answers acquired
+   * (the waiter is served) or busy (it waits on). A new spare is started meanwhile, so the next waiter
+   * does not pay for a process start and a connection.
+   */
   private tryKeeper(waiter: Waiter): void {
-    const { backend } = this.opts;
-    const keeper = spawn(process.execPath, [this.opts.keeperPath, this.name, backend.station, waiter.runId], {
-      // Its own session: a Ctrl-C or a signal to the agent's group must not end the slot of a running fetcher.
-      detached: true,
-      stdio: ['pipe', 'pipe', 'ignore', 'pipe'],
-      env: { PATH: process.env.PATH, QUANTILICA_SLOT_KEEPER_URL: backend.url },
-    });
+    const handle = this.spare ?? this.startKeeper();
+    this.spare = null;
+    handle.retire();
+    const { child: keeper, lifeline } = handle;
     waiter.keeper = keeper;
-    const lifeline = keeper.stdio[3] as net.Socket;
-    lifeline.pause();
     let answered = false;
     const answerTimer = setTimeout(() => { if (!answered) keeper.kill('SIGKILL'); }, KEEPER_ANSWER_MS);
     answerTimer.unref();
@@ -234,15 +253,9 @@ export class PgSlotPool implements PoolBackend {
         this.kick();
       }
     };
-    keeper.on('error', (err) => giveUp(new RunRefusedError('slot-error', `cannot start the slot keeper: ${err.message}`)));
-    keeper.on('exit', () => { if (!answered) giveUp(null); });
-    readline.createInterface({ input: keeper.stdout! }).on('line', (line) => {
-      let msg: { acquired?: number; busy?: boolean; error?: string; lost?: string };
-      try {
-        msg = JSON.parse(line) as typeof msg;
-      } catch {
-        return;
-      }
+    handle.onExit = () => { if (!answered) giveUp(null); };
+    handle.onError = (err) => giveUp(new RunRefusedError('slot-error', `cannot start the slot keeper: ${err.message}`));
+    handle.onMessage = (msg) => {
       if (msg.lost !== undefined) {
         this.opts.logger.warn({ pool: this.name, runId: waiter.runId, why: msg.lost }, 'slot-session-lost: the slot\'s PostgreSQL session ended; its keeper stopped the run');
         this.opts.onLost?.(waiter.runId, msg.lost);
@@ -252,7 +265,57 @@ export class PgSlotPool implements PoolBackend {
       if (msg.busy) giveUp(null);
       else if (msg.error !== undefined) giveUp(new RunRefusedError('slot-backend-unavailable', `the slot keeper failed: ${msg.error}`));
       else if (typeof msg.acquired === 'number') this.served(waiter, keeper, lifeline, msg.acquired, () => { answered = true; clearTimeout(answerTimer); });
+    };
+    keeper.stdin?.write(`${JSON.stringify({ take: waiter.runId })}\n`);
+    this.warmSpare();
+  }
+
+  /** A keeper started ahead of need: connected and idle until it is told which run it takes a slot for. */
+  private warmSpare(): void {
+    if (this.closed || this.spare !== null) return;
+    const spare = this.startKeeper();
+    this.spare = spare;
+    const drop = () => {
+      if (this.spare !== spare) return;
+      this.spare = null;
+      clearTimeout(idle);
+      spare.lifeline.destroy();
+      spare.child.kill('SIGTERM');
+    };
+    // An idle spare holds a process and a connection: it goes after a while without waiters.
+    const idle = setTimeout(drop, SPARE_IDLE_MS);
+    idle.unref();
+    spare.child.unref();
+    spare.onExit = drop;
+    spare.onError = drop;
+    // A spare says nothing until it is given a run: anything it says now (lost, error) ends it.
+    spare.onMessage = drop;
+    spare.retire = () => {
+      clearTimeout(idle);
+      spare.child.ref();
+    };
+  }
+
+  private startKeeper(): KeeperHandle {
+    const { backend } = this.opts;
+    const child = spawn(process.execPath, [this.opts.keeperPath, this.name, backend.station], {
+      // Its own session: a Ctrl-C or a signal to the agent's group must not end the slot of a running fetcher.
+      detached: true,
+      stdio: ['pipe', 'pipe', 'ignore', 'pipe'],
+      env: { PATH: process.env.PATH, QUANTILICA_SLOT_KEEPER_URL: backend.url },
     });
+    const lifeline = child.stdio[3] as net.Socket;
+    lifeline.pause();
+    child.stdin?.on('error', () => {});
+    const handle: KeeperHandle = { child, lifeline, onMessage: () => {}, onExit: () => {}, onError: () => {}, retire: () => {} };
+    child.on('error', (err) => handle.onError(err));
+    child.on('exit', () => handle.onExit());
+    readline.createInterface({ input: child.stdout! }).on('line', (line) => {
+      try {
+        handle.onMessage(JSON.parse(line) as KeeperMessage);
+      } catch { /* not a message of ours */ }
+    });
+    return handle;
   }
 
   private served(waiter: Waiter, keeper: ChildProcess, lifeline: net.Socket, index: number, settle: () => void): void {
@@ -267,7 +330,13 @@ export class PgSlotPool implements PoolBackend {
     waiter.cleanup();
     waiter.keeper = null;
     this.dropTicket(waiter);
-    // The keeper lives on by itself, also after this agent ends.
+    // The keeper lives on by itself, also after this agent ends; when it ends, so do our pipes to it
+    // (and a lifeline not yet handed to a fetcher: its fd getter then says the session is gone).
+    keeper.once('exit', () => {
+      keeper.stdin?.destroy();
+      keeper.stdout?.destroy();
+      lifeline.destroy();
+    });
     keeper.unref();
     (keeper.stdout as net.Socket | null)?.unref();
     (keeper.stdin as net.Socket | null)?.on('error', () => {});
