@@ -7,8 +7,8 @@ import { connectAgent } from '../agent/client/agentClient';
 import { startTestPostgres } from '../test/support/postgres';
 import { printTable } from './benchSupport';
 
-// Issue 14's throughput figure: no-op runs (/bin/true) through the three pools (3+2+6 slots, shared
-// in PostgreSQL) by one station, then by three stations (three agents, own homes and lock dirs, one
+// Issue 14's throughput figure: no-op runs (/bin/true) through the three pools (3+2+6 slots): one
+// station on the file backend for reference, then shared in PostgreSQL by one station, then by three stations (three agents, own homes and lock dirs, one
 // database) each given a third of them.
 // Run: npm run build && npx tsc -b && node out/bench/pgSlotsThroughput.js [runs]   (default 1000)
 
@@ -16,7 +16,7 @@ const RUNS = Number(process.argv[2] ?? 1000);
 const POOLS = [['noop-heavy', 'heavy-io'], ['noop-cpu', 'cpu-analysis'], ['noop-light', 'network-light']] as const;
 const AGENT_JS = path.resolve(__dirname, '..', '..', 'dist', 'agent.js');
 
-function station(url: string, name: string) {
+function station(url: string, name: string, backend: 'file' | 'postgres') {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'qbench-pgst-'));
   const catalog = path.join(root, 'catalog.json');
   fs.writeFileSync(catalog, JSON.stringify({ fetchers: POOLS.map(([fetcher, pool]) => ({ name: fetcher, pool, argv: ['/bin/true'] })) }));
@@ -24,7 +24,7 @@ function station(url: string, name: string) {
     ...process.env, HOME: path.join(root, 'home'), QUANTILICA_LOCK_DIR: path.join(root, 'locks'), DATA_DIR: path.join(root, 'data'),
     CRON_USE_POOLS: 'true', QUANTILICA_CATALOG: catalog, QUANTILICA_LOG_LEVEL: 'warn', QUANTILICA_SCHEDULE_CATCH_UP: 'false',
     CRON_DISK_PAUSE_GB: '0.0001', CRON_DISK_WARN_GB: '0.0002', CRON_DISK_RESUME_GB: '0.0002',
-    QUANTILICA_SLOT_BACKEND: 'postgres', QUANTILICA_SLOT_DATABASE_URL: url, QUANTILICA_STATION: name,
+    QUANTILICA_SLOT_BACKEND: backend, QUANTILICA_SLOT_DATABASE_URL: url, QUANTILICA_STATION: name,
   };
   return { env, connectionFile: path.join(root, 'home', '.quantilica', 'agent.json') };
 }
@@ -40,8 +40,8 @@ async function startAgent(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
   return child;
 }
 
-async function throughput(url: string, stations: number): Promise<number> {
-  const made = Array.from({ length: stations }, (_, i) => station(url, `bench-${stations}-${i}`));
+async function throughput(url: string, stations: number, backend: 'file' | 'postgres' = 'postgres'): Promise<number> {
+  const made = Array.from({ length: stations }, (_, i) => station(url, `bench-${stations}-${i}`, backend));
   const agents: ChildProcess[] = [];
   try {
     for (const s of made) agents.push(await startAgent(s.env));
@@ -66,13 +66,15 @@ async function throughput(url: string, stations: number): Promise<number> {
 async function main(): Promise<void> {
   const db = await startTestPostgres({ durable: true });
   try {
+    const file = await throughput(db.url, 1, 'file');
     const one = await throughput(db.url, 1);
     const three = await throughput(db.url, 3);
     printTable(`${RUNS} no-op runs through 3+2+6 shared slots (${os.cpus().length} cores, load ${os.loadavg()[0].toFixed(1)})`, [
+      ['one station, file backend', `${file.toFixed(2)} runs/s`, ''],
       ['one station', `${one.toFixed(2)} runs/s`, ''],
       ['three stations', `${three.toFixed(2)} runs/s`, '(all on this one machine)'],
     ]);
-    process.stdout.write(`${JSON.stringify({ bench: 'pgSlotsThroughput', runs: RUNS, oneStation: one, threeStations: three })}\n`);
+    process.stdout.write(`${JSON.stringify({ bench: 'pgSlotsThroughput', runs: RUNS, oneStationFile: file, oneStation: one, threeStations: three })}\n`);
   } finally {
     await db.stop();
   }
