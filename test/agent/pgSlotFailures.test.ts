@@ -174,3 +174,42 @@ test('resizing a pool in core.pool takes effect on every station without over-bo
     await db.stop();
   }
 });
+
+test("the agent's own connection lost: running fetchers go on, waiting runs queue again once it is back", { timeout: 180_000 }, async () => {
+  const db = await startTestPostgres();
+  const stations = await openStations(db, 1);
+  const [a] = stations;
+  const observer = new SlotObserver(db.url, 'heavy-io');
+  try {
+    await observer.start();
+    await observer.query('UPDATE core.pool SET slots = 1 WHERE name = $1', ['heavy-io']);
+    const release = (i: number) => path.join(a.env.root, `release-${i}`);
+    const running = await a.client.run('until-file', [release(0), '0']);
+    const group = await runningPid(a.client, running.runId);
+    const waiting = await a.client.run('until-file', [release(1), '0']);
+    const agentSession = async () => (await observer.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE application_name = 'quantilica-agent station-0'")).rows.map((r) => r.pid);
+    await waitFor(async () => (await observer.query<{ n: string }>('SELECT count(*) AS n FROM core.slot_waiter')).rows[0].n === '1', { what: 'the waiting run\'s ticket', timeoutMs: 30_000 });
+    const [before] = await agentSession();
+    await observer.query('SELECT pg_terminate_backend($1)', [before]);
+    // The agent reconnects (a new session) and its waiting run takes a new ticket on it.
+    await waitFor(async () => {
+      const now = await agentSession();
+      return now.length === 1 && now[0] !== before;
+    }, { what: 'the agent to reconnect', timeoutMs: 30_000, intervalMs: 50 });
+    await waitFor(async () => (await observer.query<{ n: string }>(`SELECT count(*) AS n FROM core.slot_waiter w
+      WHERE EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = w.backend_pid)`)).rows[0].n === '1', { what: 'a live ticket again', timeoutMs: 30_000 });
+    assert.ok(groupExists(group), 'the running fetcher was not touched');
+    assert.equal(await statusOf(a.client, running.runId), 'running');
+    assert.equal(await statusOf(a.client, waiting.runId), 'waiting');
+    fs.writeFileSync(release(0), '');
+    await runningPid(a.client, waiting.runId);
+    fs.writeFileSync(release(1), '');
+    assert.equal((await a.client.waitRun(running.runId)).status, 'completed');
+    assert.equal((await a.client.waitRun(waiting.runId)).status, 'completed');
+    assert.ok(observer.maxLocks <= 1, `pg_locks showed ${observer.maxLocks} locks in a 1-slot pool`);
+  } finally {
+    await observer.stop();
+    await closeStations(stations);
+    await db.stop();
+  }
+});
