@@ -56,6 +56,9 @@ test('status and slots on any station show the holders of every station', { time
     assert.match(status.stdout, new RegExp(`postgres:core.pool/heavy-io/\\d+ +pid ${pid} until-file run ${run.runId} since \\S+ on station-a`));
     fs.writeFileSync(release, '');
     assert.equal((await client.waitRun(run.runId)).status, 'completed');
+    // A cron-style CLI run with no agent on station b takes a shared slot in-process and exits.
+    const cli = await runCli(b, ['run', 'until-file', '--', release, '7']);
+    assert.equal(cli.code, 7, cli.stderr);
   } finally {
     await client.close();
     agent.child.kill('SIGTERM');
