@@ -27,6 +27,8 @@ const builds = [
   }),
   // The GitHub API simulator: its own bundle, so that the demo (and `npm run simulate:github`) can start it.
   esbuild.build({ ...common, entryPoints: ['simulator/github/main.ts'], outfile: 'dist/githubSimulator.js' }),
+  // Issue 14: the per-slot lock keeper of the postgres slot backend (agent/slots/pgSlotKeeper.ts).
+  esbuild.build({ ...common, entryPoints: ['agent/slots/pgSlotKeeper.ts'], outfile: 'dist/pgSlotKeeper.js', external: nativeExternals }),
 ];
 if (fs.existsSync('extension/extension.ts')) {
   builds.push(esbuild.build({

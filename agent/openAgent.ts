@@ -89,6 +89,7 @@ function build(config: Config, logger: Logger, role: OpenAgentOptions['role'], p
   return {
     control,
     start: async () => {
+      await control.openSlots(); // issue 14: the postgres slot backend, when configured
       await control.runs.adoptLeftovers();
       if (role === 'agent') control.startRetention();
       stopSpoolStatus = publishSpoolStatus(spool, (status) => hub.publish({ kind: 'spool', spool: status }));

@@ -22,6 +22,9 @@ import type { AgentControl, FlushResult } from './server/agentControl';
 import { readProcInfo } from '../shared/node/procInfo';
 import { readKernelFlocks, type KernelLock } from './slots/procLocks';
 import { SlotPool, type ReclaimEvent } from './slots/slotPool';
+import { PgSlotBackend } from './slots/pgSlotBackend';
+import { PgSlotPool } from './slots/pgSlotPool';
+import type { PoolBackend } from './slots/poolBackend';
 import type { StationPolicy } from './station/stationPolicy';
 import type { SnapshotParts, StateHub } from './state/stateHub';
 import type { Spool } from './telemetry/spool';
@@ -51,7 +54,9 @@ const SNAPSHOT_RECENT_RUNS = 50;
 export class Orchestrator implements AgentControl {
   readonly hub: StateHub;
   readonly catalog: Catalog;
-  readonly pools = new Map<string, SlotPool>();
+  readonly pools = new Map<string, PoolBackend>();
+  /** Issue 14: the shared slot database with QUANTILICA_SLOT_BACKEND=postgres (opened by `openSlots`). */
+  readonly slotBackend: PgSlotBackend | null;
   readonly runs: RunManager;
   readonly store: RunStore;
   /** memory ceilings (issue 12) */
@@ -64,6 +69,9 @@ export class Orchestrator implements AgentControl {
   constructor(readonly config: Config, private readonly logger: Logger, private readonly parts: AgentParts) {
     this.hub = parts.hub;
     this.catalog = config.catalogPath ? Catalog.load(config.catalogPath) : demoCatalog(config);
+    this.slotBackend = config.slots.backend === 'postgres' && config.slots.databaseUrl !== null
+      ? new PgSlotBackend({ url: config.slots.databaseUrl, station: config.slots.station, defaults: this.defaultSizes(), logger })
+      : null;
     this.createPools(parts.policy);
     // The run state lives in the spool's database; a state.db of an earlier version is moved in.
     this.store = new RunStore(parts.telemetry, path.join(config.homeDir, 'state.db'), logger);
@@ -168,7 +176,7 @@ export class Orchestrator implements AgentControl {
     return [...this.pools.values()].map((pool) => this.poolState(pool, locks, active));
   }
 
-  private poolState(pool: SlotPool, locks: Map<string, KernelLock>, active: RunInfo[]): PoolState {
+  private poolState(pool: PoolBackend, locks: Map<string, KernelLock>, active: RunInfo[]): PoolState {
     const slots = pool.state((runId) => this.runs.isOwnRun(runId), locks);
     return {
       name: pool.name,
@@ -199,6 +207,7 @@ export class Orchestrator implements AgentControl {
     await this.github.close();
     this.retention?.close();
     for (const pool of this.pools.values()) pool.close();
+    await this.slotBackend?.close();
     this.memory.close(); // memory ceilings (issue 12)
   }
 
@@ -236,7 +245,25 @@ export class Orchestrator implements AgentControl {
     if (pool) this.hub.publish({ kind: 'pool', pool: this.poolState(pool, readKernelFlocks(), this.runs.activeRuns()) });
   }
 
+  /** Issue 14: connects the shared slot database and seeds core.pool; a pooler URL is a ConfigError. */
+  async openSlots(): Promise<void> {
+    await this.slotBackend?.open();
+  }
+
+  private defaultSizes(): Map<string, number> {
+    if (!this.config.usePools) return new Map([[SERIAL_POOL, 1]]);
+    return new Map(Object.entries(this.config.pools).map(([name, pool]) => [name, pool.slots]));
+  }
+
   private createPools(policy: StationPolicy): void {
+    if (this.slotBackend) {
+      const backend = this.slotBackend;
+      for (const [name, size] of this.defaultSizes()) {
+        const waitTimeoutSeconds = this.config.pools[name as keyof Config['pools']]?.waitTimeoutSeconds ?? this.config.pools['heavy-io'].waitTimeoutSeconds;
+        this.pools.set(name, new PgSlotPool({ name, defaultSize: size, waitTimeoutSeconds, backend, keeperPath: distFile('pgSlotKeeper.js'), logger: this.logger, onLost: () => this.publishPool(name) }));
+      }
+      return;
+    }
     // A stopped holder is signalled only if this station's run store started exactly that process.
     const isRecordedRun = (pid: number, startTime: number) => this.store.hasRunningProcess(pid, startTime);
     const onReclaim = (event: ReclaimEvent) => {

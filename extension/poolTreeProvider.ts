@@ -215,9 +215,12 @@ function slotItem(node: SlotNode, pool: PoolState | undefined, s: Snapshot | nul
   const since = run?.startedAt ?? holder.since;
   // The fetcher leads (it is what an operator looks for); slot and time follow, ids sit in the tooltip.
   item.label = holder.fetcher ?? (holder.foreign ? 'another process' : 'unknown fetcher');
-  item.description = [`slot ${node.index}`, since ? elapsed(since) : null, runMemoryText(run)].filter((p) => p !== null).join(' · ');
+  // Issue 14: with the postgres slot backend a slot may be held by another station.
+  const station = holder.station !== undefined && holder.foreign ? `on ${holder.station}` : null;
+  item.description = [`slot ${node.index}`, station, since ? elapsed(since) : null, runMemoryText(run)].filter((p) => p !== null).join(' · ');
   const tooltip = run ? runTooltip(run) : new vscode.MarkdownString(undefined, true);
   if (!run) tooltip.appendMarkdown(`**${escapeMd(String(item.label))}** — ${holder.foreign ? 'a process outside this agent holds the slot' : 'running'}\n\nSince: ${escapeMd(localTime(since))}  \nProcess: pid ${holder.pid}`);
+  if (holder.station !== undefined) tooltip.appendMarkdown(`  \nStation: ${escapeMd(holder.station)}`);
   tooltip.appendMarkdown(`  \nLock: ${escapeMd(slot?.lockPath ?? '')}`);
   item.tooltip = tooltip;
   item.iconPath = holder.foreign ? new vscode.ThemeIcon('lock', new vscode.ThemeColor('charts.yellow')) : run ? runIcon(run) : new vscode.ThemeIcon('sync~spin', new vscode.ThemeColor('charts.blue'));

@@ -37,6 +37,8 @@ export const RUN_REASONS = [
   // A GitHub sync's ends: completed with repositories not reached, or failed with its sync's reason.
   'repos-not-reached', 'repos-file-invalid', 'github-sync-unavailable', 'storage-error', 'stuck-no-progress',
   'unknown-sync', 'no-repositories', 'sync-completed', 'sync-failed', 'sync-cancelled',
+  // Issue 14, the postgres slot backend: its database cannot be reached; a run's slot session was lost.
+  'slot-backend-unavailable', 'slot-session-lost',
 ] as const;
 export type RunReason = (typeof RUN_REASONS)[number];
 
@@ -106,6 +108,8 @@ export interface SlotHolder {
   since: string | null;
   /** True when the holder is not a run of this agent (a legacy `flock` script, another agent). */
   foreign: boolean;
+  /** Issue 14: with the postgres slot backend, the station that holds the slot. */
+  station?: string;
 }
 
 export interface SlotState {

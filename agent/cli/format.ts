@@ -7,7 +7,7 @@ export function formatSlots(pools: PoolState[]): string {
     lines.push(`${pool.name}  ${pool.used}/${pool.size} used, ${pool.waiting} waiting${poolMemory(pool)}`);
     for (const slot of pool.slots) {
       const h = slot.holder;
-      const who = h ? `pid ${h.pid}${h.fetcher ? ` ${h.fetcher}` : ''}${h.runId ? ` run ${h.runId}` : ''}${h.since ? ` since ${h.since}` : ''}${h.foreign ? ' (other process)' : ''}` : 'free';
+      const who = h ? `pid ${h.pid}${h.fetcher ? ` ${h.fetcher}` : ''}${h.runId ? ` run ${h.runId}` : ''}${h.since ? ` since ${h.since}` : ''}${h.station !== undefined ? ` on ${h.station}` : ''}${h.foreign ? ' (other process)' : ''}` : 'free';
       lines.push(`  ${slot.lockPath}  ${who}${slot.index >= pool.size ? '  (beyond the pool size)' : ''}`);
     }
   }

@@ -51,6 +51,8 @@ export interface Config {
   retention: { days: number; runs: number };
   /** memory ceilings (issue 12): RAM kept out of the pools' ceilings, and the cgroup folder's name. */
   memory: { reserveMb: number; cgroupName: string | null; enforce: boolean };
+  /** Issue 14: the slot backend, its PostgreSQL (null with `file`) and this station's name. */
+  slots: { backend: 'file' | 'postgres'; databaseUrl: string | null; station: string };
   /** Where the values came from, for `quantilica status`. */
   configFile: string | null;
 }
@@ -106,6 +108,11 @@ export function loadConfig(env: Env = process.env): Config {
     }),
   ) as Record<PoolName, PoolConfig>;
 
+  const slotBackend = get<'file' | 'postgres'>('QUANTILICA_SLOT_BACKEND');
+  const slotDatabaseUrl = get<string | null>('QUANTILICA_SLOT_DATABASE_URL') ?? get<string | null>('QUANTILICA_DATABASE_URL');
+  if (slotBackend === 'postgres' && slotDatabaseUrl === null) {
+    throw new ConfigError(['QUANTILICA_SLOT_BACKEND="postgres": needs QUANTILICA_SLOT_DATABASE_URL or QUANTILICA_DATABASE_URL (a direct PostgreSQL connection)']);
+  }
   return {
     usePools: get('CRON_USE_POOLS'),
     pools,
@@ -131,6 +138,7 @@ export function loadConfig(env: Env = process.env): Config {
     demo: { seconds: get('QUANTILICA_DEMO_SECONDS'), rateMb: get('QUANTILICA_DEMO_RATE_MB') },
     retention: { days: get('QUANTILICA_RETENTION_DAYS'), runs: get('QUANTILICA_RETENTION_RUNS') },
     memory: { reserveMb: Math.round(get<number>('QUANTILICA_MEMORY_RESERVE_GB') * 1024), cgroupName: get('QUANTILICA_CGROUP_NAME'), enforce: get('QUANTILICA_MEMORY_ENFORCE') }, // memory ceilings (issue 12)
+    slots: { backend: slotBackend, databaseUrl: slotBackend === 'postgres' ? slotDatabaseUrl : null, station: get<string | null>('QUANTILICA_STATION') ?? os.hostname() },
     configFile: fromFile.used ? configFile : null,
   };
 }

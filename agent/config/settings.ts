@@ -76,6 +76,19 @@ const logFormat = (text: string): Parsed => {
   return t === 'auto' || t === 'json' || t === 'human' ? { ok: true, value: t } : { ok: false, error: 'allowed: auto, human, json' };
 };
 
+// Issue 14: where slots live. `file`: flock(2) files on this station; `postgres`: advisory locks in a
+// PostgreSQL shared by several stations (agent/slots/pgSlotPool.ts).
+const slotBackend = (text: string): Parsed => {
+  const t = text.trim().toLowerCase();
+  return t === 'file' || t === 'postgres' ? { ok: true, value: t } : { ok: false, error: 'allowed: file, postgres' };
+};
+
+// Issue 14: the name other stations see for this one (default: the host name).
+const stationName = (text: string): Parsed => {
+  const t = text.trim();
+  return /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/.test(t) ? { ok: true, value: t } : { ok: false, error: 'allowed: 1 to 63 letters, digits, ".", "_", "-", starting with a letter or digit' };
+};
+
 const poolSettings = (key: string, slots: number): Setting[] => [
   { name: `CRON_POOL_${key}_SLOTS`, default: String(slots), description: `slots of the pool`, parse: number(1, 256, true) },
   { name: `CRON_POOL_${key}_TIMEOUT`, default: '21600', description: 'seconds a run waits for a slot before failing', parse: number(1, 7 * 86400, true) },
@@ -121,6 +134,9 @@ export const SETTINGS = [
   { name: 'QUANTILICA_STOP_FETCHERS_ON_EXIT', default: 'false', description: 'cancel running fetchers when the agent gets SIGTERM', parse: bool },
   { name: 'QUANTILICA_TELEMETRY_SPOOL', default: '', description: 'the SQLite spool (default QUANTILICA_HOME/telemetry_spool.db)', parse: optionalDir },
   { name: 'QUANTILICA_DATABASE_URL', default: '', description: 'PostgreSQL for telemetry; empty keeps events in the spool', parse: optionalUrl, secret: true },
+  { name: 'QUANTILICA_SLOT_BACKEND', default: 'file', description: 'where slots live: file (flock on this station) or postgres (advisory locks shared by stations)', parse: slotBackend },
+  { name: 'QUANTILICA_SLOT_DATABASE_URL', default: '', description: 'PostgreSQL of the postgres slot backend, a direct connection (default QUANTILICA_DATABASE_URL)', parse: optionalUrl, secret: true },
+  { name: 'QUANTILICA_STATION', default: '', description: 'this station\'s name in the shared slot tables (default the host name)', parse: (t: string) => (t === '' ? { ok: true, value: null } : stationName(t)) },
   { name: 'QUANTILICA_HEARTBEAT_SECONDS', default: '60', description: 'seconds between heartbeat events of a running fetcher', parse: number(0.05, 86400, false) },
   { name: 'QUANTILICA_SCHEDULE_CATCH_UP', default: 'true', description: 'run overdue fetchers once at start', parse: bool },
   { name: 'QUANTILICA_PORT', default: '0', description: 'loopback port of the protocol (0 picks a free one)', parse: number(0, 65535, true) },

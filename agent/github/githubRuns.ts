@@ -7,7 +7,7 @@ import { CancelledError, type ActiveRun } from '../runs/activeRun';
 import type { InAgentWork, RunMoves } from '../runs/runMoves';
 import { RunRefusedError } from '../errors';
 import { readProcInfo } from '../../shared/node/procInfo';
-import type { SlotPool } from '../slots/slotPool';
+import type { PoolBackend } from '../slots/poolBackend';
 import type { HeldSlot } from '../runs/runPorts';
 import { BudgetTracker } from './budgetTracker';
 import { DemoSimulator } from './demoSimulator';
@@ -21,7 +21,7 @@ import { openGithubStore } from './store/openGithubStore';
 export interface GithubRunsDeps {
   config: Config;
   logger: Logger;
-  pools: ReadonlyMap<string, SlotPool>;
+  pools: ReadonlyMap<string, PoolBackend>;
   /** Only the agent adopts syncs left by a dead agent; an in-process CLI leaves them for it. */
   adopts: boolean;
   /** A change of the sync part of the snapshot. */

@@ -1,0 +1,146 @@
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import * as readline from 'node:readline';
+import pg from 'pg';
+import { heldSlots, readPool } from './pgSlotSql';
+
+// Issue 14: the lock keeper of one slot of the postgres backend (bundled as dist/pgSlotKeeper.js).
+//
+// Why a process of its own: a PostgreSQL session cannot be handed to a fetcher the way a flock'd
+// descriptor can, and a lock held by the agent's connection would die with the agent (kill -9) while
+// its fetchers still run. So each held slot has this small keeper, started detached (its own session,
+// so a signal to the agent's group does not reach it) with:
+//   argv   POOL STATION            env QUANTILICA_SLOT_KEEPER_URL (never on the command line)
+//   fd 0   lines from the agent: {"take":RUN_ID} once (the agent may start a keeper ahead of need, so
+//          its start-up and connection are not on a waiting run's path), then
+//          {"record":{pid,fetcher,runId,since}} once the fetcher is spawned
+//   fd 1   lines to the agent: {"acquired":N} | {"busy":true} | {"error":"…"} | {"lost":"…"}
+//   fd 3   the lifeline: the other end is handed to the fetcher as its fd 3 (where the file backend
+//          puts the flock'd descriptor). Every process of the run inherits it; when the last one is
+//          gone the keeper reads end-of-file, ends its session, and the lock is free. The agent's
+//          death changes nothing: the keeper lives exactly as long as the run's processes.
+// If the session is lost while the run holds the slot (pg_terminate_backend, a server restart, a
+// network cut long enough for the server to drop it), PostgreSQL has freed the lock and another
+// station may take it: the keeper SIGKILLs the run's process group at once, so no slot is ever
+// counted free while its fetcher lives (beyond the moment it takes the keeper to notice).
+
+const url = process.env.QUANTILICA_SLOT_KEEPER_URL ?? '';
+const [pool, station] = process.argv.slice(2);
+let runId = '';
+
+let group: number | null = null;
+let lost = false;
+let ending = false;
+
+function say(message: Record<string, unknown>): void {
+  // The agent may be gone: its end of the pipe then fails with EPIPE, which changes nothing here.
+  try {
+    process.stdout.write(`${JSON.stringify(message)}\n`);
+  } catch { /* the agent is gone */ }
+}
+process.stdout.on('error', () => {});
+process.stdin.on('error', () => {});
+
+function killRun(): void {
+  if (group === null) return;
+  try {
+    process.kill(-group, 'SIGKILL');
+  } catch { /* already gone */ }
+}
+
+async function main(): Promise<void> {
+  if (!pool || !station || url === '') {
+    say({ error: 'usage: pgSlotKeeper POOL STATION with QUANTILICA_SLOT_KEEPER_URL set' });
+    process.exit(64);
+  }
+  const lifeline = new net.Socket({ fd: 3, readable: true, writable: false });
+  const client = new pg.Client({ connectionString: url, application_name: `quantilica-slot ${station} ${pool}`, keepAlive: true, connectionTimeoutMillis: 10_000 });
+  const onLost = (why: string) => {
+    if (lost || ending) return;
+    lost = true;
+    killRun();
+    say({ lost: why });
+  };
+  client.on('error', (err) => onLost((err as { code?: string }).code ?? 'connection-error'));
+  client.on('end', () => onLost('connection-ended'));
+  const finish = async (code: number) => {
+    if (ending) return;
+    ending = true;
+    await client.end().catch(() => {});
+    process.exit(code);
+  };
+  lifeline.on('data', () => {});
+  lifeline.on('error', () => { void finish(0); });
+  lifeline.on('close', () => { void finish(0); });
+  let takeFor: (id: string) => void = () => {};
+  const taken = new Promise<string>((resolve) => { takeFor = resolve; });
+  readline.createInterface({ input: process.stdin }).on('line', (line) => {
+    let record: { pid?: unknown; fetcher?: unknown; runId?: unknown; since?: unknown } | undefined;
+    let take: unknown;
+    try {
+      ({ record, take } = JSON.parse(line) as { record?: typeof record; take?: unknown });
+    } catch {
+      return;
+    }
+    if (typeof take === 'string' && take !== '' && runId === '') {
+      runId = take;
+      takeFor(take);
+      return;
+    }
+    if (!record) return;
+    // The run's process group (the wrapper's pid); none for in-agent work, which the keeper never kills.
+    const pid = typeof record.pid === 'number' && Number.isInteger(record.pid) && record.pid > 1 ? record.pid : null;
+    group = pid;
+    if (lost) {
+      killRun();
+      return;
+    }
+    client.query('UPDATE core.slot_holder SET pid = $3, fetcher = $4, since = coalesce($5::timestamptz, since) WHERE pool = $1 AND slot = $2 AND backend_pid = pg_catalog.pg_backend_pid()',
+      [pool, slotTaken, pid, typeof record.fetcher === 'string' ? record.fetcher : null, typeof record.since === 'string' ? record.since : null]).catch(() => {});
+  });
+
+  await client.connect();
+  await client.query('SET search_path = pg_catalog, pg_temp');
+  await taken;
+  const slot = await take(client);
+  if (slot === null) {
+    say({ busy: true });
+    await finish(0);
+    return;
+  }
+  slotTaken = slot;
+  say({ acquired: slot });
+}
+
+let slotTaken = -1;
+
+/** Takes a free slot below the pool's size, unless the pool is full counting holders beyond a shrunk size. */
+async function take(client: pg.Client): Promise<number | null> {
+  const { slots, lockKey } = await readPool(client, pool);
+  const held = new Set(await heldSlots(client, lockKey));
+  if (held.size >= slots) return null;
+  for (let index = 0; index < slots; index++) {
+    if (held.has(index)) continue;
+    const got = (await client.query<{ ok: boolean }>('SELECT pg_catalog.pg_try_advisory_lock($1, $2) AS ok', [lockKey, index])).rows[0]?.ok === true;
+    if (!got) continue;
+    // Under the lock: count again (another station may have taken a slot meanwhile, or the pool shrunk).
+    const now = await readPool(client, pool);
+    const holders = await heldSlots(client, lockKey);
+    if (holders.length > now.slots || index >= now.slots) {
+      await client.query('SELECT pg_catalog.pg_advisory_unlock($1, $2)', [lockKey, index]);
+      return null;
+    }
+    await client.query(`INSERT INTO core.slot_holder (pool, slot, station, keeper_pid, run_id, backend_pid) VALUES ($1, $2, $3, $4, $5, pg_catalog.pg_backend_pid())
+      ON CONFLICT (pool, slot) DO UPDATE SET station = EXCLUDED.station, keeper_pid = EXCLUDED.keeper_pid, pid = NULL, run_id = EXCLUDED.run_id,
+        fetcher = NULL, since = now(), backend_pid = EXCLUDED.backend_pid`, [pool, index, station, process.pid, runId]);
+    return index;
+  }
+  return null;
+}
+
+main().catch((err: unknown) => {
+  say({ error: (err as Error).message });
+  // Closing fd 3 ourselves is not needed: exiting ends the session and with it any lock.
+  try { fs.closeSync(3); } catch { /* already closed */ }
+  process.exit(70);
+});

@@ -1,0 +1,29 @@
+import type { SlotState } from '../../shared/protocol';
+import type { OwnerRecord } from './ownerRecord';
+import type { KernelLock } from './procLocks';
+
+/**
+ * A slot taken for a run (the run manager's HeldSlot has the same shape: slots do not import runs).
+ * `fd` is handed to the fetcher as its fd 3: a flock'd file, or the lifeline of a postgres lock keeper.
+ */
+export interface PoolGrant {
+  index: number;
+  lock: { readonly fd: number; writeRecord(record: OwnerRecord): void; closeOwnCopy(): void };
+}
+
+/**
+ * Issue 14: one pool as the orchestrator, the run manager and the GitHub sync use it, whatever holds
+ * its slots: flock(2) files on this station (SlotPool) or advisory locks in PostgreSQL (PgSlotPool).
+ */
+export interface PoolBackend {
+  readonly name: string;
+  /** Slots of the pool now (with postgres: core.pool, which an operator may change at any time). */
+  readonly size: number;
+  readonly waitTimeoutSeconds: number;
+  acquire(runId: string, signal: AbortSignal, onPosition?: (position: number) => void): Promise<PoolGrant>;
+  /** A run of this process ended: serve the next waiter now. `index`: a slot the agent itself held. */
+  released(index?: number): void;
+  close(): void;
+  /** Who holds each slot; never throws and never blocks. */
+  state(isOwnRun: (runId: string) => boolean, locks?: Map<string, KernelLock>): SlotState[];
+}

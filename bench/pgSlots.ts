@@ -1,0 +1,91 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { flockSync } from 'fs-ext';
+import pg from 'pg';
+import { createLogger } from '../agent/log/logger';
+import { distFile } from '../agent/paths';
+import { PgSlotBackend } from '../agent/slots/pgSlotBackend';
+import { PgSlotPool } from '../agent/slots/pgSlotPool';
+import type { PoolBackend, PoolGrant } from '../agent/slots/poolBackend';
+import { SlotPool } from '../agent/slots/slotPool';
+import { privatePolicy } from '../agent/station/stationPolicy';
+import { startTestPostgres } from '../test/support/postgres';
+import { percentile, printTable } from './benchSupport';
+
+// Issue 14's benchmark: slot acquire and release latency, file backend (flock) against postgres
+// backend (advisory lock held by a lock keeper process), one slot at a time on a free 3-slot pool.
+// acquire: from `acquire()` to the held slot; release: from closing the agent's copy (the run's end)
+// until the slot is free for anyone (file: a flock try succeeds; postgres: pg_locks no longer lists it).
+// Run: npm run build && npx tsc -b && node out/bench/pgSlots.js [rounds]
+
+const ROUNDS = Number(process.argv[2] ?? 200);
+const GAP_MS = Number(process.env.BENCH_GAP_MS ?? 0);
+
+async function measure(pool: PoolBackend, isFree: (slot: PoolGrant) => Promise<boolean>): Promise<{ acquire: number[]; release: number[] }> {
+  const acquire: number[] = [];
+  const release: number[] = [];
+  for (let i = 0; i < ROUNDS; i++) {
+    const t0 = process.hrtime.bigint();
+    const slot = await pool.acquire(`bench-${i}`, new AbortController().signal);
+    const t1 = process.hrtime.bigint();
+    slot.lock.closeOwnCopy();
+    pool.released(slot.index);
+    while (!(await isFree(slot))) await new Promise((r) => setImmediate(r));
+    const t2 = process.hrtime.bigint();
+    // A pause between rounds (BENCH_GAP_MS), as between real runs: the postgres pool's spare keeper is warm then.
+    if (GAP_MS > 0) await new Promise((r) => setTimeout(r, GAP_MS));
+    acquire.push(Number(t1 - t0) / 1e6);
+    release.push(Number(t2 - t1) / 1e6);
+  }
+  return { acquire, release };
+}
+
+async function main(): Promise<void> {
+  const logger = createLogger('bench', 'warn');
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'qbench-pgslots-'));
+  const filePool = new SlotPool({ name: 'heavy-io', dir: path.join(root, 'heavy-io'), size: 3, waitTimeoutSeconds: 60, policy: privatePolicy(), isRecordedRun: () => false, logger, onReclaim: () => {} });
+  const file = await measure(filePool, (slot) => {
+    const probe = fs.openSync(path.join(root, 'heavy-io', `slot_${slot.index}.lock`), 'r');
+    try {
+      flockSync(probe, 'exnb');
+      return Promise.resolve(true);
+    } catch {
+      return Promise.resolve(false);
+    } finally {
+      fs.closeSync(probe);
+    }
+  });
+  filePool.close();
+
+  const db = await startTestPostgres({ durable: true });
+  const backend = new PgSlotBackend({ url: db.url, station: 'bench', defaults: new Map([['heavy-io', 3]]), logger });
+  const observer = new pg.Client({ connectionString: db.url });
+  try {
+    await backend.open();
+    await observer.connect();
+    const pgPool = new PgSlotPool({ name: 'heavy-io', defaultSize: 3, waitTimeoutSeconds: 60, backend, keeperPath: distFile('pgSlotKeeper.js'), logger });
+    const pgRes = await measure(pgPool, async (slot) => (await observer.query(`SELECT 1 FROM pg_locks l JOIN core.pool p ON l.classid = p.lock_key::oid
+      WHERE p.name = 'heavy-io' AND l.locktype = 'advisory' AND l.objsubid = 2 AND l.objid = $1::integer::oid`, [slot.index])).rowCount === 0);
+    pgPool.close();
+    const row = (name: string, v: number[]): [string, string, string] => [name, `p50 ${percentile(v, 50).toFixed(2)} ms`, `p99 ${percentile(v, 99).toFixed(2)} ms`];
+    printTable(`slot latency, ${ROUNDS} rounds, one at a time, free 3-slot pool (${os.cpus().length} cores, load ${os.loadavg()[0].toFixed(1)})`, [
+      row('file acquire', file.acquire), row('file release', file.release),
+      row('postgres acquire', pgRes.acquire), row('postgres release', pgRes.release),
+    ]);
+    process.stdout.write(`${JSON.stringify({ bench: 'pgSlots', rounds: ROUNDS, file: summary(file), postgres: summary(pgRes) })}\n`);
+  } finally {
+    await observer.end().catch(() => {});
+    await backend.close();
+    await db.stop();
+  }
+}
+
+function summary(r: { acquire: number[]; release: number[] }) {
+  return { acquireP50: percentile(r.acquire, 50), acquireP99: percentile(r.acquire, 99), releaseP50: percentile(r.release, 50), releaseP99: percentile(r.release, 99) };
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
