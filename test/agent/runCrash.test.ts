@@ -117,6 +117,9 @@ test('500 runs, 20 kill -9 of the agent at random moments: every run once in cor
   const twice = (await pgdb.client.query<{ run_id: string; event: string; n: number }>(
     `SELECT run_id, event, count(*)::int AS n FROM core.task_run_log WHERE event IN ('start', 'finish', 'waiting') GROUP BY run_id, event HAVING count(*) > 1`)).rows;
   assert.deepEqual(twice, [], 'no event twice');
+  const finishes = new Map((await pgdb.client.query<{ run_id: string; n: number }>(
+    `SELECT run_id, count(*)::int AS n FROM core.task_run_log WHERE event = 'finish' GROUP BY run_id`)).rows.map((r) => [r.run_id, r.n]));
+  for (const run of state) assert.equal(finishes.get(run.runId) ?? 0, 1, `run ${run.runId} has exactly one finish event`);
   const starts = (await pgdb.client.query<{ run_id: string }>(`SELECT run_id FROM core.task_run_log WHERE event = 'start'`)).rows;
   for (const { run_id: id } of starts) assert.notEqual(byId.get(id)?.startedAt ?? null, null, `run ${id} has a start event and a recorded start`);
 });
