@@ -120,6 +120,9 @@ export class CgroupLayout {
       if (n > 0) writeIfPresent(path.join(dirs.memory, 'cgroup.kill'), '1');
       return n;
     }
+    // The common case at a run's end: nothing is left. An empty cgroup cannot fill again by forking,
+    // so the freeze (two writes to the freezer and a poll, ~20 ms per run on the hot path) is skipped.
+    if (this.procs(dirs).length === 0 && (dirs.freezer === null || readProcs(path.join(dirs.freezer, 'cgroup.procs')).length === 0)) return 0;
     let sent = 0;
     if (dirs.freezer !== null && freeze(dirs.freezer)) {
       try {

@@ -88,8 +88,14 @@ export class ClientConnection {
     });
   }
 
-  /** Dead-peer check, one round per ping interval. */
+  /**
+   * Dead-peer check, one round per ping interval. Skipped while the agent itself has stopped reading
+   * the client (too many requests in flight): its pong waits, unread, behind its requests, so a
+   * missing pong says nothing then. A client that is really gone is still found: the answers the
+   * agent writes to it pile up and SendFlow drops it (cap or stall).
+   */
   ping(): void {
+    if (this.paused) return;
     if (!this.alive) {
       this.drop('no pong since the last ping');
       return;
@@ -165,6 +171,8 @@ export class ClientConnection {
     this.inFlight -= 1;
     if (this.paused && this.inFlight <= this.limits.maxInFlight / 2) {
       this.paused = false;
+      // A fresh round: a pong sent while the agent did not read still waits in the socket.
+      this.alive = true;
       this.ws.resume();
     }
   }

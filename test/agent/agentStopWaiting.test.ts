@@ -8,9 +8,12 @@ import { Spool } from '../../agent/telemetry/spool';
 import { groupMembers, makeTestEnv, runCli, startAgent } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 
-test('an agent stop ends every waiting run cancelled (agent-stopping) in state and telemetry; running fetchers go on', { timeout: 90000 }, async () => {
-  const t = makeTestEnv([{ name: 'long', pool: 'cpu-analysis', argv: ['sleep', '300'] }], { CRON_POOL_CPU_ANALYSIS_SLOTS: '1' });
-  const agent = await startAgent(t);
+// The fetcher runs until the test lets it end (a file in its data dir), with or without an agent.
+const untilGo = ['sh', '-c', 'until [ -e "$DATA_DIR/go" ]; do sleep 0.1; done'];
+
+test('an agent stop ends every waiting run cancelled (agent-stopping) in state and telemetry; running fetchers go on and the next agent finishes them', { timeout: 120000 }, async () => {
+  const t = makeTestEnv([{ name: 'long', pool: 'cpu-analysis', argv: untilGo }], { CRON_POOL_CPU_ANALYSIS_SLOTS: '1' });
+  let agent = await startAgent(t);
   let holderPid: number | null = null;
   try {
     const ids: string[] = [];
@@ -38,6 +41,18 @@ test('an agent stop ends every waiting run cancelled (agent-stopping) in state a
     assert.equal(holder.status, 'running', 'a running fetcher goes on after the agent stops');
     assert.ok(groupMembers(holderPid!).length > 0);
 
+    // The next agent takes over the running run and records its end; the cancelled one stays as it was.
+    agent = await startAgent(t);
+    fs.mkdirSync(t.dataDir, { recursive: true });
+    fs.writeFileSync(path.join(t.dataDir, 'go'), '');
+    const ended = await waitFor(async () => {
+      const found = (await runs()).find((r) => r.runId === holder.runId);
+      return found?.status === 'completed' ? found : null;
+    }, { what: 'the next agent to finish the run the stopped one left running', timeoutMs: 30000 });
+    assert.equal(ended.exitCode, 0);
+    agent.child.kill('SIGTERM');
+    assert.equal(await new Promise<number | null>((resolve) => agent.child.once('exit', resolve)), 0);
+
     const config = { spool: path.join(t.home, '.quantilica', 'telemetry_spool.db') };
     assert.ok(fs.existsSync(config.spool));
     const spool = new Spool({ path: config.spool, logger: memoryLogger(), fallbackPath: path.join(t.root, 'fallback.db') });
@@ -47,6 +62,10 @@ test('an agent stop ends every waiting run cancelled (agent-stopping) in state a
       assert.equal(finish.length, 1, `one finish event for the waiting run: ${events.map((e) => e.event).join(', ')}`);
       const payload = JSON.parse(finish[0].payload) as { status: string; reason: string };
       assert.deepEqual([payload.status, payload.reason], ['cancelled', 'agent-stopping']);
+      const held = spool.readBatch(10000).filter((e) => e.runId === holder.runId).map((e) => e.event);
+      assert.deepEqual(held.filter((e) => e === 'start' || e === 'finish'), ['start', 'finish'], `the running run's start, then its finish by the next agent: ${held.join(', ')}`);
+      const holderFinish = JSON.parse(spool.readBatch(10000).find((e) => e.runId === holder.runId && e.event === 'finish')!.payload) as { status: string; exitCode: number };
+      assert.deepEqual([holderFinish.status, holderFinish.exitCode], ['completed', 0]);
     } finally {
       spool.close();
     }

@@ -170,6 +170,40 @@ test('a client that does not answer pings is dropped', async () => {
   await closed;
 });
 
+test('a client whose requests the agent stopped reading (too many in flight) is not dropped for its unread pongs', async () => {
+  // Its answers wait on a gate the test opens only after several ping rounds, seen by a second client.
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => { open = resolve; });
+  const slow = new (class extends TestControl {
+    override async run(fetcher: string, args: string[]): Promise<RunInfo> {
+      await gate;
+      return super.run(fetcher, args);
+    }
+  })();
+  const ownLog = memoryLogger();
+  const file = path.join(dir, 'busy', 'agent.json');
+  const ownServer = await startAgentServer(slow, { port: 0, connectionFile: file, logger: ownLog, pingIntervalMs: 100 });
+  const busy = await connectAgent(file, { client: 'busy' });
+  const watcher = await rawSocket(ownServer);
+  try {
+    let closed = false;
+    busy.onClose(() => { closed = true; });
+    // More than the agent's 256 requests in flight: it stops reading this client's socket.
+    const answers = Promise.all(Array.from({ length: 300 }, () => busy.run('alpha')));
+    let pings = 0;
+    watcher.on('ping', () => { pings += 1; });
+    await waitFor(() => pings >= 5, { what: 'five ping rounds while the busy client waits', timeoutMs: 20_000 });
+    open();
+    assert.equal((await answers).length, 300);
+    assert.equal(closed, false);
+    assert.equal(ownLog.records.some((r) => r.msg === 'client dropped'), false, 'no client dropped');
+  } finally {
+    watcher.terminate();
+    await busy.close();
+    await ownServer.close();
+  }
+});
+
 test('a subscribed client that stops reading is dropped; the others get every change', async () => {
   // A server of its own with pings out of the way, so only the send cap or the stall can drop it.
   const own = new TestControl();
