@@ -12,11 +12,14 @@ import type { HeldSlot } from '../runs/runPorts';
 import { BudgetTracker } from './budgetTracker';
 import { DemoSimulator } from './demoSimulator';
 import { githubClientConfigFromEnv, type GithubClientConfig } from './githubClient';
-import { GITHUB_STUCK_AFTER_MS, notReachedAnywhere, parseRepos } from './githubCommand';
+import { parseRepos } from './parseRepos';
 import { githubSyncStatus, type GithubSyncStatus } from './githubSyncStatus';
 import { runGithubSync } from './runGithubSync';
 import type { GithubStore } from './store/githubStore';
 import { openGithubStore } from './store/openGithubStore';
+
+/** A running sync without progress for this long, and not hibernating, is failed as stuck. */
+export const GITHUB_STUCK_AFTER_MS = 30 * 60_000;
 
 export interface GithubRunsDeps {
   config: Config;
@@ -165,7 +168,7 @@ export class GithubRuns implements InAgentWork {
     try {
       const store = await this.openStore();
       if (run.syncId === null) {
-        run.syncId = await store.createSync(this.reposOf(run.entry));
+        run.syncId = await store.createSync(this.reposOf(run));
         await store.attachRun(run.syncId, state.run.runId);
       }
       const syncId = run.syncId;
@@ -242,7 +245,10 @@ export class GithubRuns implements InAgentWork {
     return why instanceof CancelledError ? why.reason : 'cancelled';
   }
 
-  private reposOf(entry: GithubSyncEntry): string[] {
+  /** The run's own repositories (`github sync --repos`, checked at enqueue) or else its entry's. */
+  private reposOf(run: SyncRun): string[] {
+    if (run.state.run.args.length > 0) return run.state.run.args;
+    const { entry } = run;
     if (entry.repos !== undefined) return entry.repos;
     try {
       return parseRepos(undefined, entry.reposFile)!;
@@ -268,6 +274,10 @@ export class GithubRuns implements InAgentWork {
     this.latest = { ...status, runId, fetcher, demo };
     this.deps.onSync(this.latest);
   }
+}
+
+function notReachedAnywhere(s: GithubSyncStatus): boolean {
+  return s.stages.changes.notReached > 0 || s.stages.checks.notReached > 0;
 }
 
 /** The sync's reason tokens are run reasons too; an unforeseen one is recorded as `start-error`, with the token in the log. */
