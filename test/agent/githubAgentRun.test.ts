@@ -191,7 +191,9 @@ test('kill -9 of the agent during the hibernation: the next agent resumes at the
 });
 
 test('the agent answers status within 100 ms (p99) while a sync runs at concurrency 5 on PostgreSQL', { timeout: 180_000 }, async (t) => {
-  const sim = await simulatorProcess(['--repos', '30', '--pull-requests', '12', '--runs', '7', '--jobs', '2', '--latency', '25']);
+  // 80 repositories: a sync long enough for 200 status calls, so that p99 is a percentile (the
+  // second slowest), not the one slowest call of a few dozen.
+  const sim = await simulatorProcess(['--repos', '80', '--pull-requests', '12', '--runs', '7', '--jobs', '2', '--latency', '25']);
   const st = await station(DATA, {}, 5, sim);
   const agent = await startAgent(st.env);
   const client = await connectAgent(path.join(st.env.home, '.quantilica', 'agent.json'), { client: 'test' });
@@ -206,7 +208,7 @@ test('the agent answers status within 100 ms (p99) while a sync runs at concurre
     const runId = await startSync(st.env);
     await waitFor(async () => ((await runOf(st.env, runId)).status === 'running' ? true : null), { what: 'the sync to run', timeoutMs: 30_000, intervalMs: 50 });
     const times: number[] = [];
-    for (let i = 0; i < 40; i++) {
+    for (let i = 0; i < 200; i++) {
       const started = process.hrtime.bigint();
       const snap = await client.getSnapshot();
       times.push(Number(process.hrtime.bigint() - started) / 1e6);
@@ -214,16 +216,13 @@ test('the agent answers status within 100 ms (p99) while a sync runs at concurre
       await new Promise((resolve) => setTimeout(resolve, 25));
     }
     const run = await runOf(st.env, runId);
-    assert.ok(times.length >= 10, `the sync ended after ${times.length} status calls; it must outlast the measure (${run.status})`);
+    assert.ok(times.length >= 100, `the sync ended after ${times.length} status calls; it must outlast the measure (${run.status})`);
     times.sort((a, b) => a - b);
     const p99 = times[Math.min(times.length - 1, Math.ceil(times.length * 0.99) - 1)];
     t.diagnostic(`times: ${times.map((x) => x.toFixed(0)).join(' ')}`);
     t.diagnostic(`status during the sync: ${times.length} calls, median ${times[Math.floor(times.length / 2)].toFixed(1)} ms, p99 ${p99.toFixed(1)} ms`);
-    // 100 ms on a machine of our own; a CPU shared with other work (CI neighbours, load 20 on 2 cores)
-    // slows the idle answer too, so the bound grows with the idle p90 measured above (over 10 ms).
-    const idleP90 = idle.sort((a, b) => a - b)[17];
-    const bound = 100 * Math.max(1, idleP90 / 10);
-    assert.ok(p99 < bound, `p99 ${p99.toFixed(1)} ms, bound ${bound.toFixed(0)} ms (idle p90 ${idleP90.toFixed(1)} ms)`);
+    // The issue's bound, as it states it: a plain 100 ms, whatever the idle answers took.
+    assert.ok(p99 < 100, `p99 ${p99.toFixed(1)} ms during the sync (idle: ${idle.map((x) => x.toFixed(0)).join(' ')} ms)`);
     const done = await waitFor(async () => {
       const r = await runOf(st.env, runId);
       return r.status !== 'running' && r.status !== 'waiting' ? r : null;
