@@ -9,12 +9,11 @@ import { RunRefusedError } from '../errors';
 import { readProcInfo } from '../../shared/node/procInfo';
 import type { SlotPool } from '../slots/slotPool';
 import type { HeldSlot } from '../runs/runPorts';
-import { BudgetTracker } from './budgetTracker';
 import { DemoSimulator } from './demoSimulator';
 import { githubClientConfigFromEnv, type GithubClientConfig } from './githubClient';
 import { parseRepos } from './parseRepos';
 import { githubSyncStatus, type GithubSyncStatus } from './githubSyncStatus';
-import { runGithubSync } from './runGithubSync';
+import { runLegInWorker } from './runLegInWorker';
 import type { GithubStore } from './store/githubStore';
 import { openGithubStore } from './store/openGithubStore';
 
@@ -37,8 +36,6 @@ interface SyncRun {
   entry: GithubSyncEntry;
   moves: RunMoves;
   syncId: string | null;
-  /** Kept across legs: it holds the server-clock estimate. */
-  budgets: BudgetTracker;
   lock: HeldSlot['lock'] | null;
   heartbeat: NodeJS.Timeout | null;
   slot: number | null;
@@ -130,7 +127,7 @@ export class GithubRuns implements InAgentWork {
   }
 
   private track(state: ActiveRun, moves: RunMoves): SyncRun {
-    const run: SyncRun = { state, entry: state.entry as GithubSyncEntry, moves, syncId: null, budgets: new BudgetTracker(), lock: null, slot: null, wakeTimer: null, heartbeat: null };
+    const run: SyncRun = { state, entry: state.entry as GithubSyncEntry, moves, syncId: null, lock: null, slot: null, wakeTimer: null, heartbeat: null };
     this.runs.set(state.run.runId, run);
     // A cancel while hibernating: nothing runs, so the abort itself ends the sync and the run.
     state.abort.signal.addEventListener('abort', () => {
@@ -176,11 +173,11 @@ export class GithubRuns implements InAgentWork {
       run.heartbeat = setInterval(() => moves.heartbeat(state, { syncId }), this.deps.config.heartbeatSeconds * 1000);
       run.heartbeat.unref();
       const client = await this.clientOf(run.entry);
-      const outcome = await runGithubSync({
-        store, client, resume: syncId, budgets: run.budgets, logger: this.deps.logger, signal: state.abort.signal,
-        concurrency: run.entry.concurrency,
-        onProgress: (status) => this.publish(status, state.run.runId, state.run.fetcher, run.entry.demo),
-      });
+      // The leg works in a thread of its own: the agent's event loop stays free for its clients.
+      const outcome = await runLegInWorker({
+        syncId, client, databaseUrl: this.deps.config.databaseUrl, homeDir: this.deps.config.homeDir,
+        concurrency: run.entry.concurrency, logLevel: this.deps.config.logLevel ?? 'info',
+      }, state.abort.signal, (status) => this.publish(status, state.run.runId, state.run.fetcher, run.entry.demo));
       this.releaseSlot(run);
       const status = await githubSyncStatus(store, syncId);
       if (status) this.publish(status, state.run.runId, state.run.fetcher, run.entry.demo);

@@ -35,9 +35,10 @@ export type GithubSyncOutcome =
   | { kind: 'hibernate'; syncId: string; until: number; budget: Budget; reason: RateLimitKind }
   | { kind: 'failed'; syncId: string | null; reason: string };
 
-/** One leg of a sync: runs the stages until the sync completes, hibernates, is cancelled or fails. */
 /** At most one progress report (status queries and a change event) per this many ms. */
 const PROGRESS_MS = 250;
+
+/** One leg of a sync: runs the stages until the sync completes, hibernates, is cancelled or fails. */
 
 export async function runGithubSync(ctx: GithubSyncContext): Promise<GithubSyncOutcome> {
   const { store } = ctx;

@@ -98,25 +98,26 @@ test('the slot is the sync\'s while it works, free while it hibernates, and take
   const agent = await startAgent(st.env);
   const client = await connectAgent(path.join(st.env.home, '.quantilica', 'agent.json'), { client: 'test' });
   try {
-    const seen: Array<{ at: number; status: string; reason: string | null; used: number; holder: string | null }> = [];
+    const seen: Array<{ at: number; run: RunInfo; sync: Snapshot['sync']; status: string; reason: string | null; used: number; holder: string | null }> = [];
     client.onChanged((event) => {
       const snap: Snapshot = event.snapshot;
       const run = snap.runs.find((r) => r.fetcher === 'github');
       const pool = snap.pools.find((p) => p.name === 'network-light')!;
-      if (run) seen.push({ at: Date.now(), status: run.status, reason: run.reason, used: pool.used, holder: pool.slots[0]?.holder?.runId ?? null });
+      if (run) seen.push({ at: Date.now(), run, sync: snap.sync, status: run.status, reason: run.reason, used: pool.used, holder: pool.slots[0]?.holder?.runId ?? null });
     });
     const runId = await startSync(st.env);
     await waitFor(() => (seen.some((s) => s.status === 'running') ? true : null), { what: 'the sync to run', timeoutMs: 30_000, intervalMs: 10 });
     // Queued behind the sync in the one-slot pool: it can start only when the sync lets the slot go.
     const queued = await client.run('other');
-    const asleep = await hibernating(st.env, runId);
+    // From the change events, not by polling: a hibernation until a near reset can be short.
+    const slept = await waitFor(() => seen.find((s) => s.run.runId === runId && s.status === 'waiting' && s.reason === 'hibernating'), { what: 'the sync to hibernate', timeoutMs: 60_000, intervalMs: 20 });
+    const asleep = slept.run;
     assert.equal(asleep.wait?.kind, 'hibernating');
     assert.equal(asleep.slot, null);
     // The snapshot's sync part tells when and on which budget.
-    const snap = await client.getSnapshot();
-    assert.equal(snap.sync?.runId, runId);
-    assert.equal(snap.sync?.budget, 'core');
-    assert.ok(snap.sync?.hibernatingUntil !== null && Date.parse(snap.sync.hibernatingUntil) > Date.now() - 1000);
+    assert.equal(slept.sync?.runId, runId);
+    assert.equal(slept.sync?.budget, 'core');
+    assert.ok(slept.sync?.hibernatingUntil !== null && Date.parse(slept.sync.hibernatingUntil) > slept.at - 1000);
     // The other network-light run took the one slot while the sync slept, before it woke up.
     const otherRun = await client.waitRun(queued.runId);
     assert.equal(otherRun.status, 'completed');
