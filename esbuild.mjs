@@ -25,6 +25,8 @@ const builds = [
     external: nativeExternals,
     banner: { js: '#!/usr/bin/env node' },
   }),
+  // The worker thread of an in-agent GitHub sync's leg (agent/github/runLegInWorker.ts), beside dist/agent.js.
+  esbuild.build({ ...common, entryPoints: ['agent/github/githubLegWorker.ts'], outfile: 'dist/githubLegWorker.js', external: nativeExternals }),
   // The GitHub API simulator: its own bundle, so that the demo (and `npm run simulate:github`) can start it.
   esbuild.build({ ...common, entryPoints: ['simulator/github/main.ts'], outfile: 'dist/githubSimulator.js' }),
   // Issue 14: the per-slot lock keeper of the postgres slot backend (agent/slots/pgSlotKeeper.ts).

@@ -16,17 +16,18 @@ import { printTable } from './benchSupport';
 // (1) latency-bound: 86 repositories whose requests take ~240 ms per repository serially; the same
 //     sync at concurrency 1 and 5 (ADR 0006: "the gain measured, not estimated"; target >= 4.5x).
 // (2) quota-bound: ~28,000 core requests (86 repositories x 325 runs, one jobs request per run, plus
-//     the run pages) against 5,000 per window; the window is WINDOW seconds instead of an hour. Wall
-//     time against windows x window length (target <= 1.05x), the share of each full window's quota
-//     used (target >= 98 %), wasted requests (target 0).
-// SCALE divides both the requests and the quota (same number of windows, same shares): this shared
-// 2-core machine cannot spend 5,000 requests in a few seconds, and the quota, not the CPU, must be the
-// bound being measured. SCALE 1 is the issue's figures with WINDOW-second windows.
+//     the run pages) against 5,000 per window, the issue's figures; only the window is shorter
+//     (GITHUB_BENCH_WINDOW seconds, default 60, instead of an hour: the simulator's window is
+//     configurable), so the whole case runs in about 6 windows, 6 minutes. Wall time against windows x
+//     window length (target <= 1.05x), the share of each full window's quota used (target >= 98 %),
+//     wasted requests (target 0). A window must be long enough for the machine to spend 5,000 requests
+//     in it, or the CPU, not the quota, is what gets measured (the share then falls below 98 %).
+//     GITHUB_BENCH_SCALE divides requests and quota alike (same windows, same shares) for a quick look.
 // The simulator runs as its own process (dist/githubSimulator.js), as GitHub would: its CPU is not ours.
-// Run: npm run build && npx tsc -b && node out/bench/github.js [windowSeconds=10] [scale=10]
+// Run: npm run bench -- github   (GITHUB_BENCH_WINDOW=120 on a heavily loaded machine)
 
-const WINDOW = Number(process.argv[2] ?? 10);
-const SCALE = Number(process.argv[3] ?? 10);
+const WINDOW = Number(process.env.GITHUB_BENCH_WINDOW ?? 60);
+const SCALE = Number(process.env.GITHUB_BENCH_SCALE ?? 1);
 const LIMIT = Math.round(5000 / SCALE);
 const RUNS = Math.round(325 / SCALE);
 const REPOS = 86;
@@ -111,7 +112,7 @@ async function main(): Promise<void> {
       const shares = [...perWindow.entries()].sort((a, b) => a[0] - b[0]).map(([, n]) => n / LIMIT);
       const fullShares = shares.slice(0, -1);
       const minShare = Math.min(...fullShares);
-      printTable(`GitHub sync, quota-bound: ${answered.length} core requests, ${LIMIT} per ${WINDOW} s window (the issue's 28,000 / 5,000 divided by ${SCALE})`, [
+      printTable(`GitHub sync, quota-bound: ${answered.length} core requests, ${LIMIT} per ${WINDOW} s window (the issue's ~28,000 / 5,000${SCALE === 1 ? '' : ` divided by ${SCALE}`})`, [
         ['wall time', `${seconds.toFixed(1)} s`, `${windows} windows touched, ${legs.length - 1} hibernations`],
         ['quota bound', `${bound} s`, `ceil(${answered.length} / ${LIMIT}) windows x ${WINDOW} s`],
         ['wall / bound', `${(seconds / bound).toFixed(3)}x`, 'target <= 1.05x'],

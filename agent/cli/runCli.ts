@@ -23,7 +23,9 @@ import { formatSlots, formatStatus } from './format';
 import { openLink, openRemoteLink } from './openLink';
 import { checkSettingPaths, secureHome } from './checkSettingPaths';
 import { startDetachedOwner, type OwnerReport } from './detachedRun';
-import { followRun, type LinkHolder } from './followRun';
+import type { LinkHolder } from './followRun';
+import { runExitCode } from './runExitCode';
+import { waitWithCancelOnSignal } from './waitWithCancelOnSignal';
 import { cliVersion } from './cliVersion';
 import { cancelCommand } from './cancelCommand';
 import { ConnectionFileError } from '../../shared/node/connectionFile';
@@ -93,7 +95,7 @@ export async function runCli(argv: string[]): Promise<number> {
         queued(run);
         const done = await waitWithCancelOnSignal(holder, run.runId, config, logger);
         process.stdout.write(opts.json ? `${JSON.stringify(done)}\n` : `run ${done.runId} ${done.status}${done.exitCode !== null ? ` exit ${done.exitCode}` : ''}${done.reason ? ` (${done.reason})` : ''}\n`);
-        exitCode = exitCodeOf(done);
+        exitCode = runExitCode(done);
       } finally {
         await holder.link.close();
       }
@@ -126,7 +128,7 @@ export async function runCli(argv: string[]): Promise<number> {
       }
       report({ run });
       try {
-        if (!holder.link.remote) exitCode = exitCodeOf(await waitWithCancelOnSignal(holder, run.runId, config, logger));
+        if (!holder.link.remote) exitCode = runExitCode(await waitWithCancelOnSignal(holder, run.runId, config, logger));
       } finally {
         await holder.link.close();
       }
@@ -274,27 +276,6 @@ function prepare(json: boolean): { config: Config; logger: Logger } {
   secureHome(config.homeDir);
   const logger = createLogger('quantilica-cli', config.logLevel ?? 'warn', json ? 'json' : config.logFormat);
   return { config, logger };
-}
-
-/** Waits for a run, following it across the agent going away; Ctrl-C or SIGTERM cancels it. */
-async function waitWithCancelOnSignal(holder: LinkHolder, runId: string, config: Config, logger: Logger): Promise<RunInfo> {
-  const onSignal = () => { holder.link.cancel({ runId }).catch((err: unknown) => logger.warn({ runId, err: String(err) }, 'cancel failed')); };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
-  try {
-    return await followRun(holder, runId, config, logger);
-  } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
-  }
-}
-
-function exitCodeOf(run: { status: string; exitCode: number | null; reason: string | null }): number {
-  if (run.status === 'completed') return ExitCode.ok;
-  if (run.status === 'cancelled') return ExitCode.cancelled;
-  if (run.reason === 'wait-timeout' || run.reason === 'disk-backpressure-timeout') return ExitCode.waitTimeout;
-  if (run.exitCode !== null && run.exitCode !== 0) return run.exitCode;
-  return ExitCode.refused;
 }
 
 function parseLimit(value: string): number {

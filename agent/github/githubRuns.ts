@@ -9,14 +9,16 @@ import { RunRefusedError } from '../errors';
 import { readProcInfo } from '../../shared/node/procInfo';
 import type { PoolBackend } from '../slots/poolBackend';
 import type { HeldSlot } from '../runs/runPorts';
-import { BudgetTracker } from './budgetTracker';
 import { DemoSimulator } from './demoSimulator';
 import { githubClientConfigFromEnv, type GithubClientConfig } from './githubClient';
-import { GITHUB_STUCK_AFTER_MS, notReachedAnywhere, parseRepos } from './githubCommand';
+import { parseRepos } from './parseRepos';
 import { githubSyncStatus, type GithubSyncStatus } from './githubSyncStatus';
-import { runGithubSync } from './runGithubSync';
+import { runLegInWorker } from './runLegInWorker';
 import type { GithubStore } from './store/githubStore';
 import { openGithubStore } from './store/openGithubStore';
+
+/** A running sync without progress for this long, and not hibernating, is failed as stuck. */
+export const GITHUB_STUCK_AFTER_MS = 30 * 60_000;
 
 export interface GithubRunsDeps {
   config: Config;
@@ -34,8 +36,6 @@ interface SyncRun {
   entry: GithubSyncEntry;
   moves: RunMoves;
   syncId: string | null;
-  /** Kept across legs: it holds the server-clock estimate. */
-  budgets: BudgetTracker;
   lock: HeldSlot['lock'] | null;
   heartbeat: NodeJS.Timeout | null;
   slot: number | null;
@@ -127,7 +127,7 @@ export class GithubRuns implements InAgentWork {
   }
 
   private track(state: ActiveRun, moves: RunMoves): SyncRun {
-    const run: SyncRun = { state, entry: state.entry as GithubSyncEntry, moves, syncId: null, budgets: new BudgetTracker(), lock: null, slot: null, wakeTimer: null, heartbeat: null };
+    const run: SyncRun = { state, entry: state.entry as GithubSyncEntry, moves, syncId: null, lock: null, slot: null, wakeTimer: null, heartbeat: null };
     this.runs.set(state.run.runId, run);
     // A cancel while hibernating: nothing runs, so the abort itself ends the sync and the run.
     state.abort.signal.addEventListener('abort', () => {
@@ -165,7 +165,7 @@ export class GithubRuns implements InAgentWork {
     try {
       const store = await this.openStore();
       if (run.syncId === null) {
-        run.syncId = await store.createSync(this.reposOf(run.entry));
+        run.syncId = await store.createSync(this.reposOf(run));
         await store.attachRun(run.syncId, state.run.runId);
       }
       const syncId = run.syncId;
@@ -173,11 +173,11 @@ export class GithubRuns implements InAgentWork {
       run.heartbeat = setInterval(() => moves.heartbeat(state, { syncId }), this.deps.config.heartbeatSeconds * 1000);
       run.heartbeat.unref();
       const client = await this.clientOf(run.entry);
-      const outcome = await runGithubSync({
-        store, client, resume: syncId, budgets: run.budgets, logger: this.deps.logger, signal: state.abort.signal,
-        concurrency: run.entry.concurrency,
-        onProgress: (status) => this.publish(status, state.run.runId, state.run.fetcher, run.entry.demo),
-      });
+      // The leg works in a thread of its own: the agent's event loop stays free for its clients.
+      const outcome = await runLegInWorker({
+        syncId, client, databaseUrl: this.deps.config.databaseUrl, homeDir: this.deps.config.homeDir,
+        concurrency: run.entry.concurrency, logLevel: this.deps.config.logLevel ?? 'info',
+      }, state.abort.signal, (status) => this.publish(status, state.run.runId, state.run.fetcher, run.entry.demo));
       this.releaseSlot(run);
       const status = await githubSyncStatus(store, syncId);
       if (status) this.publish(status, state.run.runId, state.run.fetcher, run.entry.demo);
@@ -242,7 +242,10 @@ export class GithubRuns implements InAgentWork {
     return why instanceof CancelledError ? why.reason : 'cancelled';
   }
 
-  private reposOf(entry: GithubSyncEntry): string[] {
+  /** The run's own repositories (`github sync --repos`, checked at enqueue) or else its entry's. */
+  private reposOf(run: SyncRun): string[] {
+    if (run.state.run.args.length > 0) return run.state.run.args;
+    const { entry } = run;
     if (entry.repos !== undefined) return entry.repos;
     try {
       return parseRepos(undefined, entry.reposFile)!;
@@ -268,6 +271,10 @@ export class GithubRuns implements InAgentWork {
     this.latest = { ...status, runId, fetcher, demo };
     this.deps.onSync(this.latest);
   }
+}
+
+function notReachedAnywhere(s: GithubSyncStatus): boolean {
+  return s.stages.changes.notReached > 0 || s.stages.checks.notReached > 0;
 }
 
 /** The sync's reason tokens are run reasons too; an unforeseen one is recorded as `start-error`, with the token in the log. */

@@ -35,7 +35,11 @@ export type GithubSyncOutcome =
   | { kind: 'hibernate'; syncId: string; until: number; budget: Budget; reason: RateLimitKind }
   | { kind: 'failed'; syncId: string | null; reason: string };
 
+/** At most one progress report (status queries and a change event) per this many ms. */
+const PROGRESS_MS = 250;
+
 /** One leg of a sync: runs the stages until the sync completes, hibernates, is cancelled or fails. */
+
 export async function runGithubSync(ctx: GithubSyncContext): Promise<GithubSyncOutcome> {
   const { store } = ctx;
   const concurrency = ctx.concurrency ?? GITHUB_SYNC_CONCURRENCY;
@@ -57,13 +61,17 @@ export async function runGithubSync(ctx: GithubSyncContext): Promise<GithubSyncO
   const pending = new PendingCounters();
   const client = new GithubClient(ctx.client, budgets, () => pending.requestMade());
   let quotaSavedAt = 0;
+  let reportedAt = 0;
   const progress = async (force = false) => {
     // The quota is for the status: once a second is enough (and keeps the database off the hot path).
     if (force || Date.now() - quotaSavedAt >= 1000) {
       quotaSavedAt = Date.now();
       await store.saveQuota(syncId, budgets.snapshot());
     }
-    if (ctx.onProgress) {
+    // The status costs queries, and each report is a change event to every client: at most one per
+    // PROGRESS_MS, so a fast sync does not crowd the agent's event loop (status answers wait behind it).
+    if (ctx.onProgress && (force || Date.now() - reportedAt >= PROGRESS_MS)) {
+      reportedAt = Date.now();
       const status = await githubSyncStatus(store, syncId);
       if (status) ctx.onProgress(status);
     }

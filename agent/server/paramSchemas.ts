@@ -40,7 +40,8 @@ export const paramSchemas = {
   [GetSnapshot.method]: noParams,
   [RunFetcher.method]: z.object({
     fetcher: fetcherName,
-    args: z.array(fetcherArg).max(64).optional(),
+    // 64 for a fetcher (validateArgs); a GitHub sync's repositories may be many more (the frame cap bounds them).
+    args: z.array(fetcherArg).max(10000).optional(),
     trigger: z.enum(['cli', 'protocol']).optional(),
   }).strict(),
   [WaitRun.method]: z.object({ runId }).strict(),

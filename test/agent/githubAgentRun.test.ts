@@ -98,25 +98,26 @@ test('the slot is the sync\'s while it works, free while it hibernates, and take
   const agent = await startAgent(st.env);
   const client = await connectAgent(path.join(st.env.home, '.quantilica', 'agent.json'), { client: 'test' });
   try {
-    const seen: Array<{ at: number; status: string; reason: string | null; used: number; holder: string | null }> = [];
+    const seen: Array<{ at: number; run: RunInfo; sync: Snapshot['sync']; status: string; reason: string | null; used: number; holder: string | null }> = [];
     client.onChanged((event) => {
       const snap: Snapshot = event.snapshot;
       const run = snap.runs.find((r) => r.fetcher === 'github');
       const pool = snap.pools.find((p) => p.name === 'network-light')!;
-      if (run) seen.push({ at: Date.now(), status: run.status, reason: run.reason, used: pool.used, holder: pool.slots[0]?.holder?.runId ?? null });
+      if (run) seen.push({ at: Date.now(), run, sync: snap.sync, status: run.status, reason: run.reason, used: pool.used, holder: pool.slots[0]?.holder?.runId ?? null });
     });
     const runId = await startSync(st.env);
     await waitFor(() => (seen.some((s) => s.status === 'running') ? true : null), { what: 'the sync to run', timeoutMs: 30_000, intervalMs: 10 });
     // Queued behind the sync in the one-slot pool: it can start only when the sync lets the slot go.
     const queued = await client.run('other');
-    const asleep = await hibernating(st.env, runId);
+    // From the change events, not by polling: a hibernation until a near reset can be short.
+    const slept = await waitFor(() => seen.find((s) => s.run.runId === runId && s.status === 'waiting' && s.reason === 'hibernating'), { what: 'the sync to hibernate', timeoutMs: 60_000, intervalMs: 20 });
+    const asleep = slept.run;
     assert.equal(asleep.wait?.kind, 'hibernating');
     assert.equal(asleep.slot, null);
     // The snapshot's sync part tells when and on which budget.
-    const snap = await client.getSnapshot();
-    assert.equal(snap.sync?.runId, runId);
-    assert.equal(snap.sync?.budget, 'core');
-    assert.ok(snap.sync?.hibernatingUntil !== null && Date.parse(snap.sync.hibernatingUntil) > Date.now() - 1000);
+    assert.equal(slept.sync?.runId, runId);
+    assert.equal(slept.sync?.budget, 'core');
+    assert.ok(slept.sync?.hibernatingUntil !== null && Date.parse(slept.sync.hibernatingUntil) > slept.at - 1000);
     // The other network-light run took the one slot while the sync slept, before it woke up.
     const otherRun = await client.waitRun(queued.runId);
     assert.equal(otherRun.status, 'completed');
@@ -191,7 +192,9 @@ test('kill -9 of the agent during the hibernation: the next agent resumes at the
 });
 
 test('the agent answers status within 100 ms (p99) while a sync runs at concurrency 5 on PostgreSQL', { timeout: 180_000 }, async (t) => {
-  const sim = await simulatorProcess(['--repos', '30', '--pull-requests', '12', '--runs', '7', '--jobs', '2', '--latency', '25']);
+  // 80 repositories: a sync long enough for 200 status calls, so that p99 is a percentile (the
+  // second slowest), not the one slowest call of a few dozen.
+  const sim = await simulatorProcess(['--repos', '80', '--pull-requests', '12', '--runs', '7', '--jobs', '2', '--latency', '25']);
   const st = await station(DATA, {}, 5, sim);
   const agent = await startAgent(st.env);
   const client = await connectAgent(path.join(st.env.home, '.quantilica', 'agent.json'), { client: 'test' });
@@ -206,7 +209,7 @@ test('the agent answers status within 100 ms (p99) while a sync runs at concurre
     const runId = await startSync(st.env);
     await waitFor(async () => ((await runOf(st.env, runId)).status === 'running' ? true : null), { what: 'the sync to run', timeoutMs: 30_000, intervalMs: 50 });
     const times: number[] = [];
-    for (let i = 0; i < 40; i++) {
+    for (let i = 0; i < 200; i++) {
       const started = process.hrtime.bigint();
       const snap = await client.getSnapshot();
       times.push(Number(process.hrtime.bigint() - started) / 1e6);
@@ -214,16 +217,13 @@ test('the agent answers status within 100 ms (p99) while a sync runs at concurre
       await new Promise((resolve) => setTimeout(resolve, 25));
     }
     const run = await runOf(st.env, runId);
-    assert.ok(times.length >= 10, `the sync ended after ${times.length} status calls; it must outlast the measure (${run.status})`);
+    assert.ok(times.length >= 100, `the sync ended after ${times.length} status calls; it must outlast the measure (${run.status})`);
     times.sort((a, b) => a - b);
     const p99 = times[Math.min(times.length - 1, Math.ceil(times.length * 0.99) - 1)];
     t.diagnostic(`times: ${times.map((x) => x.toFixed(0)).join(' ')}`);
     t.diagnostic(`status during the sync: ${times.length} calls, median ${times[Math.floor(times.length / 2)].toFixed(1)} ms, p99 ${p99.toFixed(1)} ms`);
-    // 100 ms on a machine of our own; a CPU shared with other work (CI neighbours, load 20 on 2 cores)
-    // slows the idle answer too, so the bound grows with the idle p90 measured above (over 10 ms).
-    const idleP90 = idle.sort((a, b) => a - b)[17];
-    const bound = 100 * Math.max(1, idleP90 / 10);
-    assert.ok(p99 < bound, `p99 ${p99.toFixed(1)} ms, bound ${bound.toFixed(0)} ms (idle p90 ${idleP90.toFixed(1)} ms)`);
+    // The issue's bound, as it states it: a plain 100 ms, whatever the idle answers took.
+    assert.ok(p99 < 100, `p99 ${p99.toFixed(1)} ms during the sync (idle: ${idle.map((x) => x.toFixed(0)).join(' ')} ms)`);
     const done = await waitFor(async () => {
       const r = await runOf(st.env, runId);
       return r.status !== 'running' && r.status !== 'waiting' ? r : null;

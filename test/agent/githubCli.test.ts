@@ -3,12 +3,15 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { after, before, test } from 'node:test';
 import type { GithubSyncStatus } from '../../agent/github/githubSyncStatus';
+import type { RunInfo } from '../../shared/protocol';
 import { GithubSimulator } from '../../simulator/github/githubSimulator';
-import { makeTestEnv, runCli } from '../support/harness';
+import { makeTestEnv, runCli, startAgent, type TestEnv } from '../support/harness';
 import { newDatabase } from '../support/githubTestBed';
 import { startTestPostgres, type TestPostgres } from '../support/postgres';
+import { waitFor } from '../support/waitFor';
 
-// `quantilica github sync|status` as real processes, against the simulator.
+// `quantilica github sync|status` as real processes, against the simulator: a sync is a run of the
+// catalog's github-sync entry, in the agent when one runs, else as `quantilica run` does without one.
 const TOKEN = 'ghp_cli_token_must_not_show_9876543210';
 let server: TestPostgres;
 before(async () => { server = await startTestPostgres(); });
@@ -16,14 +19,62 @@ after(async () => { await server?.stop(); });
 
 const statusOf = (stdout: string) => (JSON.parse(stdout) as { sync: GithubSyncStatus | null }).sync;
 
-test('github sync --wait hibernates on a limit, wakes itself, completes: exit 0; status --json tells it all, without the token', { timeout: 180_000 }, async () => {
+/** A station whose catalog has the `github` sync entry (all the simulator's repositories). */
+function syncStation(sim: GithubSimulator, url: string, extra: Record<string, string>): TestEnv {
+  const t = makeTestEnv([{ name: 'other', pool: 'network-light', argv: ['true'] }], { QUANTILICA_GITHUB_API_URL: url, ...extra });
+  const catalog = JSON.parse(fs.readFileSync(t.env.QUANTILICA_CATALOG!, 'utf8')) as { fetchers: object[] };
+  catalog.fetchers.push({ name: 'github', kind: 'github-sync', pool: 'network-light', repos: sim.repoNames });
+  fs.writeFileSync(t.env.QUANTILICA_CATALOG!, JSON.stringify(catalog));
+  return t;
+}
+
+async function runsOf(t: TestEnv): Promise<RunInfo[]> {
+  const r = await runCli(t, ['runs', '--json', '--fetcher', 'github']);
+  assert.equal(r.code, 0, r.stderr);
+  return (JSON.parse(r.stdout) as { runs: RunInfo[] }).runs;
+}
+
+test('with an agent, github sync is a run of the entry in the agent: --repos overrides its list, --wait exits 0 once it completed; without --wait the agent carries it alone', { timeout: 180_000 }, async () => {
+  const sim = new GithubSimulator({ repos: 5, pullRequestsPerRepo: 6, runsPerRepo: 6, jobsPerRun: 2, windowSeconds: 2, drainAfter: { resource: 'core', requests: 12 } });
+  const url = await sim.start();
+  const t = syncStation(sim, url, { QUANTILICA_DATABASE_URL: await newDatabase(server.url), GITHUB_TOKEN: TOKEN });
+  const agent = await startAgent(t);
+  try {
+    const some = sim.repoNames.slice(0, 3);
+    const run = await runCli(t, ['github', 'sync', '--repos', some.join(','), '--wait', '--json']);
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stderr, /queued in network-light/);
+    const out = JSON.parse(run.stdout) as { run: RunInfo; sync: GithubSyncStatus };
+    assert.equal(out.run.status, 'completed');
+    assert.deepEqual(out.run.args, some);
+    assert.equal(out.sync.status, 'completed');
+    assert.equal(out.sync.counters.hibernations, 1);
+    assert.deepEqual([out.sync.stages.changes.total, out.sync.stages.checks.done], [3, 3], 'the run synced its --repos, not the entry\'s 5');
+    // Without --wait: the command returns with the run queued; the agent alone takes it to its end.
+    const detached = await runCli(t, ['github', 'sync', '--json']);
+    assert.equal(detached.code, 0, detached.stderr);
+    const queued = (JSON.parse(detached.stdout) as { run: RunInfo }).run;
+    assert.deepEqual(queued.args, []);
+    const done = await waitFor(async () => (await runsOf(t)).find((r) => r.runId === queued.runId && r.status === 'completed') ?? null, { what: 'the agent to complete the sync', timeoutMs: 120_000, intervalMs: 250 });
+    assert.equal(done.exitCode, 0);
+    const s = statusOf((await runCli(t, ['github', 'status', '--json'])).stdout)!;
+    assert.equal(s.stages.checks.done, 5, 'the entry\'s own list');
+    assert.equal(s.counters.requests_made + out.sync.counters.requests_made, sim.served.length);
+    for (const text of [run.stdout, run.stderr, detached.stdout]) assert.ok(!text.includes(TOKEN));
+  } finally {
+    agent.child.kill('SIGTERM');
+    await new Promise((resolve) => agent.child.once('exit', resolve));
+    await sim.stop();
+  }
+});
+
+test('without an agent, github sync --wait runs it in this process: hibernates on a limit, wakes itself, completes: exit 0; status --json tells it all, without the token', { timeout: 180_000 }, async () => {
   const sim = new GithubSimulator({ repos: 5, pullRequestsPerRepo: 6, runsPerRepo: 6, jobsPerRun: 2, windowSeconds: 2, drainAfter: { resource: 'core', requests: 12 } });
   const url = await sim.start();
   try {
-    const t = makeTestEnv(null, { QUANTILICA_GITHUB_API_URL: url, QUANTILICA_DATABASE_URL: await newDatabase(server.url), GITHUB_TOKEN: TOKEN });
+    const t = syncStation(sim, url, { QUANTILICA_DATABASE_URL: await newDatabase(server.url), GITHUB_TOKEN: TOKEN });
     const run = await runCli(t, ['github', 'sync', '--repos', sim.repoNames.join(','), '--wait']);
     assert.equal(run.code, 0, run.stderr);
-    assert.match(run.stderr, /hibernating until .* \(core budget, primary\)/);
     assert.match(run.stdout, /completed/);
     const status = await runCli(t, ['github', 'status', '--json']);
     assert.equal(status.code, 0, status.stderr);
@@ -41,23 +92,33 @@ test('github sync --wait hibernates on a limit, wakes itself, completes: exit 0;
   }
 });
 
-test('without --wait a hibernating sync is left running with its wake-up time; status shows when and on which budget', { timeout: 120_000 }, async () => {
+test('without an agent and without --wait a detached owner holds the sync through its hibernation; a second sync follows it, --repos is refused (81), cancel ends it', { timeout: 120_000 }, async () => {
   const sim = new GithubSimulator({ repos: 3, secondaryFrom: { requests: 3, retryAfterSeconds: 600 } });
   const url = await sim.start();
   try {
-    const t = makeTestEnv(null, { QUANTILICA_GITHUB_API_URL: url, QUANTILICA_DATABASE_URL: await newDatabase(server.url) });
-    const run = await runCli(t, ['github', 'sync', '--repos', sim.repoNames.join(',')]);
+    const t = syncStation(sim, url, { QUANTILICA_DATABASE_URL: await newDatabase(server.url) });
+    const run = await runCli(t, ['github', 'sync', '--json']);
     assert.equal(run.code, 0, run.stderr);
-    const s = statusOf((await runCli(t, ['github', 'status', '--json'])).stdout)!;
+    const { runId } = (JSON.parse(run.stdout) as { run: RunInfo }).run;
+    const s = await waitFor(async () => {
+      const sync = statusOf((await runCli(t, ['github', 'status', '--json'])).stdout);
+      return sync?.hibernatingUntil ? sync : null;
+    }, { what: 'the sync to hibernate', timeoutMs: 60_000, intervalMs: 250 });
     assert.equal(s.status, 'running');
     assert.equal(s.budget, 'graphql');
     assert.ok(Date.parse(s.hibernatingUntil!) > Date.now() + 500_000);
-    const text = await runCli(t, ['github', 'status']);
-    assert.match(text.stdout, /hibernating until .*, graphql budget/);
-    // A second `github sync` before the wake-up time resumes nothing and says so.
+    assert.match((await runCli(t, ['github', 'status'])).stdout, /hibernating until .*, graphql budget/);
     const again = await runCli(t, ['github', 'sync']);
-    assert.equal(again.code, 0);
-    assert.match(again.stdout, /hibernating until/);
+    assert.equal(again.code, 0, again.stderr);
+    assert.match(again.stdout, new RegExp(`run ${runId} github hibernating until`));
+    const other = await runCli(t, ['github', 'sync', '--repos', 'sim-org/repo-001']);
+    assert.equal(other.code, 81);
+    assert.match(other.stderr, /already hibernating/);
+    const cancel = await runCli(t, ['cancel', runId]);
+    assert.equal(cancel.code, 0, cancel.stderr);
+    const ended = await waitFor(async () => (await runsOf(t)).find((r) => r.runId === runId && r.status === 'cancelled') ?? null, { what: 'the run to end cancelled', timeoutMs: 60_000, intervalMs: 250 });
+    assert.equal(ended.reason, 'cancelled');
+    assert.equal(statusOf((await runCli(t, ['github', 'status', '--json'])).stdout)?.status, 'cancelled');
   } finally {
     await sim.stop();
   }
@@ -67,7 +128,7 @@ test('without a database URL the sync lives in a private SQLite file; repositori
   const sim = new GithubSimulator({ repos: 3, faults: { 'sim-org/repo-002': { kind: 'server-error', stage: 'checks' } } });
   const url = await sim.start();
   try {
-    const t = makeTestEnv(null, { QUANTILICA_GITHUB_API_URL: url, QUANTILICA_HOME: path.join(makeTestEnv(null).home, 'qh') });
+    const t = syncStation(sim, url, { QUANTILICA_HOME: path.join(makeTestEnv(null).home, 'qh') });
     const file = path.join(t.env.QUANTILICA_HOME!, 'github_sync.db');
     const reposFile = path.join(t.root, 'repos.txt');
     fs.writeFileSync(reposFile, `# the simulator's\n${sim.repoNames.join('\n')}\n`);
@@ -77,18 +138,29 @@ test('without a database URL the sync lives in a private SQLite file; repositori
     assert.deepEqual(s.stages.checks.notReachedRepos, [{ repo: 'sim-org/repo-002', reason: 'server-error' }]);
     assert.equal(s.stages.changes.done, 3);
     assert.equal(fs.statSync(file).mode & 0o777, 0o600);
+    // `quantilica run` of the entry tells the same: 82.
+    assert.equal((await runCli(t, ['run', 'github'])).code, 82);
   } finally {
     await sim.stop();
   }
 });
 
-test('bad repositories are refused with a clear error and exit 64; no sync is created', { timeout: 60_000 }, async () => {
-  const t = makeTestEnv(null, { QUANTILICA_GITHUB_API_URL: 'http://127.0.0.1:9', QUANTILICA_DATABASE_URL: await newDatabase(server.url) });
+test('bad repositories are refused with a clear error and exit 64, an unknown entry with 65; no sync is created', { timeout: 60_000 }, async () => {
+  const sim = new GithubSimulator({ repos: 2 });
+  const t = syncStation(sim, 'http://127.0.0.1:9', { QUANTILICA_DATABASE_URL: await newDatabase(server.url) });
   const bad = await runCli(t, ['github', 'sync', '--repos', 'ok/fine,not a repo,../x']);
   assert.equal(bad.code, 64);
   assert.match(bad.stderr, /not a repository \(owner\/name\): "not a repo", "\.\.\/x"/);
-  const none = await runCli(t, ['github', 'sync']);
-  assert.equal(none.code, 64);
-  assert.match(none.stderr, /give --repos or --repos-file/);
+  const both = await runCli(t, ['github', 'sync', '--repos', 'a/b', '--repos-file', '/nonexistent']);
+  assert.equal(both.code, 64);
+  assert.match(both.stderr, /give --repos or --repos-file, not both/);
+  const unknown = await runCli(t, ['github', 'sync', '--entry', 'other']);
+  assert.equal(unknown.code, 65);
+  assert.match(unknown.stderr, /other is not a github-sync entry of the catalog; those are: github/);
+  // The same check in the agent's run request: a fetcher's argument that is not owner/name.
+  const direct = await runCli(t, ['run', 'github', '--', '--not-a-repo']);
+  assert.equal(direct.code, 64);
+  assert.match(direct.stderr, /not a repository \(owner\/name\): "--not-a-repo"/);
   assert.equal(statusOf((await runCli(t, ['github', 'status', '--json'])).stdout), null);
+  assert.deepEqual(await runsOf(t), []);
 });
