@@ -162,6 +162,10 @@ const ENTRY: CatalogEntry = { name: 'fetch', pool: 'heavy-io', argv: ['/bin/true
 
 export interface ManagerBed {
   manager: RunManager;
+  /** Enqueues a run of `fetch` and lets it through the disk gate: it then waits for a slot. */
+  pastGate(): Promise<RunInfo>;
+  /** A run of `fetch` through the gate and granted `slot`, spawned and running. */
+  running(slot?: number): Promise<RunInfo>;
   gate: FakeGate;
   slots: FakeSlots;
   spawner: FakeSpawner;
@@ -193,5 +197,20 @@ export function managerBed(): ManagerBed {
     onRunChange: (run) => published.push(run),
     onPoolChange: () => {},
   });
-  return { manager, gate, slots, spawner, journal, published, close: () => fs.rmSync(root, { recursive: true, force: true }) };
+  const pastGate = async (): Promise<RunInfo> => {
+    const run = await manager.enqueue('fetch', [], 'cli');
+    await settle();
+    gate.waiting.get(run.runId)!.open();
+    await settle();
+    return run;
+  };
+  const running = async (slot = 0): Promise<RunInfo> => {
+    const run = await pastGate();
+    slots.grantNext(slot);
+    // One turn for the grant's transition, one for the spawn's.
+    await settle();
+    await settle();
+    return run;
+  };
+  return { manager, pastGate, running, gate, slots, spawner, journal, published, close: () => fs.rmSync(root, { recursive: true, force: true }) };
 }

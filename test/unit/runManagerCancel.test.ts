@@ -24,10 +24,7 @@ test('cancel while the run waits at the gate: cancelled, never spawned, no slot 
 test('cancel while the run waits for a slot: it leaves the queue, cancelled', async (t) => {
   const bed = managerBed();
   t.after(() => bed.close());
-  const run = await bed.manager.enqueue('fetch', [], 'cli');
-  await settle();
-  bed.gate.waiting.get(run.runId)!.open();
-  await settle();
+  const run = await bed.pastGate();
   assert.equal(bed.slots.waiters.length, 1);
   bed.manager.cancel(run.runId);
   const done = await bed.manager.waitRun(run.runId);
@@ -40,10 +37,7 @@ test('cancel while the run waits for a slot: it leaves the queue, cancelled', as
 test('cancel between the slot grant and the spawn (the grant in the same turn): the slot goes straight back, no spawn', async (t) => {
   const bed = managerBed();
   t.after(() => bed.close());
-  const run = await bed.manager.enqueue('fetch', [], 'cli');
-  await settle();
-  bed.gate.waiting.get(run.runId)!.open();
-  await settle();
+  const run = await bed.pastGate();
   bed.slots.grantNext(2);
   bed.manager.cancel(run.runId);
   const done = await bed.manager.waitRun(run.runId);
@@ -57,10 +51,7 @@ test('cancel between the slot grant and the spawn (the grant in the same turn): 
 test('cancel while the `starting` intent is being committed: no spawn, slot given back once', async (t) => {
   const bed = managerBed();
   t.after(() => bed.close());
-  const run = await bed.manager.enqueue('fetch', [], 'cli');
-  await settle();
-  bed.gate.waiting.get(run.runId)!.open();
-  await settle();
+  const run = await bed.pastGate();
   bed.journal.hold();
   bed.slots.grantNext(0);
   await settle();
@@ -80,10 +71,7 @@ test('cancel while the spawn is under way: the process is recorded running, then
   t.after(() => bed.close());
   let letSpawn!: () => void;
   bed.spawner.spawnGate = new Promise((resolve) => { letSpawn = resolve; });
-  const run = await bed.manager.enqueue('fetch', [], 'cli');
-  await settle();
-  bed.gate.waiting.get(run.runId)!.open();
-  await settle();
+  const run = await bed.pastGate();
   bed.slots.grantNext(1);
   await settle();
   bed.manager.cancel(run.runId);
@@ -101,13 +89,7 @@ test('cancel while the spawn is under way: the process is recorded running, then
 test('cancel of a running run: SIGTERM to its group, cancelled once the group is gone, slot released', async (t) => {
   const bed = managerBed();
   t.after(() => bed.close());
-  const run = await bed.manager.enqueue('fetch', [], 'cli');
-  await settle();
-  bed.gate.waiting.get(run.runId)!.open();
-  await settle();
-  bed.slots.grantNext(0);
-  await settle();
-  await settle();
+  const run = await bed.running(0);
   assert.equal(bed.manager.get(run.runId)?.status, 'running');
   bed.manager.cancel(run.runId);
   const proc = bed.spawner.of(run.runId);

@@ -15,18 +15,9 @@ function leftover(fields: Partial<StoredRun>): StoredRun {
 test('shutdown: waiting runs end cancelled (agent-stopping) in state and telemetry; a running run stays running for the next agent', async (t) => {
   const bed = managerBed();
   t.after(() => bed.close());
-  const running = await bed.manager.enqueue('fetch', [], 'cli');
-  await settle();
-  bed.gate.waiting.get(running.runId)!.open();
-  await settle();
-  bed.slots.grantNext(0);
-  await settle();
-  await settle();
+  const running = await bed.running(0);
   const atGate = await bed.manager.enqueue('fetch', [], 'cli');
-  const forSlot = await bed.manager.enqueue('fetch', [], 'cli');
-  await settle();
-  bed.gate.waiting.get(forSlot.runId)!.open();
-  await settle();
+  const forSlot = await bed.pastGate();
   const waiter = bed.manager.waitRun(atGate.runId);
   await bed.manager.shutdown(false);
   for (const id of [atGate.runId, forSlot.runId]) {
@@ -47,13 +38,7 @@ test('shutdown: waiting runs end cancelled (agent-stopping) in state and telemet
 test('shutdown with stopFetchers: running runs are terminated and end cancelled before it returns', async (t) => {
   const bed = managerBed();
   t.after(() => bed.close());
-  const run = await bed.manager.enqueue('fetch', [], 'cli');
-  await settle();
-  bed.gate.waiting.get(run.runId)!.open();
-  await settle();
-  bed.slots.grantNext(0);
-  await settle();
-  await settle();
+  const run = await bed.running(0);
   const stopped = bed.manager.shutdown(true);
   await settle();
   const proc = bed.spawner.of(run.runId);
