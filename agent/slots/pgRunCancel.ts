@@ -165,7 +165,15 @@ export class PgRunCancel {
         SELECT h.station, h.backend_pid FROM core.slot_holder h WHERE h.run_id = $1
         UNION ALL SELECT w.station, w.backend_pid FROM core.slot_waiter w WHERE w.run_id = $1) o
       WHERE o.station <> $2 AND EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = o.backend_pid) LIMIT 1`, [runId, backend.station]))).rows[0]?.station;
-    if (owner === undefined) throw new UnknownRunError(runId);
+    if (owner === undefined) {
+      // Owned by no station now (its slot already freed): an earlier request's row says how it is ending or ended.
+      const earlier = (await backend.use((c) => c.query<{ id: string; station: string; state: string; run: RunInfo }>(`SELECT id::text, station, state, run
+        FROM core.run_cancel WHERE run_id = $1 AND outcome IN ('cancelling', 'already-ended') AND run IS NOT NULL ORDER BY id DESC LIMIT 1`, [runId]))).rows[0];
+      if (earlier === undefined) throw new UnknownRunError(runId);
+      this.asked.set(runId, earlier.id);
+      if (earlier.state !== 'done') return earlier.run;
+      throw new InvalidArgumentError(`run ${runId} is not active on station ${earlier.station}; nothing to cancel`);
+    }
     const id = (await backend.use((c) => c.query<{ id: string }>(`WITH r AS (INSERT INTO core.run_cancel (run_id, station, requested_by) VALUES ($1, $2, $3) RETURNING id)
       SELECT r.id::text AS id, pg_catalog.pg_notify($4, $1) FROM r`, [runId, owner, backend.station, CHANNEL]))).rows[0]?.id;
     if (id === undefined) throw new Error('the cancel request was not recorded');
