@@ -193,7 +193,7 @@ export class PgRunCancel {
       if (!claimed && Date.now() > deadline) {
         const withdrawn = await backend.use((c) => c.query("UPDATE core.run_cancel SET state = 'no-answer', done_at = now() WHERE id = $1::bigint AND state = 'pending'", [id]));
         if (withdrawn.rowCount === 1) {
-          throw new ClientError(ErrorCodes.unavailable, ExitCode.agentUnavailable, `run ${runId} is held on station ${owner}, whose agent did not answer within ${ANSWER_MS / 1000} s; nothing was cancelled`);
+          throw new ClientError(ErrorCodes.unavailable, ExitCode.agentUnavailable, `run ${runId} is held or queued on station ${owner}, whose agent did not answer within ${ANSWER_MS / 1000} s; nothing was cancelled`);
         }
         claimed = true; // its owner took it meanwhile: its answer comes
       }

@@ -121,3 +121,65 @@ test('cancel from another station: a held run is stopped (SIGTERM, grace, SIGKIL
     await db.stop();
   }
 });
+
+test("a cancel whose notification the owner missed is found by its scan; one its stopped agent never answered is withdrawn, not applied later", { timeout: 120_000 }, async () => {
+  const db = await startTestPostgres();
+  const observer = new SlotObserver(db.url, 'heavy-io');
+  const stations: Station[] = [];
+  try {
+    for (const name of ['station-a', 'station-b']) {
+      const env = pgStation(db.url, name, fetchers, { CRON_POOL_HEAVY_IO_SLOTS: '2' });
+      const agent = await startAgent(env);
+      stations.push({ env, agent, client: await connectAgent(testConfig(env).connectionFile, { client: 'pg-slot-cancel' }) });
+    }
+    const [a, b] = stations;
+    await observer.start();
+    const never = path.join(a.env.root, 'never');
+    const first = await a.client.run('until-file', [never, '0']);
+    const second = await a.client.run('until-file', [never, '0']);
+    for (const r of [first, second]) {
+      await waitFor(async () => (await a.client.listRuns(50)).find((x) => x.runId === r.runId)?.status === 'running', { what: `run ${r.runId} to run`, timeoutMs: 60_000 });
+    }
+    const agentPid = a.agent.child.pid!;
+
+    // A's listening session is ended while A is stopped: the NOTIFY of B's request reaches no one.
+    process.kill(agentPid, 'SIGSTOP');
+    const killed = await observer.query<{ ok: boolean }>("SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE application_name = 'quantilica-cancel station-a'");
+    assert.deepEqual(killed.rows.map((r) => r.ok), [true]);
+    const cancelling = runCli(b.env, ['cancel', first.runId]);
+    await waitFor(async () => (await observer.query("SELECT 1 FROM core.run_cancel WHERE run_id = $1 AND state = 'pending'", [first.runId])).rowCount === 1,
+      { what: "B's request to be recorded", timeoutMs: 30_000 });
+    process.kill(agentPid, 'SIGCONT');
+    const c = await cancelling;
+    assert.equal(c.code, 0, c.stderr + c.stdout);
+    assert.match(c.stdout, new RegExp(`run ${first.runId} until-file cancelled`));
+    assert.equal((await a.client.waitRun(first.runId)).status, 'cancelled');
+
+    // A stopped for longer than B waits for an answer: B says so (69) and withdraws its request, which
+    // A, once it runs again, does not act on.
+    process.kill(agentPid, 'SIGSTOP');
+    const unanswered = await runCli(b.env, ['cancel', second.runId]);
+    process.kill(agentPid, 'SIGCONT');
+    assert.equal(unanswered.code, 69, unanswered.stderr + unanswered.stdout);
+    assert.match(unanswered.stderr, /did not answer/);
+    const row = (await observer.query<{ state: string; outcome: string | null }>('SELECT state, outcome FROM core.run_cancel WHERE run_id = $1', [second.runId])).rows;
+    assert.deepEqual(row, [{ state: 'no-answer', outcome: null }]);
+    // A has run its event loop (the queued notification included) once it answers twice more.
+    await a.client.listRuns(50);
+    await a.client.listRuns(50);
+    assert.equal((await a.client.listRuns(50)).find((x) => x.runId === second.runId)?.status, 'running');
+    fs.writeFileSync(never, '');
+    assert.equal((await a.client.waitRun(second.runId)).status, 'completed');
+  } finally {
+    await observer.stop();
+    for (const s of stations) {
+      await s.client.close().catch(() => {});
+      if (s.agent.child.exitCode === null && s.agent.child.signalCode === null) {
+        s.agent.child.kill('SIGCONT');
+        s.agent.child.kill('SIGTERM');
+        await new Promise((r) => s.agent.child.once('exit', r));
+      }
+    }
+    await db.stop();
+  }
+});
