@@ -160,6 +160,16 @@ export class PgRunCancel {
    * unavailable error when the owner's agent does not answer (the request is then withdrawn).
    */
   async request(runId: string): Promise<RunInfo> {
+    try {
+      return await this.ask(runId);
+    } catch (err) {
+      if (err instanceof ClientError) throw err;
+      // Which station owns the run cannot be known now: say so rather than "unknown run".
+      throw new ClientError(ErrorCodes.unavailable, ExitCode.agentUnavailable, `run ${runId} is not this station's and the slot database cannot be reached to ask the others: ${(err as Error).message}`);
+    }
+  }
+
+  private async ask(runId: string): Promise<RunInfo> {
     const { backend } = this;
     const owner = (await backend.use((c) => c.query<{ station: string }>(`SELECT o.station FROM (
         SELECT h.station, h.backend_pid FROM core.slot_holder h WHERE h.run_id = $1
