@@ -5,7 +5,7 @@ import { Catalog } from './catalog/catalog';
 import { GithubRuns } from './github/githubRuns';
 import { demoCatalog } from './catalog/demoCatalog';
 import type { Config } from './config/config';
-import { InvalidArgumentError } from './errors';
+import { InvalidArgumentError, UnknownRunError } from './errors';
 import type { Logger } from './log/logger';
 import { MemoryCeilings } from './memory/memoryCeilings';
 import { SERIAL_LOCK_FILE } from './checkStationDirs';
@@ -22,6 +22,7 @@ import type { AgentControl, FlushResult } from './server/agentControl';
 import { readProcInfo } from '../shared/node/procInfo';
 import { readKernelFlocks, type KernelLock } from './slots/procLocks';
 import { SlotPool, type ReclaimEvent } from './slots/slotPool';
+import { PgRunCancel } from './slots/pgRunCancel';
 import { PgSlotBackend } from './slots/pgSlotBackend';
 import { PgSlotPool } from './slots/pgSlotPool';
 import type { PoolBackend } from './slots/poolBackend';
@@ -57,6 +58,8 @@ export class Orchestrator implements AgentControl {
   readonly pools = new Map<string, PoolBackend>();
   /** Issue 14: the shared slot database with QUANTILICA_SLOT_BACKEND=postgres (opened by `openSlots`). */
   readonly slotBackend: PgSlotBackend | null;
+  /** Issue 14: cancels of runs held or queued on other stations, and of ours asked by them. */
+  private readonly remoteCancel: PgRunCancel | null;
   readonly runs: RunManager;
   readonly store: RunStore;
   /** memory ceilings (issue 12) */
@@ -72,6 +75,7 @@ export class Orchestrator implements AgentControl {
     this.slotBackend = config.slots.backend === 'postgres' && config.slots.databaseUrl !== null
       ? new PgSlotBackend({ url: config.slots.databaseUrl, station: config.slots.station, defaults: this.defaultSizes(), logger })
       : null;
+    this.remoteCancel = this.slotBackend ? new PgRunCancel(this.slotBackend, logger) : null;
     this.createPools(parts.policy);
     // The run state lives in the spool's database; a state.db of an earlier version is moved in.
     this.store = new RunStore(parts.telemetry, path.join(config.homeDir, 'state.db'), logger);
@@ -133,17 +137,32 @@ export class Orchestrator implements AgentControl {
     this.retention.start();
   }
 
-  waitRun(runId: string): Promise<RunInfo> {
-    return this.runs.waitRun(runId);
+  async waitRun(runId: string): Promise<RunInfo> {
+    try {
+      return await this.runs.waitRun(runId);
+    } catch (err) {
+      // A run of another station this process asked to cancel: its end is read from its answer.
+      const remote = err instanceof UnknownRunError ? await this.remoteCancel?.waitEnd(runId) : null;
+      if (remote) return remote;
+      throw err;
+    }
   }
 
-  cancel(target: { runId?: string; fetcher?: string }): Promise<RunInfo[]> {
-    if (target.runId) return Promise.resolve([this.runs.cancel(target.runId)]);
+  async cancel(target: { runId?: string; fetcher?: string }): Promise<RunInfo[]> {
+    if (target.runId) {
+      try {
+        return [this.runs.cancel(target.runId)];
+      } catch (err) {
+        // Not a run of this station: with the postgres backend its owner may be another station.
+        if (!(err instanceof UnknownRunError) || !this.remoteCancel) throw err;
+        return [await this.remoteCancel.request(target.runId)];
+      }
+    }
     if (target.fetcher) {
       const name = this.catalog.resolve(target.fetcher).name;
-      return Promise.resolve(this.runs.activeRuns().filter((r) => r.fetcher === name).map((r) => this.runs.cancel(r.runId)));
+      return this.runs.activeRuns().filter((r) => r.fetcher === name).map((r) => this.runs.cancel(r.runId));
     }
-    return Promise.reject(new InvalidArgumentError('cancel needs a run id or a fetcher name'));
+    throw new InvalidArgumentError('cancel needs a run id or a fetcher name');
   }
 
   listRuns(limit: number): RunInfo[] {
@@ -207,6 +226,7 @@ export class Orchestrator implements AgentControl {
     await this.github.close();
     this.retention?.close();
     for (const pool of this.pools.values()) pool.close();
+    await this.remoteCancel?.close();
     await this.slotBackend?.close();
     this.memory.close(); // memory ceilings (issue 12)
   }
@@ -248,6 +268,15 @@ export class Orchestrator implements AgentControl {
   /** Issue 14: connects the shared slot database and seeds core.pool; a pooler URL is a ConfigError. */
   async openSlots(): Promise<void> {
     await this.slotBackend?.open();
+  }
+
+  /** Issue 14: the agent acts on cancels other stations ask of it (after adopting, so its runs are known). */
+  async listenForCancels(): Promise<void> {
+    await this.remoteCancel?.listen({
+      cancel: (runId, by) => this.runs.cancel(runId, by),
+      waitRun: (runId) => this.runs.waitRun(runId),
+      get: (runId) => this.runs.get(runId),
+    });
   }
 
   private defaultSizes(): Map<string, number> {

@@ -140,7 +140,7 @@ export class RunManager {
    * running one gets SIGTERM on its whole process group, then SIGKILL after the grace period. Returns
    * at once; `waitRun` tells when it has ended (only after no process of the group is left).
    */
-  cancel(runId: string): RunInfo {
+  cancel(runId: string, fromStation?: string): RunInfo {
     const state = this.active.get(runId);
     if (!state) {
       if (this.deps.journal.get(runId)) throw new InvalidArgumentError(`run ${runId} is not active; nothing to cancel`);
@@ -148,7 +148,7 @@ export class RunManager {
     }
     if (state.cancelRequested || state.ending) return toRunInfo(state.run);
     state.cancelRequested = true;
-    void this.deps.journal.record({ runId, event: 'cancel-requested', task: state.run.fetcher, pool: state.run.pool, payload: {} });
+    void this.deps.journal.record({ runId, event: 'cancel-requested', task: state.run.fetcher, pool: state.run.pool, payload: fromStation !== undefined ? { fromStation } : {} });
     // In-agent work (a GitHub sync) has no process: its abort stops it, working or hibernating.
     if (state.run.status === 'waiting' || isGithubSync(state.entry)) state.abort.abort(new CancelledError('cancelled', 'cancelled'));
     else if (state.run.pid) this.upkeep.terminate(state);
