@@ -51,6 +51,14 @@ export interface AgentParts {
 /** Finished runs a snapshot carries besides the active ones: what a client lists before it asks for more. */
 const SNAPSHOT_RECENT_RUNS = 50;
 
+/**
+ * The shortest gap between two computations of the pools' published state. Each one reads
+ * /proc/locks, lstats and opens every slot file; a burst of runs changes a pool several times per
+ * run, and publishing each change cost the main thread about a seventh of its time. Clients see the
+ * latest state at most this late (a snapshot is always computed fresh).
+ */
+const POOL_PUBLISH_GAP_MS = 20;
+
 /** The orchestration core shared by the agent and an in-process CLI run: catalog, pools, runs, state. */
 export class Orchestrator implements AgentControl {
   readonly hub: StateHub;
@@ -68,6 +76,12 @@ export class Orchestrator implements AgentControl {
   private readonly startedAt = new Date().toISOString();
   private readonly lastStatus = new Map<string, RunInfo['status']>();
   private retention: Retention | null = null;
+  /** Pools changed since their state was last published (see publishPool). */
+  private readonly dirtyPools = new Set<string>();
+  /** Cancels the pending publication of dirtyPools; null when none is pending. */
+  private poolPublish: (() => void) | null = null;
+  private poolsClosed = false;
+  private lastPoolPublish = 0;
 
   constructor(readonly config: Config, private readonly logger: Logger, private readonly parts: AgentParts) {
     this.hub = parts.hub;
@@ -225,6 +239,7 @@ export class Orchestrator implements AgentControl {
     await this.runs.shutdown(stopFetchers);
     await this.github.close();
     this.retention?.close();
+    this.cancelPoolPublish();
     for (const pool of this.pools.values()) pool.close();
     await this.remoteCancel?.close();
     await this.slotBackend?.close();
@@ -258,11 +273,47 @@ export class Orchestrator implements AgentControl {
     return usage ? { ...run, ...usage } : run;
   }
 
+  /**
+   * Marks a pool changed; its state is published once for every change made meanwhile, on the next
+   * turn of the event loop or POOL_PUBLISH_GAP_MS after the previous publication, whichever is later.
+   */
   private publishPool(name: string): void {
     // A pool's state reads the kernel's lock table and every lock file: only worth it for a listener.
-    if (!this.hub.hasListeners()) return;
-    const pool = this.pools.get(name);
-    if (pool) this.hub.publish({ kind: 'pool', pool: this.poolState(pool, readKernelFlocks(), this.runs.activeRuns()) });
+    if (this.poolsClosed || !this.hub.hasListeners()) return;
+    this.dirtyPools.add(name);
+    if (this.poolPublish !== null) return;
+    const wait = this.lastPoolPublish + POOL_PUBLISH_GAP_MS - Date.now();
+    const publish = () => this.publishDirtyPools();
+    // Unref'd: a pending publication alone must not keep a process (the CLI, a test) alive.
+    if (wait > 0) {
+      const timer = setTimeout(publish, wait).unref();
+      this.poolPublish = () => clearTimeout(timer);
+    } else {
+      const immediate = setImmediate(publish).unref();
+      this.poolPublish = () => clearImmediate(immediate);
+    }
+  }
+
+  /** One read of the kernel's lock table and of the active runs for every pool changed since the last. */
+  private publishDirtyPools(): void {
+    this.poolPublish = null;
+    this.lastPoolPublish = Date.now();
+    const names = [...this.dirtyPools];
+    this.dirtyPools.clear();
+    if (this.poolsClosed || !this.hub.hasListeners()) return;
+    const locks = readKernelFlocks();
+    const active = this.runs.activeRuns();
+    for (const name of names) {
+      const pool = this.pools.get(name);
+      if (pool) this.hub.publish({ kind: 'pool', pool: this.poolState(pool, locks, active) });
+    }
+  }
+
+  private cancelPoolPublish(): void {
+    this.poolsClosed = true;
+    this.poolPublish?.();
+    this.poolPublish = null;
+    this.dirtyPools.clear();
   }
 
   /** Issue 14: connects the shared slot database and seeds core.pool; a pooler URL is a ConfigError. */

@@ -1,20 +1,37 @@
 /**
+ * How long a commit waits for more writers while a burst is on (the previous commit was this
+ * recent). The protocol library hands the agent one request per event-loop turn, so a burst of
+ * enqueues arrives over many turns: committing on each turn's setImmediate gave every enqueue its
+ * own fsync. Outside a burst a commit still goes on the next turn.
+ */
+export const GROUP_COMMIT_WINDOW_MS = 2;
+
+/** A commit this soon after the previous one means a burst is on: it waits the window. */
+export const BURST_GAP_MS = 10;
+
+/**
  * Group commit: writes that arrive while the event loop turns are collected and handed to `write`
- * together on the next turn (one SQLite transaction, one fsync for all of them); each caller's
- * promise resolves after the write that holds its items. `write` never throws (the spool holds in
- * memory what no file takes). `flushNow` writes at once, for a synchronous writer that must come
- * after what is queued (emit) and for close.
+ * together (one SQLite transaction, one fsync for all of them): on the next turn, or, during a
+ * burst (the previous write less than BURST_GAP_MS ago), after a window of GROUP_COMMIT_WINDOW_MS that gathers the writers of the following turns.
+ * Each caller's promise resolves after the write that holds its items, never before. `write` never
+ * throws (the spool holds in memory what no file takes). `flushNow` writes at once, for a
+ * synchronous writer that must come after what is queued (emit) and for close.
  */
 export class GroupCommit<T> {
   private items: T[] = [];
   private waiters: Array<() => void> = [];
-  private scheduled: NodeJS.Immediate | null = null;
+  /** Cancels the scheduled write; null when none is scheduled. */
+  private scheduled: (() => void) | null = null;
+  private lastWrite = -Infinity;
 
-  constructor(private readonly write: (items: T[]) => void) {}
+  constructor(
+    private readonly write: (items: T[]) => void,
+    private readonly timing: { windowMs: number; burstGapMs: number } = { windowMs: GROUP_COMMIT_WINDOW_MS, burstGapMs: BURST_GAP_MS },
+  ) {}
 
   add(item: T): Promise<void> {
     this.items.push(item);
-    this.scheduled ??= setImmediate(() => this.flushNow());
+    if (this.scheduled === null) this.schedule();
     return new Promise((resolve) => this.waiters.push(resolve));
   }
 
@@ -24,7 +41,7 @@ export class GroupCommit<T> {
   }
 
   flushNow(): void {
-    if (this.scheduled !== null) clearImmediate(this.scheduled);
+    this.scheduled?.();
     this.scheduled = null;
     if (this.items.length === 0) return;
     const items = this.items;
@@ -34,7 +51,22 @@ export class GroupCommit<T> {
     try {
       this.write(items);
     } finally {
+      this.lastWrite = performance.now();
       for (const resolve of waiters) resolve();
+    }
+  }
+
+  private schedule(): void {
+    const flush = () => {
+      this.scheduled = null;
+      this.flushNow();
+    };
+    if (this.timing.windowMs > 0 && performance.now() - this.lastWrite < this.timing.burstGapMs) {
+      const timer = setTimeout(flush, this.timing.windowMs);
+      this.scheduled = () => clearTimeout(timer);
+    } else {
+      const immediate = setImmediate(flush);
+      this.scheduled = () => clearImmediate(immediate);
     }
   }
 }

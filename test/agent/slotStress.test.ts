@@ -65,7 +65,7 @@ test('six processes (3 agents and 3 loops of CLI runs) x 50 acquisitions never p
   // …and three cron-style loops of CLI runs with no agent, in-process on the same slot files.
   const cliLoops = stations.slice(3).map((s) => exec('bash', ['-c', `for i in $(seq ${PER_PROCESS}); do "${process.execPath}" "${AGENT_JS}" run hold -- $((100 + RANDOM % 100)) >/dev/null || exit 1; done`], s.env));
   try {
-    for (const runs of await Promise.all(agentRuns)) assert.deepEqual(new Set(runs.map((r) => r.status)), new Set(['completed']));
+    for (const runs of await Promise.all(agentRuns)) assert.deepEqual(new Set(runs.map((r) => r.status)), new Set(['completed']), JSON.stringify(runs.filter((r) => r.status !== 'completed').map((r) => [r.status, r.reason])));
     for (const r of await Promise.all(cliLoops)) assert.equal(r.code, 0, r.stderr);
   } finally {
     for (const agent of agents) agent.child.kill('SIGTERM');
