@@ -60,13 +60,24 @@ async function neverAbove(observer: SlotObserver, limit: number, ms: number): Pr
   }
 }
 
-test('kill -9 of an agent: its fetchers keep their slots; once they are killed the slots free and another station gets one', { timeout: 180_000 }, async () => {
+/** Runs `body` against `n` stations sharing a fresh PostgreSQL and an observer of its heavy-io locks, then closes them all. */
+async function withStations(n: number, body: (stations: Station[], observer: SlotObserver) => Promise<void>): Promise<void> {
   const db = await startTestPostgres();
-  const stations = await openStations(db, 2);
-  const [a, b] = stations;
+  const stations = await openStations(db, n);
   const observer = new SlotObserver(db.url, 'heavy-io');
   try {
     await observer.start();
+    await body(stations, observer);
+  } finally {
+    await observer.stop();
+    await closeStations(stations);
+    await db.stop();
+  }
+}
+
+test('kill -9 of an agent: its fetchers keep their slots; once they are killed the slots free and another station gets one', { timeout: 180_000 }, async () => {
+  await withStations(2, async (stations, observer) => {
+    const [a, b] = stations;
     const never = path.join(a.env.root, 'never');
     const held = await Promise.all([0, 1, 2].map(() => a.client.run('until-file', [never, '0'])));
     const groups = await Promise.all(held.map((r) => runningPid(a.client, r.runId)));
@@ -90,20 +101,12 @@ test('kill -9 of an agent: its fetchers keep their slots; once they are killed t
     assert.ok(agentPid > 0);
     fs.writeFileSync(path.join(b.env.root, 'release'), '');
     assert.equal((await b.client.waitRun(waiting.runId)).status, 'completed');
-  } finally {
-    await observer.stop();
-    await closeStations(stations);
-    await db.stop();
-  }
+  });
 });
 
 test('pg_terminate_backend on a slot\'s session: its keeper kills the run at once, then the slot goes to the next waiter', { timeout: 180_000 }, async () => {
-  const db = await startTestPostgres();
-  const stations = await openStations(db, 2);
-  const [a, b] = stations;
-  const observer = new SlotObserver(db.url, 'heavy-io');
-  try {
-    await observer.start();
+  await withStations(2, async (stations, observer) => {
+    const [a, b] = stations;
     await observer.query('UPDATE core.pool SET slots = 1 WHERE name = $1', ['heavy-io']);
     const victim = await a.client.run('until-file', [path.join(a.env.root, 'never'), '0']);
     const group = await runningPid(a.client, victim.runId);
@@ -121,20 +124,12 @@ test('pg_terminate_backend on a slot\'s session: its keeper kills the run at onc
     assert.ok(observer.maxLocks <= 1, `pg_locks showed ${observer.maxLocks} locks in a 1-slot pool`);
     fs.writeFileSync(path.join(b.env.root, 'release'), '');
     assert.equal((await b.client.waitRun(next.runId)).status, 'completed');
-  } finally {
-    await observer.stop();
-    await closeStations(stations);
-    await db.stop();
-  }
+  });
 });
 
 test('resizing a pool in core.pool takes effect on every station without over-booking', { timeout: 180_000 }, async () => {
-  const db = await startTestPostgres();
-  const stations = await openStations(db, 2);
-  const [a, b] = stations;
-  const observer = new SlotObserver(db.url, 'heavy-io');
-  try {
-    await observer.start();
+  await withStations(2, async (stations, observer) => {
+    const [a, b] = stations;
     const release = (i: number) => path.join(a.env.root, `release-${i}`);
     const first = [await a.client.run('until-file', [release(0), '0']), await a.client.run('until-file', [release(1), '0']), await b.client.run('until-file', [release(2), '0'])];
     await Promise.all(first.map((r, i) => runningPid(i < 2 ? a.client : b.client, r.runId)));
@@ -168,20 +163,12 @@ test('resizing a pool in core.pool takes effect on every station without over-bo
     fs.writeFileSync(release(4), '');
     for (const [i, r] of late.entries()) assert.equal((await lateClient[i].waitRun(r.runId)).status, 'completed');
     assert.ok(observer.maxLocks <= 3, `pg_locks showed ${observer.maxLocks} locks`);
-  } finally {
-    await observer.stop();
-    await closeStations(stations);
-    await db.stop();
-  }
+  });
 });
 
 test("the agent's own connection lost: running fetchers go on, waiting runs queue again once it is back", { timeout: 180_000 }, async () => {
-  const db = await startTestPostgres();
-  const stations = await openStations(db, 1);
-  const [a] = stations;
-  const observer = new SlotObserver(db.url, 'heavy-io');
-  try {
-    await observer.start();
+  await withStations(1, async (stations, observer) => {
+    const [a] = stations;
     await observer.query('UPDATE core.pool SET slots = 1 WHERE name = $1', ['heavy-io']);
     const release = (i: number) => path.join(a.env.root, `release-${i}`);
     const running = await a.client.run('until-file', [release(0), '0']);
@@ -207,9 +194,5 @@ test("the agent's own connection lost: running fetchers go on, waiting runs queu
     assert.equal((await a.client.waitRun(running.runId)).status, 'completed');
     assert.equal((await a.client.waitRun(waiting.runId)).status, 'completed');
     assert.ok(observer.maxLocks <= 1, `pg_locks showed ${observer.maxLocks} locks in a 1-slot pool`);
-  } finally {
-    await observer.stop();
-    await closeStations(stations);
-    await db.stop();
-  }
+  });
 });

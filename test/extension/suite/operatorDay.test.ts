@@ -118,9 +118,12 @@ describe('The operator’s day (issue 13)', () => {
 
   it('an elapsed time ticks within 2 s, refreshing only the running slot, never the whole tree', async () => {
     const sleeper = await run('sleeper');
+    // This run's slot, by its run id: the sleeper of the test before may still be listed a moment after
+    // its end (a published state from between its end and its slot's release).
     const slot = await waitFor(() => {
+      const held = api.session.snapshot?.pools.find((p) => p.name === 'heavy-io')?.slots.find((s) => s.holder?.runId === sleeper.runId);
       const pool = api.tree.getChildren().find((p) => p.pool === 'heavy-io');
-      return pool && api.tree.getChildren(pool).find((s) => s.kind === 'slot' && api.tree.getTreeItem(s).label === 'sleeper');
+      return held && pool && api.tree.getChildren(pool).find((s) => s.kind === 'slot' && s.index === held.index && api.tree.getTreeItem(s).label === 'sleeper');
     }, { what: 'the sleeper in a slot', timeoutMs: 15_000 });
     const fired: Array<string | undefined> = [];
     const sub = api.tree.onDidChangeTreeData((node) => fired.push(node?.id));
@@ -143,9 +146,12 @@ describe('The operator’s day (issue 13)', () => {
 
   it('rows lead with the fetcher; tooltips in local time; coloured icons; screen-reader labels; a click opens the log', async () => {
     const sleeper = await run('sleeper');
+    // This run's slot, by its run id: the sleeper of the test before may still be listed a moment after
+    // its end (a published state from between its end and its slot's release).
     const slot = await waitFor(() => {
+      const held = api.session.snapshot?.pools.find((p) => p.name === 'heavy-io')?.slots.find((s) => s.holder?.runId === sleeper.runId);
       const pool = api.tree.getChildren().find((p) => p.pool === 'heavy-io');
-      return pool && api.tree.getChildren(pool).find((s) => s.kind === 'slot' && api.tree.getTreeItem(s).label === 'sleeper');
+      return held && pool && api.tree.getChildren(pool).find((s) => s.kind === 'slot' && s.index === held.index && api.tree.getTreeItem(s).label === 'sleeper');
     }, { what: 'the sleeper in a slot', timeoutMs: 15_000 });
     const i = api.tree.getTreeItem(slot);
     assert.equal(i.label, 'sleeper');
