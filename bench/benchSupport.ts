@@ -1,4 +1,7 @@
+import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as path from 'node:path';
+import * as readline from 'node:readline';
 
 /** Helpers shared by the benchmarks: percentiles, idle sampling of a process, a printed table. */
 
@@ -38,4 +41,19 @@ export function printTable(title: string, rows: Array<[string, string, string]>)
   const w1 = Math.max(...rows.map((r) => r[1].length));
   process.stdout.write(`\n${title}\n`);
   for (const [a, b, c] of rows) process.stdout.write(`  ${a.padEnd(w0)}  ${b.padStart(w1)}  ${c}\n`);
+}
+
+/** The agent the benchmarks drive, as a user runs it (the bundle `npm run build` writes). */
+export const AGENT_JS = path.resolve(__dirname, '..', '..', 'dist', 'agent.js');
+
+/** Starts `dist/agent.js agent` with `env` and resolves once it prints its ready line (60 s at most). */
+export async function startAgent(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
+  const child = spawn(process.execPath, [AGENT_JS, 'agent'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const lines = readline.createInterface({ input: child.stdout });
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('the agent was not ready within 60 s')), 60_000);
+    child.once('exit', (code) => reject(new Error(`the agent exited with ${code}`)));
+    lines.on('line', (line) => { if (line.includes('"ready":true')) { clearTimeout(timer); resolve(); } });
+  });
+  return child;
 }

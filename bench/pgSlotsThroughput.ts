@@ -1,11 +1,10 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import * as readline from 'node:readline';
 import { connectAgent } from '../agent/client/agentClient';
 import { startTestPostgres } from '../test/support/postgres';
-import { printTable } from './benchSupport';
+import { printTable, startAgent } from './benchSupport';
 
 // Issue 14's throughput figure: no-op runs (/bin/true) through the three pools (3+2+6 slots): one
 // station on the file backend for reference, then shared in PostgreSQL by one station, then by three stations (three agents, own homes and lock dirs, one
@@ -14,7 +13,6 @@ import { printTable } from './benchSupport';
 
 const RUNS = Number(process.argv[2] ?? 1000);
 const POOLS = [['noop-heavy', 'heavy-io'], ['noop-cpu', 'cpu-analysis'], ['noop-light', 'network-light']] as const;
-const AGENT_JS = path.resolve(__dirname, '..', '..', 'dist', 'agent.js');
 
 function station(url: string, name: string, backend: 'file' | 'postgres') {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'qbench-pgst-'));
@@ -29,16 +27,6 @@ function station(url: string, name: string, backend: 'file' | 'postgres') {
   return { env, connectionFile: path.join(root, 'home', '.quantilica', 'agent.json') };
 }
 
-async function startAgent(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [AGENT_JS, 'agent'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
-  const lines = readline.createInterface({ input: child.stdout });
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('the agent was not ready within 60 s')), 60_000);
-    child.once('exit', (code) => reject(new Error(`the agent exited with ${code}`)));
-    lines.on('line', (line) => { if (line.includes('"ready":true')) { clearTimeout(timer); resolve(); } });
-  });
-  return child;
-}
 
 async function throughput(url: string, stations: number, backend: 'file' | 'postgres' = 'postgres'): Promise<number> {
   const made = Array.from({ length: stations }, (_, i) => station(url, `bench-${stations}-${i}`, backend));

@@ -1,10 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import * as readline from 'node:readline';
 import { connectAgent } from '../agent/client/agentClient';
-import { percentile, printTable, sampleIdle } from './benchSupport';
+import { percentile, printTable, sampleIdle, startAgent } from './benchSupport';
 
 // Issue 10's benchmark, in one run on one machine: 1,000 no-op runs through the three pools (3+2+6
 // slots) by
@@ -18,7 +17,6 @@ import { percentile, printTable, sampleIdle } from './benchSupport';
 const RUNS = Number(process.argv[2] ?? 1000);
 const CONCURRENCY = 11;
 const POOLS = [['noop-heavy', 'heavy-io', 3], ['noop-cpu', 'cpu-analysis', 2], ['noop-light', 'network-light', 6]] as const;
-const AGENT_JS = path.resolve(__dirname, '..', '..', 'dist', 'agent.js');
 
 function station() {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'qbench-'));
@@ -75,16 +73,6 @@ done`;
   }))).then(() => RUNS / (Number(process.hrtime.bigint() - started) / 1e9));
 }
 
-async function startAgent(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [AGENT_JS, 'agent'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
-  const lines = readline.createInterface({ input: child.stdout });
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('the agent was not ready within 60 s')), 60_000);
-    child.once('exit', (code) => reject(new Error(`the agent exited with ${code}`)));
-    lines.on('line', (line) => { if (line.includes('"ready":true')) { clearTimeout(timer); resolve(); } });
-  });
-  return child;
-}
 
 /** CPU milliseconds of a process's main thread (user + system), from /proc. */
 function mainThreadCpuMs(pid: number): number {

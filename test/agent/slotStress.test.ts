@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { connectAgent } from '../../agent/client/agentClient';
 import { AGENT_JS, FIXTURES, makeTestEnv, openOrchestrator, OUT_FIXTURES, startAgent, testConfig, type TestEnv } from '../support/harness';
+import { maxConcurrent } from '../support/maxConcurrent';
 import { waitFor } from '../support/waitFor';
 
 const PER_PROCESS = 50;
@@ -25,22 +26,6 @@ function exec(cmd: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ co
   });
 }
 
-/** Replays the merged start/stop log in monotonic-clock order and returns the most holders at once. */
-function maxConcurrent(logFile: string): { max: number; starts: number; stops: number } {
-  const events = fs.readFileSync(logFile, 'utf8').trim().split('\n').map((l) => {
-    const [kind, ns] = l.split(' ');
-    return { kind: kind, at: BigInt(ns) };
-  });
-  // At equal timestamps count the stop first: the slot was free before the next start.
-  events.sort((a, b) => (a.at === b.at ? (a.kind === 'stop' ? -1 : 1) : a.at < b.at ? -1 : 1));
-  let now = 0;
-  let max = 0;
-  for (const e of events) {
-    now += e.kind === 'start' ? 1 : -1;
-    max = Math.max(max, now);
-  }
-  return { max, starts: events.filter((e) => e.kind === 'start').length, stops: events.filter((e) => e.kind === 'stop').length };
-}
 
 // 300 CLI and agent runs of a node fixture: minutes on a loaded 2-core machine; the bound guards a hang, not speed.
 test('six processes (3 agents and 3 loops of CLI runs) x 50 acquisitions never put more than 3 holders in a 3-slot pool', { timeout: 600000 }, async (t) => {

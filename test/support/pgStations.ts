@@ -1,7 +1,7 @@
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import pg from 'pg';
 import { makeTestEnv, OUT_FIXTURES, type FetcherSpec, type TestEnv } from './harness';
+export { maxConcurrent } from './maxConcurrent';
 
 // Issue 14: stations sharing one PostgreSQL slot backend. Each has its own QUANTILICA_HOME, lock dir
 // and DATA_DIR (makeTestEnv gives each its own root), only the database is shared.
@@ -15,22 +15,6 @@ export function pgStation(url: string, station: string, fetchers: FetcherSpec[],
   return makeTestEnv(fetchers, { QUANTILICA_SLOT_BACKEND: 'postgres', QUANTILICA_SLOT_DATABASE_URL: url, QUANTILICA_STATION: station, ...extra });
 }
 
-/** Replays a holdSlot log in monotonic-clock order: the most fetchers alive at once, and the counts. */
-export function maxConcurrent(logFile: string): { max: number; starts: number; stops: number } {
-  const text = fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8').trim() : '';
-  const events = text === '' ? [] : text.split('\n').map((l) => {
-    const [kind, ns] = l.split(' ');
-    return { kind, at: BigInt(ns) };
-  });
-  events.sort((a, b) => (a.at === b.at ? (a.kind === 'stop' ? -1 : 1) : a.at < b.at ? -1 : 1));
-  let now = 0;
-  let max = 0;
-  for (const e of events) {
-    now += e.kind === 'start' ? 1 : -1;
-    max = Math.max(max, now);
-  }
-  return { max, starts: events.filter((e) => e.kind === 'start').length, stops: events.filter((e) => e.kind === 'stop').length };
-}
 
 /**
  * An observer independent of the agents: its own connection, polling PostgreSQL's lock table for the
