@@ -3,7 +3,7 @@ import type { PoolState, RunInfo, Snapshot } from '../shared/protocol';
 import type { StateEvent } from './agentSession';
 import { describeWait, elapsed } from './describe';
 import { isSyncNode, syncChildren, syncItem, type SyncNode } from './syncTreeItems';
-import { escapeMd, localTime, runIcon, runTooltip, spokenRun } from './runPresentation';
+import { escapeMd, isStarting, localTime, runIcon, runTooltip, spokenRun } from './runPresentation';
 
 /** Elapsed times are shown to the second; only the rows that show one are refreshed this often. */
 export const TICK_MS = 1000;
@@ -181,7 +181,9 @@ function summary(pool: PoolState): string {
 }
 
 function waitingRuns(s: Snapshot | null, pool: string): RunInfo[] {
-  return (s?.runs ?? []).filter((r) => r.pool === pool && r.status === 'waiting').sort((a, b) => a.enqueuedAt.localeCompare(b.enqueuedAt));
+  // A starting run already shows in its slot; until the pool's state lists it there, it stays here.
+  const inSlot = new Set((s?.pools.find((p) => p.name === pool)?.slots ?? []).map((sl) => sl.holder?.runId).filter((id) => id));
+  return (s?.runs ?? []).filter((r) => r.pool === pool && r.status === 'waiting' && !(isStarting(r) && inSlot.has(r.runId))).sort((a, b) => a.enqueuedAt.localeCompare(b.enqueuedAt));
 }
 
 function poolItem(node: PoolNode, pool: PoolState | undefined, s: Snapshot | null): vscode.TreeItem {

@@ -2,8 +2,17 @@ import * as vscode from 'vscode';
 import type { RunInfo } from '../shared/protocol';
 import { describeWait, elapsed } from './describe';
 
+/**
+ * A run that holds its slot and is being spawned: the agent reports it `waiting` with reason
+ * `starting` until the fetcher's process exists. It waits for nothing, so it is not shown as waiting.
+ */
+export function isStarting(run: RunInfo): boolean {
+  return run.status === 'waiting' && run.reason === 'starting';
+}
+
 /** Status icons with the colours VS Code's own test and chart views use, so they read the same. */
 export function runIcon(run: RunInfo): vscode.ThemeIcon {
+  if (isStarting(run)) return new vscode.ThemeIcon('loading~spin', new vscode.ThemeColor('charts.blue'));
   switch (run.status) {
     case 'running':
       return new vscode.ThemeIcon('sync~spin', new vscode.ThemeColor('charts.blue'));
@@ -22,6 +31,7 @@ export function runIcon(run: RunInfo): vscode.ThemeIcon {
 
 /** "exit 0", "exit 3", "SIGKILL", "wait-timeout": how a run ended, or why it waits. */
 export function outcome(run: RunInfo): string {
+  if (isStarting(run)) return 'starting';
   if (run.status === 'waiting') return describeWait(run.wait);
   if (run.status === 'running') return run.startedAt ? `running for ${elapsed(run.startedAt)}` : 'running';
   const how = run.exitCode !== null ? `exit ${run.exitCode}` : run.signal ?? '';
@@ -56,11 +66,11 @@ export function timeZone(): string {
 
 /** Plain words for screen readers: no Markdown, no glyphs. */
 export function spokenRun(run: RunInfo): string {
-  const parts = [`${run.fetcher}, ${run.status}`];
+  const parts = [`${run.fetcher}, ${isStarting(run) ? 'starting' : run.status}`];
   if (run.status === 'running' && run.startedAt) parts.push(`for ${spokenDuration(run.startedAt)}`);
   else if (run.startedAt && run.finishedAt) parts.push(`after ${spokenDuration(run.startedAt, Date.parse(run.finishedAt))}`);
   if (run.exitCode !== null) parts.push(`exit code ${run.exitCode}`);
-  if (run.reason) parts.push(`reason ${run.reason.replace(/-/g, ' ')}`);
+  if (run.reason && !isStarting(run)) parts.push(`reason ${run.reason.replace(/-/g, ' ')}`);
   if (run.peakMemoryMb !== null && run.peakMemoryMb !== undefined) parts.push(`peak memory ${Math.round(run.peakMemoryMb)} megabytes`);
   parts.push(`in pool ${run.pool}`);
   return parts.join(', ');

@@ -72,6 +72,8 @@ export class PgSlotPool implements PoolBackend {
   private closed = false;
   private lastError: string | null = null;
   private spare: KeeperHandle | null = null;
+  /** Runs whose slot keeper still lives: their slot stays ours between the run's end and the release. */
+  private readonly kept = new Set<string>();
 
   constructor(private readonly opts: PgSlotPoolOptions) {
     this.name = opts.name;
@@ -138,7 +140,7 @@ export class PgSlotPool implements PoolBackend {
         pool: this.name,
         index,
         lockPath: `postgres:core.pool/${this.name}/${index}`,
-        holder: h ? { pid: h.pid ?? h.keeperPid, runId: h.runId, fetcher: h.fetcher, since: h.since, foreign: !(h.runId && isOwnRun(h.runId)), station: h.station } : null,
+        holder: h ? { pid: h.pid ?? h.keeperPid, runId: h.runId, fetcher: h.fetcher, since: h.since, foreign: !(h.runId && (isOwnRun(h.runId) || this.kept.has(h.runId))), station: h.station } : null,
       };
     });
   }
@@ -348,6 +350,10 @@ export class PgSlotPool implements PoolBackend {
       return;
     }
     let closed = false;
+    let keptRun: string | null = null;
+    keeper.once('exit', () => {
+      if (keptRun !== null) this.kept.delete(keptRun);
+    });
     waiter.resolve({
       index,
       lock: {
@@ -358,6 +364,10 @@ export class PgSlotPool implements PoolBackend {
         writeRecord: (record: OwnerRecord) => {
           // A record of the agent itself (in-agent work) names no process group the keeper may kill.
           const group = record.pid === process.pid ? null : record.pid;
+          if (record.runId && keeper.exitCode === null && keeper.signalCode === null) {
+            keptRun = record.runId;
+            this.kept.add(record.runId);
+          }
           keeper.stdin?.write(`${JSON.stringify({ record: { pid: group, fetcher: record.fetcher, runId: record.runId, since: record.since } })}\n`);
         },
         closeOwnCopy: () => {

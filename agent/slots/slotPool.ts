@@ -360,6 +360,11 @@ export class SlotPool {
     }
     const record = dir ? readRecordIn(dir, name) : null;
     const info = record ? readProcInfo(record.pid) : null;
+    // A slot this agent holds stays ours until released, also between its run's end and the release
+    // (the run has left the active set by then; it is not another process's lock).
+    if (own && kernelLock.dev === own.dev && kernelLock.ino === own.ino && record?.runId === own.record.runId) {
+      return { pid: record.pid, runId: record.runId, fetcher: record.fetcher, since: record.since, foreign: false };
+    }
     if (record && info && info.startTime === record.startTime) {
       return { pid: record.pid, runId: record.runId, fetcher: record.fetcher, since: record.since, foreign: !(record.runId && isOwnRun(record.runId)) };
     }

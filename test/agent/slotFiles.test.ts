@@ -1,4 +1,5 @@
 import * as fs from 'node:fs';
+import { spawn } from 'node:child_process';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
@@ -32,6 +33,33 @@ test('the fetcher holds the slot on fd 3 (spawn clears close-on-exec there), the
     assert.equal(fs.statSync(path.dirname(lockPath)).mode & 0o7777, 0o700);
     assert.equal(fs.statSync(t.lockDir).mode & 0o7777, 0o700);
     assert.match(fs.readFileSync(lockPath, 'utf8'), new RegExp(`"runId":"${run.runId}"`));
+  } finally {
+    await stopAll(orchestrator);
+    await close();
+  }
+});
+
+test('a slot this agent still holds is its own, also once its run has left the active set (between the run’s end and the release): never “another process”', { timeout: 60000 }, async () => {
+  const t = makeTestEnv([{ name: 'long', pool: 'heavy-io', argv: ['sleep', '600'] }]);
+  const { orchestrator, close } = openOrchestrator(t);
+  try {
+    const run = await orchestrator.run('long', [], 'cli');
+    await waitFor(() => orchestrator.runs.get(run.runId)?.status === 'running', { what: 'the run to start' });
+    const { slot } = orchestrator.runs.get(run.runId)!;
+    const pool = orchestrator.pools.get('heavy-io')!;
+    // The pool is asked as it is in that moment: the run is no longer one of the agent's active runs.
+    const holder = pool.state(() => false).find((s) => s.index === slot)?.holder;
+    assert.equal(holder?.runId, run.runId);
+    assert.equal(holder?.foreign, false);
+    // A lock this agent does not hold is still shown as another process's.
+    const other = path.join(t.lockDir, 'heavy-io', `slot_${slot === 0 ? 1 : 0}.lock`);
+    const legacy = spawn('flock', ['-x', other, 'sleep', '600'], { stdio: 'ignore' });
+    try {
+      const foreign = await waitFor(() => pool.state(() => false).find((s) => s.index === (slot === 0 ? 1 : 0))?.holder ?? undefined, { what: 'the legacy flock to show' });
+      assert.equal(foreign.foreign, true);
+    } finally {
+      legacy.kill('SIGKILL');
+    }
   } finally {
     await stopAll(orchestrator);
     await close();

@@ -6,6 +6,7 @@ import * as vscode from 'vscode';
 import { connectAgent, type AgentClient } from '../../../agent/client/agentClient';
 import type { RunInfo } from '../../../shared/protocol';
 import type { QuantilicaApi } from '../../../extension/extension';
+import { PoolTreeProvider } from '../../../extension/poolTreeProvider';
 import type { RunsNode } from '../../../extension/runsTreeProvider';
 import { waitFor } from '../../support/waitFor';
 import { AgentProcesses } from './agentProcesses';
@@ -121,6 +122,8 @@ describe('The operator’s day (issue 13)', () => {
     // This run's slot, by its run id: the sleeper of the test before may still be listed a moment after
     // its end (a published state from between its end and its slot's release).
     const slot = await waitFor(() => {
+      // Running, not starting: a run that holds its slot but whose process is being spawned shows as starting.
+      if (api.session.snapshot?.runs.find((r) => r.runId === sleeper.runId)?.status !== 'running') return undefined;
       const held = api.session.snapshot?.pools.find((p) => p.name === 'heavy-io')?.slots.find((s) => s.holder?.runId === sleeper.runId);
       const pool = api.tree.getChildren().find((p) => p.pool === 'heavy-io');
       return held && pool && api.tree.getChildren(pool).find((s) => s.kind === 'slot' && s.index === held.index && api.tree.getTreeItem(s).label === 'sleeper');
@@ -149,6 +152,8 @@ describe('The operator’s day (issue 13)', () => {
     // This run's slot, by its run id: the sleeper of the test before may still be listed a moment after
     // its end (a published state from between its end and its slot's release).
     const slot = await waitFor(() => {
+      // Running, not starting: a run that holds its slot but whose process is being spawned shows as starting.
+      if (api.session.snapshot?.runs.find((r) => r.runId === sleeper.runId)?.status !== 'running') return undefined;
       const held = api.session.snapshot?.pools.find((p) => p.name === 'heavy-io')?.slots.find((s) => s.holder?.runId === sleeper.runId);
       const pool = api.tree.getChildren().find((p) => p.pool === 'heavy-io');
       return held && pool && api.tree.getChildren(pool).find((s) => s.kind === 'slot' && s.index === held.index && api.tree.getTreeItem(s).label === 'sleeper');
@@ -164,6 +169,22 @@ describe('The operator’s day (issue 13)', () => {
     assert.match(i.accessibilityInformation?.label ?? '', /^slot \d+ of heavy-io: sleeper, running/);
     assert.doesNotMatch(i.accessibilityInformation?.label ?? '', /[*`\\]/, 'no Markdown read aloud');
     assert.equal(i.command?.command, 'quantilica.showRunLog');
+    // The same run a moment earlier, holding its slot while its process was spawned (reported `waiting`,
+    // reason `starting`): it shows in its slot as starting, in blue, and not also under Waiting.
+    const now = api.session.snapshot!;
+    const view = new PoolTreeProvider();
+    try {
+      view.update({ kind: 'reset', snapshot: { ...now, runs: now.runs.map((r) => (r.runId === sleeper.runId ? { ...r, status: 'waiting' as const, reason: 'starting' as const, startedAt: null } : r)) } });
+      const pool = view.getChildren().find((p) => p.pool === 'heavy-io')!;
+      const starting = view.getTreeItem(view.getChildren(pool).find((n) => n.kind === 'slot' && slot.kind === 'slot' && n.index === slot.index)!);
+      assert.equal(iconColour(starting), 'charts.blue');
+      assert.match(starting.accessibilityInformation?.label ?? '', /^slot \d+ of heavy-io: sleeper, starting, /);
+      assert.doesNotMatch(starting.accessibilityInformation?.label ?? '', /waiting|reason/);
+      const waiting = view.getChildren(pool).find((n) => n.kind === 'waiting');
+      assert.ok(!waiting || !view.getChildren(waiting).some((n) => n.kind === 'waitingRun' && n.runId === sleeper.runId), 'a starting run is not listed as waiting');
+    } finally {
+      view.dispose();
+    }
     const editor = await vscode.commands.executeCommand<vscode.TextEditor>(i.command.command, ...((i.command.arguments ?? []) as unknown[]));
     await waitFor(() => editor?.document.getText().includes('sleeper starts'), { what: 'the clicked run’s log', timeoutMs: 10_000 });
     // The fetcher pick: grouped by pool, the running one says so; a second run is asked first.
