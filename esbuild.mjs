@@ -27,6 +27,8 @@ const builds = [
   }),
   // The worker thread of an in-agent GitHub sync's leg (agent/github/runLegInWorker.ts), beside dist/agent.js.
   esbuild.build({ ...common, entryPoints: ['agent/github/githubLegWorker.ts'], outfile: 'dist/githubLegWorker.js', external: nativeExternals }),
+  // The worker thread that spawns the agent's runs (agent/runs/threadSpawner.ts), beside dist/agent.js.
+  esbuild.build({ ...common, entryPoints: ['agent/runs/runSpawnWorker.ts'], outfile: 'dist/runSpawnWorker.js', external: nativeExternals }),
   // The GitHub API simulator: its own bundle, so that the demo (and `npm run simulate:github`) can start it.
   esbuild.build({ ...common, entryPoints: ['simulator/github/main.ts'], outfile: 'dist/githubSimulator.js' }),
   // Issue 14: the per-slot lock keeper of the postgres slot backend (agent/slots/pgSlotKeeper.ts).

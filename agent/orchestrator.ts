@@ -12,6 +12,8 @@ import { SERIAL_LOCK_FILE } from './checkStationDirs';
 import { distFile } from './paths';
 import { tailFile } from './runs/logCap';
 import { processSpawner } from './runs/processSpawner';
+import type { RunSpawner } from './runs/runPorts';
+import { ThreadSpawner } from './runs/threadSpawner';
 import { Retention } from './runs/retention';
 import { RunManager } from './runs/runManager';
 import { systemClock } from './runs/runPorts';
@@ -59,11 +61,18 @@ const SNAPSHOT_RECENT_RUNS = 50;
  */
 const POOL_PUBLISH_GAP_MS = 20;
 
+/**
+ * Under load one computation takes longer (the lock table grows, /proc reads wait): the gap then
+ * grows with it, so that publishing the pools takes at most about a tenth of the main thread.
+ */
+const POOL_PUBLISH_COST_SHARE = 10;
+
 /** The orchestration core shared by the agent and an in-process CLI run: catalog, pools, runs, state. */
 export class Orchestrator implements AgentControl {
   readonly hub: StateHub;
   readonly catalog: Catalog;
   readonly pools = new Map<string, PoolBackend>();
+  private readonly spawner: RunSpawner | ThreadSpawner;
   /** Issue 14: the shared slot database with QUANTILICA_SLOT_BACKEND=postgres (opened by `openSlots`). */
   readonly slotBackend: PgSlotBackend | null;
   /** Issue 14: cancels of runs held or queued on other stations, and of ours asked by them. */
@@ -82,6 +91,8 @@ export class Orchestrator implements AgentControl {
   private poolPublish: (() => void) | null = null;
   private poolsClosed = false;
   private lastPoolPublish = 0;
+  /** How long the last publication of the pools took (its cost sets the next gap). */
+  private lastPoolPublishMs = 0;
 
   constructor(readonly config: Config, private readonly logger: Logger, private readonly parts: AgentParts) {
     this.hub = parts.hub;
@@ -101,6 +112,7 @@ export class Orchestrator implements AgentControl {
     });
     const activeIds = new Set(this.store.active().map((r) => r.runId));
     this.memory.adoptLeftovers((runId) => activeIds.has(runId));
+    this.spawner = parts.role === 'agent' ? new ThreadSpawner() : processSpawner;
     this.github = new GithubRuns({ config, logger, pools: this.pools, adopts: parts.role === 'agent', onSync: (sync) => this.hub.publish({ kind: 'sync', sync }) });
     this.runs = new RunManager({
       config,
@@ -109,7 +121,8 @@ export class Orchestrator implements AgentControl {
       poolOf: (entry) => (config.usePools ? entry.pool : SERIAL_POOL),
       gate: parts.gate ?? openGate,
       journal: spoolJournal(parts.telemetry, this.store),
-      spawner: processSpawner,
+      // The agent spawns from a worker thread (the hot path, issue 10); a one-run CLI needs no thread.
+      spawner: this.spawner,
       clock: systemClock,
       self: { pid: process.pid, startTime: readProcInfo(process.pid)?.startTime ?? 0 },
       logger,
@@ -244,6 +257,7 @@ export class Orchestrator implements AgentControl {
     await this.remoteCancel?.close();
     await this.slotBackend?.close();
     this.memory.close(); // memory ceilings (issue 12)
+    if (this.spawner instanceof ThreadSpawner) await this.spawner.close();
   }
 
   /** The core's part of a snapshot; the disk gate, the spool and the schedule add theirs. */
@@ -282,7 +296,7 @@ export class Orchestrator implements AgentControl {
     if (this.poolsClosed || !this.hub.hasListeners()) return;
     this.dirtyPools.add(name);
     if (this.poolPublish !== null) return;
-    const wait = this.lastPoolPublish + POOL_PUBLISH_GAP_MS - Date.now();
+    const wait = this.lastPoolPublish + Math.max(POOL_PUBLISH_GAP_MS, POOL_PUBLISH_COST_SHARE * this.lastPoolPublishMs) - Date.now();
     const publish = () => this.publishDirtyPools();
     // Unref'd: a pending publication alone must not keep a process (the CLI, a test) alive.
     if (wait > 0) {
@@ -301,12 +315,14 @@ export class Orchestrator implements AgentControl {
     const names = [...this.dirtyPools];
     this.dirtyPools.clear();
     if (this.poolsClosed || !this.hub.hasListeners()) return;
+    const began = performance.now();
     const locks = readKernelFlocks();
     const active = this.runs.activeRuns();
     for (const name of names) {
       const pool = this.pools.get(name);
       if (pool) this.hub.publish({ kind: 'pool', pool: this.poolState(pool, locks, active) });
     }
+    this.lastPoolPublishMs = performance.now() - began;
   }
 
   private cancelPoolPublish(): void {

@@ -46,9 +46,14 @@ export function printTable(title: string, rows: Array<[string, string, string]>)
 /** The agent the benchmarks drive, as a user runs it (the bundle `npm run build` writes). */
 export const AGENT_JS = path.resolve(__dirname, '..', '..', 'dist', 'agent.js');
 
-/** Starts `dist/agent.js agent` with `env` and resolves once it prints its ready line (60 s at most). */
+/**
+ * Starts `dist/agent.js agent` with `env` and resolves once it prints its ready line (60 s at most).
+ * BENCH_AGENT_NODE_ARGS adds options for the agent's node (`--cpu-prof --cpu-prof-dir=/tmp/prof` to
+ * see where its main thread goes; node refuses those in NODE_OPTIONS).
+ */
 export async function startAgent(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [AGENT_JS, 'agent'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const nodeArgs = (process.env.BENCH_AGENT_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
+  const child = spawn(process.execPath, [...nodeArgs, AGENT_JS, 'agent'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
   const lines = readline.createInterface({ input: child.stdout });
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('the agent was not ready within 60 s')), 60_000);

@@ -15,6 +15,7 @@ import { percentile, printTable, sampleIdle, startAgent } from './benchSupport';
 // Run: npm run bench -- slots   (or node out/bench/slots.js [runs])
 
 const RUNS = Number(process.argv[2] ?? 1000);
+const WRAPPER = path.resolve(__dirname, '..', '..', 'dist', 'runWrapper.sh');
 const CONCURRENCY = 11;
 const POOLS = [['noop-heavy', 'heavy-io', 3], ['noop-cpu', 'cpu-analysis', 2], ['noop-light', 'network-light', 6]] as const;
 
@@ -30,15 +31,20 @@ function station() {
   return { root, env, connectionFile: path.join(root, 'home', '.quantilica', 'agent.json') };
 }
 
-/** /bin/true, CONCURRENCY at a time: what Node's child_process can do on this machine now. */
-async function spawnCeiling(): Promise<number> {
+/**
+ * /bin/true, CONCURRENCY at a time: what Node's child_process can do on this machine now. With
+ * `wrapped`, each /bin/true under the agent's run wrapper (dist/runWrapper.sh: two shells, so a run's
+ * exit status is recorded even when the agent dies): the ceiling of any run the agent starts.
+ */
+async function spawnCeiling(wrapped = false): Promise<number> {
+  const statusDir = fs.mkdtempSync(path.join(os.tmpdir(), 'qbench-status-'));
   let next = 0;
   const started = process.hrtime.bigint();
   const lane = async (): Promise<void> => {
     while (next < RUNS) {
       next += 1;
       await new Promise<void>((resolve, reject) => {
-        const child = spawn('/bin/true', [], { stdio: 'ignore' });
+        const child = wrapped ? spawn(WRAPPER, [path.join(statusDir, `${next}.exit`), '/bin/true'], { stdio: 'ignore' }) : spawn('/bin/true', [], { stdio: 'ignore' });
         child.once('error', reject);
         child.once('exit', () => resolve());
       });
@@ -73,15 +79,14 @@ done`;
   }))).then(() => RUNS / (Number(process.hrtime.bigint() - started) / 1e9));
 }
 
-
-/** CPU milliseconds of a process's main thread (user + system), from /proc. */
-function mainThreadCpuMs(pid: number): number {
-  const stat = fs.readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8');
+/** CPU milliseconds (user + system) of a process's main thread, or with `all` of all its threads. */
+function cpuMs(pid: number, all = false): number {
+  const stat = fs.readFileSync(all ? `/proc/${pid}/stat` : `/proc/${pid}/task/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
-interface AgentFigures { runsPerSecond: number; cpuMsPerRun: number; p50: number; p99: number; idleRssMb: number }
+interface AgentFigures { runsPerSecond: number; cpuMsPerRun: number; processCpuMsPerRun: number; p50: number; p99: number; idleRssMb: number; idleRssAfterMb: number }
 
 async function agentOverProtocol(idleSeconds: number): Promise<AgentFigures> {
   const { env, connectionFile } = station();
@@ -90,11 +95,14 @@ async function agentOverProtocol(idleSeconds: number): Promise<AgentFigures> {
   const client = await connectAgent(connectionFile, { client: 'bench' });
   try {
     const idle = await sampleIdle(pid, idleSeconds);
-    const cpuBefore = mainThreadCpuMs(pid);
+    const cpuBefore = cpuMs(pid);
+    const processCpuBefore = cpuMs(pid, true);
     const started = process.hrtime.bigint();
     const done = await Promise.all(Array.from({ length: RUNS }, async (_, i) => client.waitRun((await client.run(POOLS[i % POOLS.length][0])).runId)));
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    const cpuMsPerRun = (mainThreadCpuMs(pid) - cpuBefore) / RUNS;
+    const cpuMsPerRun = (cpuMs(pid) - cpuBefore) / RUNS;
+    // Every thread's (the spawn worker's, libuv's pool doing the spool's fsyncs, the GC's).
+    const processCpuMsPerRun = (cpuMs(pid, true) - processCpuBefore) / RUNS;
     const failed = done.filter((r) => r.status !== 'completed');
     if (failed.length > 0) throw new Error(`${failed.length} runs did not complete: ${JSON.stringify(failed[0])}`);
     // Enqueue→spawn with a free slot: from the request leaving the client to the run's recorded start
@@ -106,7 +114,9 @@ async function agentOverProtocol(idleSeconds: number): Promise<AgentFigures> {
       const ended = await client.waitRun(run.runId);
       if (ended.startedAt) latencies.push(Date.parse(ended.startedAt) - sent);
     }
-    return { runsPerSecond: RUNS / seconds, cpuMsPerRun, p50: percentile(latencies, 50), p99: percentile(latencies, 99), idleRssMb: idle.rssMb };
+    // Idle again once it has worked (its spawn thread started, its caches filled).
+    const after = await sampleIdle(pid, Math.min(idleSeconds, 5));
+    return { runsPerSecond: RUNS / seconds, cpuMsPerRun, processCpuMsPerRun, p50: percentile(latencies, 50), p99: percentile(latencies, 99), idleRssMb: idle.rssMb, idleRssAfterMb: after.rssMb };
   } finally {
     await client.close();
     agent.kill('SIGTERM');
@@ -116,6 +126,7 @@ async function agentOverProtocol(idleSeconds: number): Promise<AgentFigures> {
 async function main(): Promise<void> {
   const idleSeconds = Number(process.env.BENCH_IDLE_SECONDS ?? 10);
   const ceiling = await spawnCeiling();
+  const wrapperCeiling = await spawnCeiling(true);
   const bash = await bashPeer();
   const agent = await agentOverProtocol(idleSeconds);
   const ceilingAfter = await spawnCeiling();
@@ -126,10 +137,14 @@ async function main(): Promise<void> {
     bashRunsPerSecond: round(bash),
     agentRunsPerSecond: round(agent.runsPerSecond),
     agentShareOfCeiling: round(agent.runsPerSecond / ((ceiling + ceilingAfter) / 2)),
+    wrapperCeilingRunsPerSecond: round(wrapperCeiling),
+    agentShareOfWrapperCeiling: round(agent.runsPerSecond / wrapperCeiling),
     spawnLatencyP50Ms: round(agent.p50),
     spawnLatencyP99Ms: round(agent.p99),
     mainThreadCpuMsPerRun: round(agent.cpuMsPerRun),
+    processCpuMsPerRun: round(agent.processCpuMsPerRun),
     idleRssMb: round(agent.idleRssMb),
+    idleRssAfterRunsMb: round(agent.idleRssAfterMb),
     loadAverage: os.loadavg().map(round),
   };
   printTable(`slots benchmark (issue 10), ${RUNS} no-op runs, load average ${result.loadAverage.join(' ')}`, [
@@ -137,10 +152,14 @@ async function main(): Promise<void> {
     ['bash + flock peer (11 polling loops)', `${result.bashRunsPerSecond} runs/s`, ''],
     ['agent over its protocol', `${result.agentRunsPerSecond} runs/s`, ''],
     ['agent / spawn ceiling', `${Math.round(result.agentShareOfCeiling * 100)} %`, 'target >= 80 %'],
+    ['wrapper ceiling (/bin/true under runWrapper.sh, 11 at a time)', `${result.wrapperCeilingRunsPerSecond} runs/s`, `${Math.round((result.wrapperCeilingRunsPerSecond / ((result.spawnCeilingRunsPerSecond + result.spawnCeilingAfterRunsPerSecond) / 2)) * 100)} % of the spawn ceiling`],
+    ['agent / wrapper ceiling', `${Math.round(result.agentShareOfWrapperCeiling * 100)} %`, ''],
     ['enqueue→spawn p50', `${result.spawnLatencyP50Ms} ms`, ''],
     ['enqueue→spawn p99', `${result.spawnLatencyP99Ms} ms`, 'target < 20 ms'],
     ['main-thread CPU per run', `${result.mainThreadCpuMsPerRun} ms`, ''],
+    ['agent CPU per run, all threads', `${result.processCpuMsPerRun} ms`, ''],
     ['idle RSS', `${result.idleRssMb} MB`, 'target < 80 MB'],
+    ['idle RSS after the runs', `${result.idleRssAfterRunsMb} MB`, 'target < 80 MB'],
   ]);
   process.stdout.write(`${JSON.stringify({ bench: 'slots', ...result })}\n`);
 }

@@ -42,13 +42,25 @@ export interface RunManagerDeps {
   github?: InAgentWork;
 }
 
+/** How often the positions of queued runs are published while the queue moves (see setWait). */
+const POSITION_PUBLISH_GAP_MS = 1_000;
+
 /**
  * A run's life: waiting (disk gate, then a pool slot, in that order) → running (a wrapper process
  * holding the slot's lock) → completed, failed or cancelled. Every change goes through `transition`
- * (runTransitions.ts): state and telemetry in one durable commit, then published.
+ * (runTransitions.ts): state and telemetry in one durable commit, then published. A run's position
+ * in its pool's queue is the one exception: it is progress within `waiting`, not a move (setWait).
  */
 export class RunManager {
   private readonly active = new Map<string, ActiveRun>();
+  /** Queued runs whose position changed since the last publication of positions (setWait). */
+  private readonly shifted = new Set<ActiveRun>();
+  private shiftTimer: NodeJS.Timeout | null = null;
+  /**
+   * The agent's environment, copied once: spreading `process.env` (an accessor over the C environment)
+   * for every run was the costliest part of building a fetcher's environment on the hot path.
+   */
+  private readonly baseEnv: NodeJS.ProcessEnv = { ...process.env };
   private readonly finishWaiters = new Map<string, Array<(run: RunInfo) => void>>();
   private readonly upkeep: RunUpkeep;
   private readonly ports: TransitionPorts;
@@ -177,6 +189,9 @@ export class RunManager {
     await Promise.all(drives);
     if (stopFetchers) await Promise.all([...this.active.values()].filter((s) => s.run.reason !== 'hibernating').map((s) => this.waitRun(s.run.runId)));
     this.upkeep.close();
+    if (this.shiftTimer) clearTimeout(this.shiftTimer);
+    this.shiftTimer = null;
+    this.shifted.clear();
     if (this.waitKeepAlive) clearInterval(this.waitKeepAlive);
     // From here on the runs belong to whoever adopts them next; this process records nothing more.
     this.closed = true;
@@ -244,8 +259,8 @@ export class RunManager {
       await this.deps.gate.waitToStart(request, state.abort.signal, (reason) => this.setWait(state, reason));
       grant = await pool.acquire(run.runId, state.abort.signal, (position) => this.setWait(state, { kind: 'pool', position }));
       this.throwIfCancelled(state);
-      await recorded;
       if (isGithubSync(entry)) {
+        await recorded;
         if (!this.deps.github) throw new RunRefusedError('github-sync-unavailable', 'GitHub syncs run only in the agent');
         // The agent keeps the slot's descriptor itself while the sync works (githubRuns.ts).
         this.deps.github.begin(state, grant, this.moves);
@@ -254,6 +269,8 @@ export class RunManager {
       }
       // The intent first, durably: an agent that dies after the spawn leaves a run the next one finds
       // by its id (the spawn's environment) or its status file, never a `waiting` run that ran.
+      // Commits keep their order, so this one also waits for the enqueue's; with a free slot both go
+      // in one transaction (one fsync before the spawn, not two).
       const statusFile = path.join(this.statusDir(), `${run.runId}.exit`);
       const logPath = path.join(this.deps.config.logDir, `${run.fetcher}-${run.runId}.log`);
       await this.move(state, 'waiting', { reason: 'starting', wait: null, slot: grant.index, statusFile, logPath });
@@ -302,8 +319,7 @@ export class RunManager {
     const { run, entry } = state;
     if (isGithubSync(entry)) throw new Error('a GitHub sync has no process to start');
     const { config } = this.deps;
-    fs.mkdirSync(config.logDir, { recursive: true });
-    const logFd = fs.openSync(run.logPath!, 'a', 0o644);
+    const logFd = openLog(run.logPath!, config.logDir);
     const argv = [...entry.argv, ...run.args];
     let proc;
     try {
@@ -312,7 +328,7 @@ export class RunManager {
         statusFile: run.statusFile!,
         argv,
         cwd: entry.cwd ?? config.dataDir,
-        env: fetcherEnv({ base: process.env, entryEnv: entry.env, passEnv: entry.passEnv, fetcherUmask: fetcherUmask(), run: { DATA_DIR: config.dataDir, QUANTILICA_RUN_ID: run.runId, QUANTILICA_FETCHER: run.fetcher, QUANTILICA_POOL: run.pool, QUANTILICA_SLOT: String(grant.index),
+        env: fetcherEnv({ base: this.baseEnv, entryEnv: entry.env, passEnv: entry.passEnv, fetcherUmask: fetcherUmask(), run: { DATA_DIR: config.dataDir, QUANTILICA_RUN_ID: run.runId, QUANTILICA_FETCHER: run.fetcher, QUANTILICA_POOL: run.pool, QUANTILICA_SLOT: String(grant.index),
           ...this.deps.memory?.prepare(run.runId, run.pool, entry.memoryMb), // memory ceilings (issue 12): the run's cgroup, before the spawn
         } }),
         logFd,
@@ -388,8 +404,28 @@ export class RunManager {
 
   private setWait(state: ActiveRun, reason: WaitReason): void {
     if (state.run.status !== 'waiting' || state.ending || state.run.reason === 'starting') return;
-    if (JSON.stringify(state.run.wait) === JSON.stringify(reason)) return;
+    const before = state.run.wait;
+    if (JSON.stringify(before) === JSON.stringify(reason)) return;
+    if (before?.kind === 'pool' && reason.kind === 'pool') {
+      // A shift in the pool's queue is progress within `waiting`, not a move: every grant shifts every
+      // run behind it, and committing and publishing each shift made the agent's work per run grow
+      // with the queue (1,000 queued runs: hundreds of commits and notifications per run started).
+      // Kept in memory and shown at most once per POSITION_PUBLISH_GAP_MS; nothing of value is lost
+      // in a crash (the next agent queues the run again and counts positions anew).
+      state.run.wait = reason;
+      this.shifted.add(state);
+      this.shiftTimer ??= setTimeout(() => this.publishShifts(), POSITION_PUBLISH_GAP_MS).unref();
+      return;
+    }
     void this.move(state, 'waiting', { wait: reason });
+  }
+
+  private publishShifts(): void {
+    this.shiftTimer = null;
+    for (const state of this.shifted) {
+      if (state.run.status === 'waiting' && !state.ending && this.active.get(state.run.runId) === state) this.ports.publish(toRunInfo(state.run));
+    }
+    this.shifted.clear();
   }
 
   private move(state: ActiveRun, to: RunStatus, fields: RunFields, detail?: MoveDetail): Promise<void> {
@@ -407,5 +443,16 @@ export class RunManager {
 
   statusDir(): string {
     return path.join(this.deps.config.homeDir, 'runs');
+  }
+}
+
+/** Opens a run's log for appending; the folder is made only when missing (also if a cleaner removed it). */
+function openLog(logPath: string, logDir: string): number {
+  try {
+    return fs.openSync(logPath, 'a', 0o644);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    fs.mkdirSync(logDir, { recursive: true });
+    return fs.openSync(logPath, 'a', 0o644);
   }
 }

@@ -25,7 +25,7 @@ export interface SlotSource {
 export interface RunSpawner {
   spawn(opts: SpawnOptions): Promise<RunProcess>;
   /** Follows the run's group to its end (exited: the wrapper's exit, null for an adopted run). */
-  watch(group: RunGroup, statusFile: string, exited: Promise<ExitInfo> | null, onLingering: (pids: number[]) => void): RunWatch;
+  watch(group: RunGroup, statusFile: string, exited: Promise<ExitInfo | null> | null, onLingering: (pids: number[]) => void): RunWatch;
   /** Signals the group only while it is provably the run's; returns whether a signal was sent. */
   signal(group: RunGroup, signal: NodeJS.Signals): boolean;
   /** The live processes of the group while it is the run's. */

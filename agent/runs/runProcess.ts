@@ -28,7 +28,8 @@ export interface RunProcess {
   pid: number;
   /** /proc start time of the wrapper, recorded with the PID so a reused PID is never mistaken for it. */
   startTime: number;
-  exited: Promise<ExitInfo>;
+  /** The wrapper's exit; null when it could not be learned (the run is then followed by its group). */
+  exited: Promise<ExitInfo | null>;
 }
 
 /**
@@ -74,7 +75,7 @@ export interface RunWatch {
  * run whose group was already gone when the watch began ended while nobody watched: its end time is
  * the status file's time.
  */
-export function watchRun(group: RunGroup, statusFile: string, wrapperExit: Promise<ExitInfo> | null, onLingering: (pids: number[]) => void): RunWatch {
+export function watchRun(group: RunGroup, statusFile: string, wrapperExit: Promise<ExitInfo | null> | null, onLingering: (pids: number[]) => void): RunWatch {
   let timer: NodeJS.Timeout | null = null;
   let stopped = false;
   const ended = (async (): Promise<ExitInfo> => {

@@ -37,7 +37,7 @@ export class RunUpkeep {
   }
 
   /** Starts following a running run; `exited` is the wrapper's exit when this process spawned it. */
-  follow(state: ActiveRun, exited: Promise<ExitInfo> | null): void {
+  follow(state: ActiveRun, exited: Promise<ExitInfo | null> | null): void {
     const { run } = state;
     if (run.logPath) this.logCapper.watch(run.logPath);
     state.heartbeat = setInterval(() => this.beat(state), this.deps.heartbeatSeconds * 1000);

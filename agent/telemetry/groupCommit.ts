@@ -23,9 +23,12 @@ export class GroupCommit<T> {
   /** Cancels the scheduled write; null when none is scheduled. */
   private scheduled: (() => void) | null = null;
   private lastWrite = -Infinity;
+  /** Resolves once every write so far is durable. */
+  private answered: Promise<void> = Promise.resolve();
 
   constructor(
-    private readonly write: (items: T[]) => void,
+    /** Returns a promise when the items are written but durable only once it resolves (WalSync). */
+    private readonly write: (items: T[]) => void | Promise<void>,
     private readonly timing: { windowMs: number; burstGapMs: number } = { windowMs: GROUP_COMMIT_WINDOW_MS, burstGapMs: BURST_GAP_MS },
   ) {}
 
@@ -48,11 +51,14 @@ export class GroupCommit<T> {
     const waiters = this.waiters;
     this.items = [];
     this.waiters = [];
+    let durable: void | Promise<void> = undefined;
     try {
-      this.write(items);
+      durable = this.write(items);
     } finally {
       this.lastWrite = performance.now();
-      for (const resolve of waiters) resolve();
+      // Callers are answered in the order of their writes, each once its write is durable.
+      this.answered = durable instanceof Promise ? Promise.all([this.answered, durable]).then(() => undefined) : this.answered;
+      void this.answered.then(() => { for (const resolve of waiters) resolve(); });
     }
   }
 

@@ -7,6 +7,7 @@ import { drainFallback, insertRows, readAllRows, readAllRuns, type PendingRow } 
 import { prepareStatements, quarantineRows, readBatch, readColumns, readCounts, type SpoolStatements } from './spoolStatements';
 import type { RunRow, SpoolColumns, SpooledEvent, SpoolHealth, SpoolOptions } from './spoolTypes';
 import { identityOf } from './sqliteFileGuard';
+import { WalSync } from './walSync';
 import type { NewTelemetryEvent, TelemetrySink } from './telemetrySink';
 import { toSpoolRow } from './spoolRow';
 
@@ -39,7 +40,11 @@ export class Spool implements TelemetrySink {
   private heldRuns = new Map<string, RunRow>();
   private readonly group = new GroupCommit<{ runs: readonly RunRow[]; rows: PendingRow[] }>((items) => {
     this.store(items.flatMap((i) => i.rows), items.flatMap((i) => i.runs));
+    // Durable once the WAL is synced, off this thread (walSync.ts); the callers wait for that.
+    return this.walSync?.sync();
   });
+  /** The fsync of the file's WAL, off the main thread; null when the connection syncs itself (FULL). */
+  private walSync: WalSync | null = null;
   private heldLogged = false;
   private database: SpoolStatus['database'] = 'not-configured';
   private lastFlushAt: string | null = null;
@@ -93,6 +98,8 @@ export class Spool implements TelemetrySink {
       return this.store([this.toPending(event)])[0];
     } catch (err) {
       return this.lose(null, err);
+    } finally {
+      this.walSync?.syncNow();
     }
   }
 
@@ -103,6 +110,8 @@ export class Spool implements TelemetrySink {
       return this.store(events.map((e) => this.toPending(e)));
     } catch (err) {
       return events.map(() => this.lose(null, err));
+    } finally {
+      this.walSync?.syncNow();
     }
   }
 
@@ -367,6 +376,12 @@ export class Spool implements TelemetrySink {
   }
 
   private adopt(opened: OpenedSpool | null): void {
+    this.walSync?.close();
+    this.walSync = opened === null ? null : WalSync.open(opened.db, opened.path, (err) => {
+      this.options.logger.error({ path: opened.path, err: errorText(err) }, 'cannot sync the telemetry spool\'s WAL to disk: recent events may not survive a power loss');
+      this.openError = `cannot sync ${opened.path}-wal: ${errorText(err)}`;
+      this.notify('error');
+    });
     this.opened = opened;
     this.statements = opened === null ? null : prepareStatements(opened.db);
     this.identity = opened === null ? [] : ['', '-wal', '-shm'].map((suffix) => [opened.path + suffix, identityOf(opened.path + suffix)]);

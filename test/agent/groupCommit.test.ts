@@ -10,7 +10,7 @@ async function turns(n: number): Promise<void> {
 test('during a burst, writers arriving over several event-loop turns share one write; none is acknowledged before it', async () => {
   const writes: number[][] = [];
   // Wide margins, so a loaded machine's slow turns still fall inside the burst and its window.
-  const group = new GroupCommit<number>((items) => writes.push(items), { windowMs: 500, burstGapMs: 60_000 });
+  const group = new GroupCommit<number>((items) => { writes.push(items); }, { windowMs: 500, burstGapMs: 60_000 });
   // Outside a burst (no write yet): the first write goes on the next turn, alone.
   await group.add(0);
   assert.deepEqual(writes, [[0]]);
@@ -30,7 +30,7 @@ test('during a burst, writers arriving over several event-loop turns share one w
 
 test('flushNow writes what is queued at once and resolves its writers', async () => {
   const writes: string[][] = [];
-  const group = new GroupCommit<string>((items) => writes.push(items));
+  const group = new GroupCommit<string>((items) => { writes.push(items); });
   const a = group.add('a');
   const b = group.add('b');
   group.flushNow();
@@ -38,4 +38,24 @@ test('flushNow writes what is queued at once and resolves its writers', async ()
   await Promise.all([a, b]);
   await turns(2);
   assert.deepEqual(writes, [['a', 'b']], 'the cancelled scheduled write does not write again');
+});
+
+test('a write that is durable later (an fsync off the thread) answers its writers only then, and always in the order of the writes', async () => {
+  const syncs: Array<() => void> = [];
+  const group = new GroupCommit<string>(() => new Promise<void>((resolve) => syncs.push(resolve)), { windowMs: 0, burstGapMs: 0 });
+  const answered: string[] = [];
+  const a = group.add('a').then(() => answered.push('a'));
+  group.flushNow();
+  const b = group.add('b').then(() => answered.push('b'));
+  group.flushNow();
+  assert.equal(syncs.length, 2);
+  await turns(2);
+  assert.deepEqual(answered, [], 'nobody is answered before the sync of its write');
+  // The second sync completes first: its writer still waits for the first write's.
+  syncs[1]();
+  await turns(2);
+  assert.deepEqual(answered, []);
+  syncs[0]();
+  await Promise.all([a, b]);
+  assert.deepEqual(answered, ['a', 'b']);
 });

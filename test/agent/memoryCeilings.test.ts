@@ -74,7 +74,7 @@ test('200 MB under a 64 MB run ceiling fails with memory-limit, nothing else kil
   }
 });
 
-test('three runs of 100 MB in a pool of 250 MB: the ceiling holds, one is killed and says so, the others complete', { timeout: 120000 }, async () => {
+test('three runs of 100 MB in a pool of 300 MB: the ceiling holds, the runs killed there say so, the others complete', { timeout: 120000 }, async () => {
   const name = cgroupName('pool');
   const t0 = makeTestEnv(null);
   const signals = path.join(t0.root, 'signals');
@@ -83,26 +83,34 @@ test('three runs of 100 MB in a pool of 250 MB: the ceiling holds, one is killed
   const t = makeTestEnv([{ name: 'alloc', pool: 'cpu-analysis', argv: [process.execPath, ALLOCATE, '100'], env: { ALLOC_SIGNAL_DIR: signals, ALLOC_HOLD_FILE: hold } }], {
     QUANTILICA_CGROUP_NAME: name,
     CRON_POOL_CPU_ANALYSIS_SLOTS: '3',
-    CRON_POOL_CPU_ANALYSIS_MEMORY_GB: String(250 / 1024),
+    // Two runs (2 x 107 MB, node's own included) and the page cache of node's binary, which the kernel
+    // may charge to this pool (~35 MB), stay under 300 MB; three do not.
+    CRON_POOL_CPU_ANALYSIS_MEMORY_GB: String(300 / 1024),
   });
   const { orchestrator, close } = openOrchestrator(t);
   try {
-    assert.equal(orchestrator.poolStates().find((p) => p.name === 'cpu-analysis')!.memory!.ceilingMb, 250);
+    assert.equal(orchestrator.poolStates().find((p) => p.name === 'cpu-analysis')!.memory!.ceilingMb, 300);
     const runs = await Promise.all([0, 1, 2].map(() => orchestrator.run('alloc', [], 'cli')));
-    // Every run holds its 100 MB until the test says so: the OOM killer must pick one of the three.
-    const killed = await waitFor(() => {
-      const ended = runs.map((r) => orchestrator.runs.get(r.runId)!).filter((r) => r.status === 'failed');
-      const holding = runs.filter((r) => fs.existsSync(path.join(signals, `${r.runId}.allocated`)) && orchestrator.runs.get(r.runId)!.status === 'running');
-      return ended.length === 1 && holding.length === 2 ? ended[0] : null;
-    }, { what: 'one run killed at the pool ceiling while two hold their memory', timeoutMs: 60000 });
-    assert.equal(killed.reason, 'memory-limit', 'the killed run says why');
+    // Every run holds its 100 MB until the test says so: the OOM killer must pick among the three.
+    // It usually kills one; when the runs reach the ceiling together it sometimes kills a second
+    // before the first one's memory is back (seen on kernel 6.18: two kills 5 ms apart). Which and
+    // how many is the kernel's choice; the agent's part is that each killed run says why.
+    const settled = await waitFor(() => {
+      const now = runs.map((r) => orchestrator.runs.get(r.runId)!);
+      const holding = now.filter((r) => r.status === 'running' && fs.existsSync(path.join(signals, `${r.runId}.allocated`)));
+      const ended = now.filter((r) => r.status !== 'running' && r.status !== 'waiting');
+      return ended.length + holding.length === 3 ? { ended, holding } : null;
+    }, { what: 'each run killed at the pool ceiling or holding its memory', timeoutMs: 60000 });
+    assert.ok(settled.ended.length >= 1 && settled.holding.length >= 1, `killed ${settled.ended.length}, holding ${settled.holding.length}`);
+    for (const r of settled.ended) assert.equal(`${r.status} ${r.reason ?? ''}`, 'failed memory-limit', 'a killed run says why');
     const poolPeak = Number(fs.readFileSync(path.join(memoryCgroup(name, 'cpu-analysis'), 'memory.max_usage_in_bytes'), 'utf8')) / (1024 * 1024);
-    assert.ok(poolPeak <= 250.5, `the pool never used more than its ceiling (${poolPeak} MB)`);
+    assert.ok(poolPeak <= 300.5, `the pool never used more than its ceiling (${poolPeak} MB)`);
     const running = orchestrator.poolStates().find((p) => p.name === 'cpu-analysis')!.memory!;
-    assert.ok(running.usedMb! >= 200 && running.usedMb! <= 250.5, `the pool's use is shown (${running.usedMb} MB)`);
+    assert.ok(running.usedMb! >= 100 * settled.holding.length && running.usedMb! <= 300.5, `the pool's use is shown (${running.usedMb} MB)`);
     fs.writeFileSync(hold, '');
     const ends = await Promise.all(runs.map((r) => orchestrator.waitRun(r.runId)));
-    assert.deepEqual(ends.map((e) => e.status).sort(), ['completed', 'completed', 'failed']);
+    const holders = new Set(settled.holding.map((r) => r.runId));
+    for (const e of ends) assert.equal(e.status, holders.has(e.runId) ? 'completed' : 'failed', `${e.runId} ended as it stood`);
     for (const e of ends.filter((x) => x.status === 'completed')) assert.ok(e.peakMemoryMb! >= 100, `peak ${e.peakMemoryMb} MB`);
   } finally {
     await stopAll(orchestrator);

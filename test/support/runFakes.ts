@@ -44,13 +44,14 @@ export class FakeGate implements StartGate {
 
 /** A pool whose slots the test grants; records what was handed back. */
 export class FakeSlots implements SlotSource {
-  readonly waiters: Array<{ runId: string; grant(index: number): HeldSlot }> = [];
+  readonly waiters: Array<{ runId: string; grant(index: number): HeldSlot; onPosition(position: number): void }> = [];
   readonly closed: number[] = [];
   releasedCount = 0;
-  acquire(runId: string, signal: AbortSignal): Promise<HeldSlot> {
+  acquire(runId: string, signal: AbortSignal, onPosition: (position: number) => void = () => {}): Promise<HeldSlot> {
     return new Promise((resolve, reject) => {
       const waiter = {
         runId,
+        onPosition,
         grant: (index: number): HeldSlot => {
           this.waiters.splice(this.waiters.indexOf(waiter), 1);
           const slot: HeldSlot = { index, lock: { fd: 100 + index, writeRecord: () => {}, closeOwnCopy: () => { this.closed.push(index); } } };
@@ -67,6 +68,10 @@ export class FakeSlots implements SlotSource {
     });
   }
   released(): void { this.releasedCount += 1; }
+  /** Tells every queued run its position, `ahead` places behind where it is (as after grants elsewhere). */
+  reportPositions(ahead = 0): void {
+    this.waiters.forEach((w, i) => w.onPosition(i + 1 + ahead));
+  }
   grantNext(index = 0): HeldSlot {
     const next = this.waiters[0];
     if (next === undefined) throw new Error('no run waits for a slot');

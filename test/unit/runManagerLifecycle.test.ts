@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import type { StoredRun } from '../../agent/runs/runStore';
 import { IllegalTransitionError, RUN_MOVES, transition } from '../../agent/runs/runTransitions';
 import { fixedClock, FakeJournal, managerBed, settle } from '../support/runFakes';
+import { waitFor } from '../support/waitFor';
 
 function leftover(fields: Partial<StoredRun>): StoredRun {
   return {
@@ -118,4 +119,31 @@ test('an illegal move is refused with a typed error and changes nothing', async 
   await transition({ journal, clock: fixedClock, publish: (r) => published.push(r) }, leftover({ status: 'running', pid: 3, startedAt: '2026-01-01T00:00:00.000Z' }), 'waiting', { reason: 'hibernating', wait: { kind: 'hibernating', until: '2026-01-01T01:00:00.000Z' } });
   // Telemetry names it (issue 11): `hibernated` with the wake-up time.
   assert.deepEqual(journal.events.map((e) => [e.event, e.payload.until]), [['hibernated', '2026-01-01T01:00:00.000Z']]);
+});
+
+test('a shift in the pool queue is not a move: no commit per queued run, and the new positions are published together', async (t) => {
+  const bed = managerBed();
+  t.after(() => bed.close());
+  const queued = [];
+  for (let i = 0; i < 20; i++) queued.push(await bed.pastGate());
+  // Entering the queue is a move (the run now waits for a slot): one commit each, with its event.
+  bed.slots.reportPositions(5);
+  await settle();
+  for (const run of queued) assert.deepEqual(bed.journal.get(run.runId)?.wait, { kind: 'pool', position: queued.indexOf(run) + 6 });
+  const commits = bed.journal.commits.length;
+  const published = bed.published.length;
+  // Three grants elsewhere shift the whole queue three times: nothing is committed for it...
+  for (const ahead of [4, 3, 2]) bed.slots.reportPositions(ahead);
+  await settle();
+  assert.equal(bed.journal.commits.length, commits, 'no commit per shift of the queue');
+  assert.equal(bed.published.length, published, 'not published one shift at a time');
+  // ...and each queued run is published once, with its latest position, within a second.
+  await waitFor(() => bed.published.length >= published + queued.length, { what: 'the positions to be published', timeoutMs: 5000 });
+  const shown = bed.published.slice(published);
+  assert.equal(shown.length, queued.length);
+  for (const run of queued) {
+    const info = shown.find((r) => r.runId === run.runId);
+    assert.deepEqual(info?.wait, { kind: 'pool', position: queued.indexOf(run) + 3 });
+    assert.deepEqual(bed.manager.get(run.runId)?.wait, { kind: 'pool', position: queued.indexOf(run) + 3 }, 'asked directly, a run tells its current position');
+  }
 });
