@@ -19,8 +19,9 @@ const TICK_MS = 1_000;
 const REOPEN_BUSY_WAIT_MS = 2_000;
 
 /**
- * The durable store-and-forward queue of telemetry: every event is written to SQLite (WAL, synchronous
- * FULL) before emit returns, and leaves only when the flush has committed it to PostgreSQL.
+ * The durable store-and-forward queue of telemetry: every event is on disk in SQLite (WAL) before emit
+ * returns or a commit's promise resolves (the WAL fsynced by WalSync, or synchronous FULL when the WAL
+ * cannot be opened), and leaves only when the flush has committed it to PostgreSQL.
  *
  * Where an event goes, in order: the configured file; if that file cannot take writes (full disk,
  * read-only) the private fallback file, drained back once the configured one works again; if no file
