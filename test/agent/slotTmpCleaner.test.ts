@@ -27,7 +27,8 @@ test('a lock folder removed before a run takes its slot leaks no slot: a 2-slot 
   const poolDir = path.join(t.lockDir, 'cpu-analysis');
   try {
     // A tmp cleaner removes the folder between the agent's start and the run (ENOENT on the open).
-    fs.rmSync(t.lockDir, { recursive: true, force: true });
+    // maxRetries: the agent may re-create the folder while it is being removed (ENOTEMPTY), as with a real cleaner.
+    fs.rmSync(t.lockDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 20 });
     const first = await orchestrator.run('long', [], 'cli');
     await waitFor(() => orchestrator.runs.get(first.runId)?.status !== 'waiting', { what: 'the first run to start or fail', timeoutMs: 10000 });
     // Whatever became of it, the folder is back (as a legacy script's mkdir -p would make it).
@@ -76,7 +77,8 @@ test('a tmp cleaner deleting the lock folder under 3 running fetchers never lets
     await waitFor(async () => (await running()).length === 3, { what: '3 fetchers to run', timeoutMs: 30000 });
 
     // systemd-tmpfiles (or rm -rf by hand) removes the whole folder while the 3 hold their slots.
-    fs.rmSync(t.lockDir, { recursive: true, force: true });
+    // maxRetries: the agent may re-create the folder while it is being removed (ENOTEMPTY), as with a real cleaner.
+    fs.rmSync(t.lockDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 20 });
     const pool = (await client.getSnapshot()).pools.find((p) => p.name === 'heavy-io')!;
     assert.equal(pool.used, 3, `slots must not show ${pool.used}/3 with 3 fetchers running`);
     assert.ok(pool.slots.slice(0, 3).every((s) => s.holder && !s.holder.foreign), 'each slot names its run');
@@ -132,7 +134,8 @@ test('runs adopted by a new agent are guarded too: the folder removed after a ki
     await waitFor(async () => (await client.listRuns(100)).filter((r) => r.status === 'running').length === 3, { what: 'the new agent to adopt the 3 runs', timeoutMs: 30000 });
     // The new agent has looked at its pools once (a snapshot), then the tmp cleaner strikes.
     assert.equal((await client.getSnapshot()).pools.find((p) => p.name === 'heavy-io')!.used, 3);
-    fs.rmSync(t.lockDir, { recursive: true, force: true });
+    // maxRetries: the agent may re-create the folder while it is being removed (ENOTEMPTY), as with a real cleaner.
+    fs.rmSync(t.lockDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 20 });
     assert.equal((await client.getSnapshot()).pools.find((p) => p.name === 'heavy-io')!.used, 3, 'adopted holders still show');
     await waitFor(() => [0, 1, 2].every((i) => kernelLocked(path.join(t.lockDir, 'heavy-io', `slot_${i}.lock`))), { what: 'the slot files to be re-made and locked', timeoutMs: 15000 });
     const extra = await client.run('long');
