@@ -59,3 +59,20 @@ await Promise.all(builds);
 fs.copyFileSync('agent/runs/runWrapper.sh', 'dist/runWrapper.sh');
 fs.chmodSync('dist/runWrapper.sh', 0o755);
 fs.chmodSync('dist/agent.js', 0o755);
+// Issue 10: the native spawner (agent/native/quantilica-spawner.c), the fetchers' parent on the hot
+// path. Built with the station's C compiler when it has one; without it the agent starts fetchers
+// from a worker thread under runWrapper.sh, with the same guarantees at a higher cost per run.
+{
+  const { spawnSync } = await import('node:child_process');
+  const out = 'dist/quantilica-spawner';
+  const cc = process.env.CC || 'cc';
+  const built = spawnSync(cc, ['-O2', '-Wall', '-Wextra', '-Werror', '-o', `${out}.tmp`, 'agent/native/quantilica-spawner.c'], { stdio: ['ignore', 'inherit', 'inherit'] });
+  if (built.status === 0) {
+    fs.chmodSync(`${out}.tmp`, 0o755);
+    fs.renameSync(`${out}.tmp`, out);
+  } else {
+    fs.rmSync(`${out}.tmp`, { force: true });
+    fs.rmSync(out, { force: true });
+    console.warn(`esbuild.mjs: no native spawner (${cc} ${built.error ? built.error.message : `exited ${built.status}`}); the agent will start fetchers from a worker thread`);
+  }
+}

@@ -14,6 +14,7 @@ import { tailFile } from './runs/logCap';
 import { processSpawner } from './runs/processSpawner';
 import type { RunSpawner } from './runs/runPorts';
 import { ThreadSpawner } from './runs/threadSpawner';
+import { NativeSpawner } from './runs/nativeSpawner';
 import { Retention } from './runs/retention';
 import { RunManager } from './runs/runManager';
 import { systemClock } from './runs/runPorts';
@@ -56,10 +57,12 @@ const SNAPSHOT_RECENT_RUNS = 50;
 /**
  * The shortest gap between two computations of the pools' published state. Each one reads
  * /proc/locks, lstats and opens every slot file; a burst of runs changes a pool several times per
- * run, and publishing each change cost the main thread about a seventh of its time. Clients see the
- * latest state at most this late (a snapshot is always computed fresh).
+ * run, and publishing each change cost the main thread about a seventh of its time; at 20 ms it
+ * still took a sixth with the native spawner (its frames to every client included). A tree view
+ * needs no more than ten pictures a second: clients see the latest state at most this late (a
+ * snapshot is always computed fresh).
  */
-const POOL_PUBLISH_GAP_MS = 20;
+const POOL_PUBLISH_GAP_MS = 100;
 
 /**
  * Under load one computation takes longer (the lock table grows, /proc reads wait): the gap then
@@ -72,7 +75,7 @@ export class Orchestrator implements AgentControl {
   readonly hub: StateHub;
   readonly catalog: Catalog;
   readonly pools = new Map<string, PoolBackend>();
-  private readonly spawner: RunSpawner | ThreadSpawner;
+  private readonly spawner: RunSpawner & { close?(): Promise<void> };
   /** Issue 14: the shared slot database with QUANTILICA_SLOT_BACKEND=postgres (opened by `openSlots`). */
   readonly slotBackend: PgSlotBackend | null;
   /** Issue 14: cancels of runs held or queued on other stations, and of ours asked by them. */
@@ -112,7 +115,11 @@ export class Orchestrator implements AgentControl {
     });
     const activeIds = new Set(this.store.active().map((r) => r.runId));
     this.memory.adoptLeftovers((runId) => activeIds.has(runId));
-    this.spawner = parts.role === 'agent' ? new ThreadSpawner() : processSpawner;
+    // The agent's fetchers are forked by the small native spawner, else by a worker thread (the hot
+    // path, issue 10); a one-run CLI forks its one fetcher itself.
+    this.spawner = parts.role !== 'agent' ? processSpawner
+      : config.spawner === 'native' ? new NativeSpawner(distFile('quantilica-spawner'), new ThreadSpawner(), logger)
+        : new ThreadSpawner();
     this.github = new GithubRuns({ config, logger, pools: this.pools, adopts: parts.role === 'agent', onSync: (sync) => this.hub.publish({ kind: 'sync', sync }) });
     this.runs = new RunManager({
       config,
@@ -257,7 +264,7 @@ export class Orchestrator implements AgentControl {
     await this.remoteCancel?.close();
     await this.slotBackend?.close();
     this.memory.close(); // memory ceilings (issue 12)
-    if (this.spawner instanceof ThreadSpawner) await this.spawner.close();
+    await this.spawner.close?.();
   }
 
   /** The core's part of a snapshot; the disk gate, the spool and the schedule add theirs. */

@@ -86,7 +86,30 @@ function cpuMs(pid: number, all = false): number {
   return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
-interface AgentFigures { runsPerSecond: number; cpuMsPerRun: number; processCpuMsPerRun: number; p50: number; p99: number; idleRssMb: number; idleRssAfterMb: number }
+/**
+ * CPU milliseconds of the agent's native spawner (agent/native) and of what it reaped: its own, and
+ * with its waited-for children (each run's waiter, and the fetcher the waiter reaped). null when the
+ * agent has no spawner (QUANTILICA_SPAWNER=thread, or not built).
+ */
+function spawnerCpuMs(agentPid: number): { own: number; withRuns: number } | null {
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue;
+    }
+    if (!stat.includes('(quantilica-spaw')) continue;
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (Number(fields[1]) !== agentPid) continue;
+    const own = (Number(fields[11]) + Number(fields[12])) * 10;
+    return { own, withRuns: own + (Number(fields[13]) + Number(fields[14])) * 10 };
+  }
+  return null;
+}
+
+interface AgentFigures { runsPerSecond: number; cpuMsPerRun: number; processCpuMsPerRun: number; spawnerCpuMsPerRun: number | null; spawnerWithRunsCpuMsPerRun: number | null; clientCpuMsPerRun: number; p50: number; p99: number; idleRssMb: number; idleRssAfterMb: number }
 
 async function agentOverProtocol(idleSeconds: number): Promise<AgentFigures> {
   const { env, connectionFile } = station();
@@ -95,14 +118,22 @@ async function agentOverProtocol(idleSeconds: number): Promise<AgentFigures> {
   const client = await connectAgent(connectionFile, { client: 'bench' });
   try {
     const idle = await sampleIdle(pid, idleSeconds);
+    // The spawner starts with the first run: a warm-up run makes it exist before the count begins.
+    await client.waitRun((await client.run(POOLS[0][0])).runId);
     const cpuBefore = cpuMs(pid);
     const processCpuBefore = cpuMs(pid, true);
+    const clientCpuBefore = process.cpuUsage();
+    const spawnerBefore = spawnerCpuMs(pid);
     const started = process.hrtime.bigint();
     const done = await Promise.all(Array.from({ length: RUNS }, async (_, i) => client.waitRun((await client.run(POOLS[i % POOLS.length][0])).runId)));
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     const cpuMsPerRun = (cpuMs(pid) - cpuBefore) / RUNS;
     // Every thread's (the spawn worker's, libuv's pool doing the spool's fsyncs, the GC's).
     const processCpuMsPerRun = (cpuMs(pid, true) - processCpuBefore) / RUNS;
+    const spawnerAfter = spawnerCpuMs(pid);
+    const client2 = process.cpuUsage(clientCpuBefore);
+    // This benchmark's own process (the protocol client): it shares the machine's 2 cores with the agent.
+    const clientCpuMsPerRun = (client2.user + client2.system) / 1000 / RUNS;
     const failed = done.filter((r) => r.status !== 'completed');
     if (failed.length > 0) throw new Error(`${failed.length} runs did not complete: ${JSON.stringify(failed[0])}`);
     // Enqueue→spawn with a free slot: from the request leaving the client to the run's recorded start
@@ -116,7 +147,10 @@ async function agentOverProtocol(idleSeconds: number): Promise<AgentFigures> {
     }
     // Idle again once it has worked (its spawn thread started, its caches filled).
     const after = await sampleIdle(pid, Math.min(idleSeconds, 5));
-    return { runsPerSecond: RUNS / seconds, cpuMsPerRun, processCpuMsPerRun, p50: percentile(latencies, 50), p99: percentile(latencies, 99), idleRssMb: idle.rssMb, idleRssAfterMb: after.rssMb };
+    return {
+      runsPerSecond: RUNS / seconds, cpuMsPerRun, processCpuMsPerRun, clientCpuMsPerRun,
+      spawnerCpuMsPerRun: spawnerBefore && spawnerAfter ? (spawnerAfter.own - spawnerBefore.own) / RUNS : null,
+      spawnerWithRunsCpuMsPerRun: spawnerBefore && spawnerAfter ? (spawnerAfter.withRuns - spawnerBefore.withRuns) / RUNS : null, p50: percentile(latencies, 50), p99: percentile(latencies, 99), idleRssMb: idle.rssMb, idleRssAfterMb: after.rssMb };
   } finally {
     await client.close();
     agent.kill('SIGTERM');
@@ -143,6 +177,10 @@ async function main(): Promise<void> {
     spawnLatencyP99Ms: round(agent.p99),
     mainThreadCpuMsPerRun: round(agent.cpuMsPerRun),
     processCpuMsPerRun: round(agent.processCpuMsPerRun),
+    spawnerCpuMsPerRun: agent.spawnerCpuMsPerRun === null ? null : round(agent.spawnerCpuMsPerRun),
+    spawnerWithRunsCpuMsPerRun: agent.spawnerWithRunsCpuMsPerRun === null ? null : round(agent.spawnerWithRunsCpuMsPerRun),
+    clientCpuMsPerRun: round(agent.clientCpuMsPerRun),
+    spawner: process.env.QUANTILICA_SPAWNER ?? 'native',
     idleRssMb: round(agent.idleRssMb),
     idleRssAfterRunsMb: round(agent.idleRssAfterMb),
     loadAverage: os.loadavg().map(round),
@@ -157,7 +195,9 @@ async function main(): Promise<void> {
     ['enqueue→spawn p50', `${result.spawnLatencyP50Ms} ms`, ''],
     ['enqueue→spawn p99', `${result.spawnLatencyP99Ms} ms`, 'target < 20 ms'],
     ['main-thread CPU per run', `${result.mainThreadCpuMsPerRun} ms`, ''],
-    ['agent CPU per run, all threads', `${result.processCpuMsPerRun} ms`, ''],
+    ['agent CPU per run, all threads', `${result.processCpuMsPerRun} ms`, `spawner: ${result.spawner}`],
+    ['native spawner CPU per run: its own / with waiters and fetchers', result.spawnerCpuMsPerRun === null ? 'none' : `${result.spawnerCpuMsPerRun} / ${result.spawnerWithRunsCpuMsPerRun} ms`, ''],
+    ['this benchmark\'s client CPU per run (same 2 cores)', `${result.clientCpuMsPerRun} ms`, ''],
     ['idle RSS', `${result.idleRssMb} MB`, 'target < 80 MB'],
     ['idle RSS after the runs', `${result.idleRssAfterRunsMb} MB`, 'target < 80 MB'],
   ]);

@@ -53,6 +53,8 @@ export interface Config {
   memory: { reserveMb: number; cgroupName: string | null; enforce: boolean };
   /** Issue 14: the slot backend, its PostgreSQL (null with `file`) and this station's name. */
   slots: { backend: 'file' | 'postgres'; databaseUrl: string | null; station: string };
+  /** Issue 10: who forks the agent's fetchers (runs/nativeSpawner.ts). */
+  spawner: 'native' | 'thread';
   /** Where the values came from, for `quantilica status`. */
   configFile: string | null;
 }
@@ -139,6 +141,7 @@ export function loadConfig(env: Env = process.env): Config {
     retention: { days: get('QUANTILICA_RETENTION_DAYS'), runs: get('QUANTILICA_RETENTION_RUNS') },
     memory: { reserveMb: Math.round(get<number>('QUANTILICA_MEMORY_RESERVE_GB') * 1024), cgroupName: get('QUANTILICA_CGROUP_NAME'), enforce: get('QUANTILICA_MEMORY_ENFORCE') }, // memory ceilings (issue 12)
     slots: { backend: slotBackend, databaseUrl: slotBackend === 'postgres' ? slotDatabaseUrl : null, station: get<string | null>('QUANTILICA_STATION') ?? os.hostname() },
+    spawner: get<'native' | 'thread'>('QUANTILICA_SPAWNER'),
     configFile: fromFile.used ? configFile : null,
   };
 }

@@ -83,6 +83,13 @@ const slotBackend = (text: string): Parsed => {
   return t === 'file' || t === 'postgres' ? { ok: true, value: t } : { ok: false, error: 'allowed: file, postgres' };
 };
 
+// Issue 10: who forks the fetchers. `native`: the small spawner process (agent/native), when it was
+// built and the kernel lets it take the agent's descriptors; `thread`: the agent's worker thread.
+const spawnerKind = (text: string): Parsed => {
+  const t = text.trim().toLowerCase();
+  return t === 'native' || t === 'thread' ? { ok: true, value: t } : { ok: false, error: 'allowed: native, thread' };
+};
+
 // Issue 14: the name other stations see for this one (default: the host name).
 const stationName = (text: string): Parsed => {
   const t = text.trim();
@@ -137,6 +144,7 @@ export const SETTINGS = [
   { name: 'QUANTILICA_SLOT_BACKEND', default: 'file', description: 'where slots live: file (flock on this station) or postgres (advisory locks shared by stations)', parse: slotBackend },
   { name: 'QUANTILICA_SLOT_DATABASE_URL', default: '', description: 'PostgreSQL of the postgres slot backend, a direct connection (default QUANTILICA_DATABASE_URL)', parse: optionalUrl, secret: true },
   { name: 'QUANTILICA_STATION', default: '', description: 'this station\'s name in the shared slot tables (default the host name)', parse: (t: string) => (t === '' ? { ok: true, value: null } : stationName(t)) },
+  { name: 'QUANTILICA_SPAWNER', default: 'native', description: 'who starts fetchers: native (a small spawner process; the thread when it cannot be used) or thread (a worker thread of the agent)', parse: spawnerKind },
   { name: 'QUANTILICA_HEARTBEAT_SECONDS', default: '60', description: 'seconds between heartbeat events of a running fetcher', parse: number(0.05, 86400, false) },
   { name: 'QUANTILICA_SCHEDULE_CATCH_UP', default: 'true', description: 'run overdue fetchers once at start', parse: bool },
   { name: 'QUANTILICA_PORT', default: '0', description: 'loopback port of the protocol (0 picks a free one)', parse: number(0, 65535, true) },

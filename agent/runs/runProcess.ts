@@ -127,7 +127,7 @@ export function readStatusFile(statusFile: string): ExitInfo {
  * wrapper itself died of a signal (`fuser -k -KILL` on the slot file): exit code 128+N and the
  * signal's name, so `quantilica run` exits 137 as a shell would.
  */
-function decodeExit(code: number | null, signal: NodeJS.Signals | null): ExitInfo {
+export function decodeExit(code: number | null, signal: NodeJS.Signals | null): ExitInfo {
   if (signal) {
     const n = os.constants.signals[signal] as number | undefined;
     return { exitCode: n === undefined ? null : 128 + n, signal };

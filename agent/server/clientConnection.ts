@@ -44,8 +44,9 @@ export class ClientConnection {
     private readonly logger: Logger,
     private readonly limits: ClientLimits,
     readonly id: number,
+    transport: { cork(): void; uncork(): void } | null = null,
   ) {
-    this.flow = new SendFlow(ws, limits, (reason) => this.drop(reason));
+    this.flow = new SendFlow(ws, limits, (reason) => this.drop(reason), transport);
     const reader = new TextMessageReader((code, error) => {
       this.flow.send(errorResponseText(code, error)).catch(() => undefined);
     });

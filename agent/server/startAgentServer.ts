@@ -117,8 +117,8 @@ export async function startAgentServer(control: AgentControl, opts: AgentServerO
   });
 
   const listening = await listen(server, opts.port);
-  const accept = (ws: WebSocket) => {
-    const client = new ClientConnection(ws, control, handlers, logger, limits, nextId++);
+  const accept = (ws: WebSocket, socket: Duplex) => {
+    const client = new ClientConnection(ws, control, handlers, logger, limits, nextId++, socket);
     clients.add(client);
     logger.info({ client: client.id, clients: clients.size }, 'client connected');
     void client.whenClosed().then(() => clients.delete(client));
@@ -139,7 +139,7 @@ export async function startAgentServer(control: AgentControl, opts: AgentServerO
     if (verdict.kind === 'token') {
       wss.handleUpgrade(req, socket, head, (ws: WebSocket) => {
         authenticated(socket);
-        accept(ws);
+        accept(ws, socket);
       });
       return;
     }
@@ -159,7 +159,7 @@ export async function startAgentServer(control: AgentControl, opts: AgentServerO
           return;
         }
         authenticated(socket);
-        accept(ws);
+        accept(ws, socket);
       });
     });
   });

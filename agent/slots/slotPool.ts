@@ -200,6 +200,8 @@ export class SlotPool {
     return made;
   }
 
+  private lastReclaimAt = 0;
+
   private tryTakeAny(): SlotGrant | null {
     const dir = this.openDir();
     try {
@@ -233,7 +235,14 @@ export class SlotPool {
         }
         return { lock, index };
       }
-      for (const index of busy) this.reclaim(dir, index);
+      // The stopped-holder check reads each busy slot's record and its holder's /proc entries: under a
+      // burst, every grant is followed by a try that finds the pool full, so it runs at most once per
+      // poll period (a holder stopped for good is still found within it), not once per try.
+      const now = Date.now();
+      if (now - this.lastReclaimAt >= (this.opts.pollMs ?? SLOT_POLL_MS)) {
+        this.lastReclaimAt = now;
+        for (const index of busy) this.reclaim(dir, index);
+      }
       return null;
     } finally {
       dir.close();

@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import type { RunInfo } from '../../shared/protocol';
+import { readProcInfo } from '../../shared/node/procInfo';
 import { tryLockSlot } from '../support/tryLockSlot';
 import { FIXTURES, groupMembers, makeTestEnv, openOrchestrator, runCli, startAgent, stopAll } from '../support/harness';
 import { waitFor } from '../support/waitFor';
@@ -74,8 +75,11 @@ test('the runbook\'s kill (fuser -k -KILL on the slot file) fails the run with e
   assert.deepEqual([run.status, run.exitCode, run.signal, run.reason], ['failed', 137, 'SIGKILL', 'signal']);
 });
 
-test('a wrapper killed while no agent watches: the next agent waits for the fetcher and records its real exit code and end time', { timeout: 120000 }, async (t) => {
-  const station = makeTestEnv([{ name: 'until-file', pool: 'heavy-io', argv: [path.join(FIXTURES, 'exitWhenFileExists.sh')] }]);
+// What dies besides the agent: with the thread spawner, the runWrapper.sh of each run (its pid is the
+// one recorded); with the native spawner (issue 10), the spawner process, parent of every run's waiter.
+for (const spawner of ['thread', 'native'] as const) {
+test(`${spawner} spawner: ${spawner === 'thread' ? 'a wrapper' : 'the spawner'} killed while no agent watches: the next agent waits for the fetcher and records its real exit code and end time`, { timeout: 120000 }, async (t) => {
+  const station = makeTestEnv([{ name: 'until-file', pool: 'heavy-io', argv: [path.join(FIXTURES, 'exitWhenFileExists.sh')] }], { QUANTILICA_SPAWNER: spawner });
   const release = (i: number) => path.join(station.root, `release-${i}`);
   const first = await startAgent(station);
   const runIds: string[] = [];
@@ -88,15 +92,24 @@ test('a wrapper killed while no agent watches: the next agent waits for the fetc
   const running = await waitFor(async () => {
     const all = await runs();
     const two = runIds.map((id) => all.find((r) => r.runId === id));
-    return two.every((r) => r?.status === 'running' && groupMembers(r.pid!).length >= 3) ? two as RunInfo[] : null;
-  }, { what: 'two fetchers running under their wrappers', timeoutMs: 20000 });
+    // Under runWrapper.sh a group is the wrapper, its subshell and the fetcher; natively the fetcher leads it.
+    return two.every((r) => r?.status === 'running' && groupMembers(r.pid!).length >= (spawner === 'thread' ? 3 : 1)) ? two as RunInfo[] : null;
+  }, { what: 'two fetchers running', timeoutMs: 20000 });
   const wrappers = running.map((r) => r.pid!);
+  // The native spawner: the parent of each run's waiter (the fetcher's parent).
+  const spawners = [...new Set(wrappers.map((pid) => readProcInfo(readProcInfo(pid)?.ppid ?? 0)?.ppid ?? 0))];
+  if (spawner === 'native') assert.deepEqual(spawners.map((pid) => readProcInfo(pid)?.ppid), [first.child.pid], 'one spawner, the agent\'s child');
 
   first.child.kill('SIGKILL');
   await new Promise((resolve) => first.child.once('exit', resolve));
-  // Only the wrappers die; their fetchers run on, holding the slots.
-  for (const pid of wrappers) process.kill(pid, 'SIGKILL');
-  await waitFor(() => wrappers.every((pid) => !groupMembers(pid).includes(pid)), { what: 'the wrappers to be gone' });
+  if (spawner === 'thread') {
+    // Only the wrappers die; their fetchers run on, holding the slots.
+    for (const pid of wrappers) process.kill(pid, 'SIGKILL');
+    await waitFor(() => wrappers.every((pid) => !groupMembers(pid).includes(pid)), { what: 'the wrappers to be gone' });
+  } else {
+    process.kill(spawners[0], 'SIGKILL');
+    await waitFor(() => readProcInfo(spawners[0]) === null || readProcInfo(spawners[0])?.state === 'Z', { what: 'the spawner to be gone' });
+  }
   for (const pid of wrappers) assert.ok(groupMembers(pid).length >= 1, 'the fetcher outlived its wrapper');
 
   // The first fetcher ends while no agent watches; the second still runs when the next agent starts.
@@ -131,6 +144,7 @@ test('a wrapper killed while no agent watches: the next agent waits for the fetc
     await new Promise((resolve) => second.child.once('exit', resolve));
   }
 });
+}
 
 test('a wrapper killed while the agent watches: the run goes on until its fetcher ends, with the fetcher\'s exit code', { timeout: 60000 }, async () => {
   const t = makeTestEnv([{ name: 'until-file', pool: 'network-light', argv: [path.join(FIXTURES, 'exitWhenFileExists.sh')] }]);

@@ -1,0 +1,164 @@
+import { spawn, type ChildProcessByStdio } from 'node:child_process';
+import * as fs from 'node:fs';
+import type { Readable, Writable } from 'node:stream';
+import type { Logger } from '../log/logger';
+import { decodeExit, type ExitInfo, type RunProcess, type SpawnOptions } from './runProcess';
+import type { RunSpawner } from './runPorts';
+
+/** errno values of "F … pidfd-getfd" that say the kernel will never allow it here (Yama, seccomp, an old kernel). */
+const NEVER_HERE = new Set([1 /* EPERM */, 13 /* EACCES */, 38 /* ENOSYS */]);
+
+interface Pending {
+  opts: SpawnOptions;
+  started: boolean;
+  resolve: (proc: RunProcess) => void;
+  reject: (err: Error) => void;
+  exited: (exit: ExitInfo | null) => void;
+  exitedPromise: Promise<ExitInfo | null>;
+}
+
+/**
+ * Starts the agent's runs through agent/native/quantilica-spawner.c (issue 10, the hot path): a small
+ * long-lived process that forks cheaply, takes the slot and log descriptors from the agent with
+ * pidfd_getfd(2), is the fetchers' parent and writes their status files, also after the agent died.
+ * It replaces, per run, a fork of the whole agent and the two shells of runWrapper.sh.
+ *
+ * When the spawner was not built (no C compiler at `npm run build`) or the kernel refuses it the
+ * agent's descriptors, every spawn goes to `fallback` (the worker thread and runWrapper.sh), which
+ * keeps the same guarantees at a higher cost. Runs it started are followed as before: the fetcher
+ * leads its own group, and the status file is where the next agent finds its exit.
+ */
+export class NativeSpawner implements RunSpawner {
+  private child: ChildProcessByStdio<Writable, Readable, null> | null = null;
+  private readonly pending = new Map<string, Pending>();
+  private nextId = 1;
+  private disabled: string | null = null;
+  private buffered = '';
+
+  readonly watch: RunSpawner['watch'];
+  readonly signal: RunSpawner['signal'];
+  readonly members: RunSpawner['members'];
+  readonly findGroup: RunSpawner['findGroup'];
+  readonly ownerAlive: RunSpawner['ownerAlive'];
+  readonly readStatus: RunSpawner['readStatus'];
+
+  constructor(private readonly binary: string, private readonly fallback: RunSpawner & { close?(): Promise<void> }, private readonly logger: Logger) {
+    // Groups, signals and status files are the same whoever forked the run.
+    this.watch = (...a) => fallback.watch(...a);
+    this.signal = (...a) => fallback.signal(...a);
+    this.members = (...a) => fallback.members(...a);
+    this.findGroup = (...a) => fallback.findGroup(...a);
+    this.ownerAlive = (...a) => fallback.ownerAlive(...a);
+    this.readStatus = (...a) => fallback.readStatus(...a);
+    if (!isExecutable(binary)) this.disabled = 'not-built';
+  }
+
+  /** Why spawns go to the fallback (a token), or null while the native spawner is used. */
+  get fallbackReason(): string | null {
+    return this.disabled;
+  }
+
+  spawn(opts: SpawnOptions): Promise<RunProcess> {
+    if (this.disabled !== null) return this.fallback.spawn(opts);
+    const id = String(this.nextId++);
+    let request: Buffer;
+    try {
+      request = encodeRequest(id, opts);
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+    const child = this.child ?? this.start();
+    let exited!: (exit: ExitInfo | null) => void;
+    const exitedPromise = new Promise<ExitInfo | null>((r) => { exited = r; });
+    return new Promise<RunProcess>((resolve, reject) => {
+      this.pending.set(id, { opts, started: false, resolve, reject, exited, exitedPromise });
+      child.stdin.write(request);
+    });
+  }
+
+  /** Takes no more requests; the spawner sees the runs it started to their end, then exits. */
+  async close(): Promise<void> {
+    this.disabled ??= 'closed';
+    const child = this.child;
+    this.child = null;
+    child?.stdin.end();
+    await this.fallback.close?.();
+  }
+
+  private start(): ChildProcessByStdio<Writable, Readable, null> {
+    // Its own session: a signal to the agent's terminal or group does not reach the fetchers' parent.
+    const child = spawn(this.binary, [], { detached: true, stdio: ['pipe', 'pipe', 'inherit'] });
+    // The agent may exit while fetchers run on: the spawner is not its to wait for.
+    child.unref();
+    (child.stdin as Writable & { unref?(): void }).unref?.();
+    (child.stdout as Readable & { unref?(): void }).unref?.();
+    child.stdin.on('error', () => { /* the spawner is gone: 'close' below handles its runs */ });
+    child.stdout.setEncoding('latin1');
+    child.stdout.on('data', (text: string) => this.onAnswers(text));
+    child.once('error', (err) => this.lost(child, `spawner-error: ${err.message}`));
+    child.once('close', (code, signal) => this.lost(child, `spawner-exited: ${signal ?? code}`));
+    this.child = child;
+    return child;
+  }
+
+  private onAnswers(text: string): void {
+    const lines = (this.buffered + text).split('\n');
+    this.buffered = lines.pop() ?? '';
+    for (const line of lines) {
+      const [kind, id, a, b] = line.split(' ');
+      const p = id === undefined ? undefined : this.pending.get(id);
+      if (p === undefined) continue;
+      if (kind === 'S') {
+        p.started = true;
+        p.resolve({ pid: Number(a), startTime: Number(b), exited: p.exitedPromise });
+      } else if (kind === 'E') {
+        this.pending.delete(id);
+        p.exited(decodeExit(Number(a), null));
+      } else if (kind === 'F') {
+        this.pending.delete(id);
+        const errno = Number(a);
+        if (b === 'pidfd-getfd' && NEVER_HERE.has(errno)) this.disable(`pidfd-getfd-refused`, errno);
+        // Nothing was forked: the fallback starts this run.
+        this.fallback.spawn(p.opts).then(p.resolve, p.reject);
+      }
+    }
+  }
+
+  private disable(reason: string, errno: number): void {
+    if (this.disabled !== null) return;
+    this.disabled = reason;
+    this.logger.warn({ reason, errno }, 'the native spawner cannot take the agent\'s descriptors here; fetchers are started by the worker thread from now on');
+    this.child?.stdin.end();
+    this.child = null;
+  }
+
+  /** The spawner died: a run it was starting may or may not have started, so that spawn fails; started runs are followed by their group. */
+  private lost(child: ChildProcessByStdio<Writable, Readable, null>, why: string): void {
+    if (this.child === child) this.child = null;
+    for (const [id, p] of this.pending) {
+      this.pending.delete(id);
+      if (p.started) p.exited(null);
+      else p.reject(new Error(why));
+    }
+  }
+}
+
+function isExecutable(file: string): boolean {
+  try {
+    fs.accessSync(file, fs.constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** u32 LE length, then NUL-terminated: id, lockFd, logFd, statusFile, cwd, argc, argv…, envc, env… */
+export function encodeRequest(id: string, opts: SpawnOptions): Buffer {
+  const env = Object.entries(opts.env).flatMap(([k, v]) => (v === undefined ? [] : [`${k}=${v}`]));
+  const fields = [id, String(opts.lockFd), String(opts.logFd), opts.statusFile, opts.cwd, String(opts.argv.length), ...opts.argv, String(env.length), ...env];
+  for (const f of fields) if (f.includes('\0')) throw new Error('a spawn argument or environment value contains a NUL byte');
+  const body = Buffer.from(fields.join('\0') + '\0', 'utf8');
+  const head = Buffer.alloc(4);
+  head.writeUInt32LE(body.length, 0);
+  return Buffer.concat([head, body]);
+}

@@ -1,0 +1,169 @@
+import { spawn, spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { NativeSpawner, encodeRequest } from '../../agent/runs/nativeSpawner';
+import { processSpawner } from '../../agent/runs/processSpawner';
+import { distFile } from '../../agent/paths';
+import { readProcInfo } from '../../shared/node/procInfo';
+import { memoryLogger } from '../support/memoryLogger';
+import { tryLockSlot } from '../support/tryLockSlot';
+import { waitFor } from '../support/waitFor';
+
+// Issue 10: the native spawner (agent/native/quantilica-spawner.c) keeps the wrapper's guarantees: the
+// slot descriptor the agent holds is the fetcher's fd 3, and the exit status reaches the status file
+// also when the agent is gone. `npm run build` builds it with the station's C compiler (CI has one).
+const BINARY = distFile('quantilica-spawner');
+
+function runFiles(): { dir: string; logFd: number; lockFd: number; lockPath: string; statusFile: string; logPath: string } {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qt-native-'));
+  const logPath = path.join(dir, 'run.log');
+  const lockPath = path.join(dir, 'slot_0.lock');
+  fs.writeFileSync(lockPath, '', { mode: 0o600 });
+  const lock = tryLockSlot(lockPath);
+  assert.ok(lock, 'the test takes the slot as the agent does');
+  return { dir, logPath, lockPath, statusFile: path.join(dir, 'run.exit'), logFd: fs.openSync(logPath, 'a', 0o600), lockFd: lock.fd };
+}
+
+test('the native spawner is built, and a run it starts has the log on stdout and stderr, the very slot lock on fd 3, its own session, and its exit in the status file', { timeout: 30_000 }, async () => {
+  assert.ok(fs.existsSync(BINARY), `${BINARY} was built by npm run build`);
+  const spawner = new NativeSpawner(BINARY, processSpawner, memoryLogger());
+  assert.equal(spawner.fallbackReason, null);
+  const f = runFiles();
+  const gate = path.join(f.dir, 'go');
+  const alive = setInterval(() => {}, 1000);
+  try {
+    const proc = await spawner.spawn({
+      wrapperPath: distFile('runWrapper.sh'), statusFile: f.statusFile, cwd: f.dir, env: { PATH: process.env.PATH, QUANTILICA_RUN_ID: 'native-1' }, logFd: f.logFd, lockFd: f.lockFd,
+      argv: ['sh', '-c', `echo out; echo err >&2; while [ ! -e ${gate} ]; do sleep 0.02; done; [ "$(readlink /proc/self/fd/3)" = "${f.lockPath}" ] && exit 7`],
+    });
+    // The agent's own copy goes once the run has it (as runManager does): the lock must live on in the run.
+    fs.closeSync(f.lockFd);
+    const info = readProcInfo(proc.pid);
+    assert.ok(info, 'the fetcher lives');
+    assert.equal(proc.startTime, info.startTime, 'the start time names the fetcher');
+    assert.equal(info.pgid, proc.pid, 'the fetcher leads its process group (cancel signals it)');
+    assert.equal(info.session, proc.pid, 'and its own session');
+    assert.notEqual(info.ppid, process.pid, 'its parent is the spawner, not the agent');
+    assert.equal(tryLockSlot(f.lockPath), null, 'the slot stays locked by the run after the agent closed its copy');
+    fs.writeFileSync(gate, '');
+    assert.deepEqual(await proc.exited, { exitCode: 7, signal: null });
+    assert.equal(fs.readFileSync(f.logPath, 'utf8').split('\n').filter((l) => l !== '').sort().join(','), 'err,out');
+    assert.equal(spawner.readStatus(f.statusFile).exitCode, 7);
+    assert.equal((fs.statSync(f.statusFile).mode & 0o777).toString(8), '600');
+    const free = await waitFor(() => tryLockSlot(f.lockPath), { what: 'the slot to be free once the run ended' });
+    free.closeOwnCopy();
+  } finally {
+    fs.writeFileSync(gate, '');
+    clearInterval(alive);
+    fs.closeSync(f.logFd);
+    await spawner.close();
+  }
+});
+
+test('a cancel signals the fetcher itself (128+15 as sh reports it), a missing program ends 127 with the reason in the log, and the cgroup join happens before the exec', { timeout: 30_000 }, async () => {
+  const spawner = new NativeSpawner(BINARY, processSpawner, memoryLogger());
+  const f = runFiles();
+  const alive = setInterval(() => {}, 1000);
+  try {
+    const marker = path.join(f.dir, 'started');
+    const proc = await spawner.spawn({ wrapperPath: '', statusFile: f.statusFile, cwd: f.dir, env: { PATH: process.env.PATH, QUANTILICA_RUN_ID: 'native-2' }, logFd: f.logFd, lockFd: f.lockFd, argv: ['sh', '-c', `touch ${marker}; exec sleep 30`] });
+    await waitFor(() => fs.existsSync(marker), { what: 'the fetcher to start' });
+    assert.ok(spawner.signal({ runId: 'native-2', pgid: proc.pid, startTime: proc.startTime }, 'SIGTERM'));
+    assert.deepEqual(await proc.exited, { exitCode: 143, signal: 'SIGTERM' });
+
+    const missing = await spawner.spawn({ wrapperPath: '', statusFile: `${f.statusFile}.2`, cwd: f.dir, env: { PATH: '/nonexistent' }, logFd: f.logFd, lockFd: f.lockFd, argv: ['no-such-fetcher'] });
+    assert.deepEqual(await missing.exited, { exitCode: 127, signal: null });
+    assert.match(fs.readFileSync(f.logPath, 'utf8'), /quantilica: cannot run no-such-fetcher: No such file or directory/);
+
+    // A "cgroup.procs" that cannot be written stands for a cgroup the run cannot join: the fetcher never runs.
+    const ran = path.join(f.dir, 'ran');
+    const refused = await spawner.spawn({ wrapperPath: '', statusFile: `${f.statusFile}.3`, cwd: f.dir, env: { PATH: process.env.PATH, QUANTILICA_CGROUP_PROCS: path.join(f.dir, 'no-dir', 'cgroup.procs') }, logFd: f.logFd, lockFd: f.lockFd, argv: ['touch', ran] });
+    assert.deepEqual(await refused.exited, { exitCode: 125, signal: null });
+    assert.equal(fs.existsSync(ran), false);
+    assert.match(fs.readFileSync(f.logPath, 'utf8'), /could not join the run's cgroup/);
+
+    // A cgroup.procs that takes the pid (a plain file here) is written with the fetcher's own pid, and the variable is not passed on.
+    const procs = path.join(f.dir, 'cgroup.procs');
+    fs.writeFileSync(procs, '');
+    const joined = await spawner.spawn({ wrapperPath: '', statusFile: `${f.statusFile}.4`, cwd: f.dir, env: { PATH: process.env.PATH, QUANTILICA_CGROUP_PROCS: procs }, logFd: f.logFd, lockFd: f.lockFd, argv: ['sh', '-c', '[ -z "${QUANTILICA_CGROUP_PROCS+set}" ] && exit 4'] });
+    assert.deepEqual(await joined.exited, { exitCode: 4, signal: null });
+    assert.equal(fs.readFileSync(procs, 'utf8'), `${joined.pid}\n`);
+  } finally {
+    clearInterval(alive);
+    fs.closeSync(f.logFd);
+    fs.closeSync(f.lockFd);
+    await spawner.close();
+  }
+});
+
+test('the exit status is recorded when the agent that started the run was killed with kill -9', { timeout: 30_000 }, async () => {
+  const f = runFiles();
+  const gate = path.join(f.dir, 'go');
+  // A stand-in agent: a node process that starts one run through the spawner, says its pid, and waits to be killed.
+  const script = `
+    const { NativeSpawner } = require(${JSON.stringify(path.join(__dirname, '..', '..', 'agent', 'runs', 'nativeSpawner.js'))});
+    const { processSpawner } = require(${JSON.stringify(path.join(__dirname, '..', '..', 'agent', 'runs', 'processSpawner.js'))});
+    const fs = require('node:fs');
+    setInterval(() => {}, 1000);
+    const lockFd = fs.openSync(${JSON.stringify(f.lockPath)}, 'r+');
+    require('fs-ext').flockSync(lockFd, 'exnb');
+    const logFd = fs.openSync(${JSON.stringify(f.logPath)}, 'a');
+    const s = new NativeSpawner(${JSON.stringify(BINARY)}, processSpawner, { warn() {}, info() {}, error() {}, debug() {} });
+    s.spawn({ wrapperPath: '', statusFile: ${JSON.stringify(f.statusFile)}, cwd: '/', env: { PATH: process.env.PATH, QUANTILICA_RUN_ID: 'native-3' }, logFd, lockFd,
+      argv: ['sh', '-c', 'while [ ! -e ${gate} ]; do sleep 0.02; done; exit 9'] })
+      .then((p) => { fs.closeSync(lockFd); process.stdout.write(p.pid + '\\n'); });`;
+  // The test's own lock copy goes first: the stand-in agent takes the slot.
+  fs.closeSync(f.lockFd);
+  const alive = setInterval(() => {}, 1000);
+  const agent = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'], cwd: path.join(__dirname, '..', '..', '..') });
+  try {
+    const pid = Number(await new Promise<string>((resolve) => agent.stdout.once('data', (d: Buffer) => resolve(d.toString()))));
+    assert.ok(pid > 0);
+    // The fetcher's parent is its waiter, whose parent is the spawner.
+    const waiterPid = readProcInfo(pid)?.ppid ?? 0;
+    const spawnerPid = readProcInfo(waiterPid)?.ppid ?? 0;
+    assert.equal(readProcInfo(spawnerPid)?.ppid, agent.pid, 'the spawner is the agent\'s child');
+    agent.kill('SIGKILL');
+    await new Promise((resolve) => agent.once('exit', resolve));
+    assert.equal(tryLockSlot(f.lockPath), null, 'the run holds the slot after its agent died');
+    assert.equal(fs.existsSync(f.statusFile), false);
+    fs.writeFileSync(gate, '');
+    await waitFor(() => fs.existsSync(f.statusFile) && fs.readFileSync(f.statusFile, 'utf8') === '9\n', { what: 'the orphaned spawner to record the exit status' });
+    // And the spawner, its last child reaped and its agent gone, exits: nothing of it is left.
+    await waitFor(() => { const info = readProcInfo(spawnerPid); return info === null || info.state === 'Z'; }, { what: 'the spawner to exit' });
+  } finally {
+    fs.writeFileSync(gate, '');
+    clearInterval(alive);
+    agent.kill('SIGKILL');
+    fs.closeSync(f.logFd);
+  }
+});
+
+test('the spawner answers a malformed request with F and a token, takes nothing after bad framing, and a missing binary sends every spawn to the fallback', { timeout: 30_000 }, async () => {
+  const child = spawnSync(BINARY, [], {
+    input: Buffer.concat([
+      (() => { const body = Buffer.from('req-1\0not-a-number\0'); const h = Buffer.alloc(4); h.writeUInt32LE(body.length); return Buffer.concat([h, body]); })(),
+      Buffer.from([0xff, 0xff, 0xff, 0xff]),
+      encodeRequest('never', { wrapperPath: '', statusFile: '/nonexistent/x', cwd: '/', env: {}, argv: ['true'], logFd: 1, lockFd: 1 }),
+    ]),
+  });
+  assert.equal(child.status, 0);
+  assert.equal(child.stdout.toString(), 'F req-1 22 malformed-request\n');
+
+  const f = runFiles();
+  const alive = setInterval(() => {}, 1000);
+  try {
+    const spawner = new NativeSpawner(path.join(f.dir, 'not-built'), processSpawner, memoryLogger());
+    assert.equal(spawner.fallbackReason, 'not-built');
+    const proc = await spawner.spawn({ wrapperPath: distFile('runWrapper.sh'), statusFile: f.statusFile, cwd: f.dir, env: { PATH: process.env.PATH }, logFd: f.logFd, lockFd: f.lockFd, argv: ['sh', '-c', 'exit 5'] });
+    assert.deepEqual(await proc.exited, { exitCode: 5, signal: null });
+    assert.equal(fs.readFileSync(f.statusFile, 'utf8'), '5\n', 'runWrapper.sh recorded it');
+  } finally {
+    clearInterval(alive);
+    fs.closeSync(f.logFd);
+    fs.closeSync(f.lockFd);
+  }
+});
