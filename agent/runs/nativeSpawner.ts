@@ -50,7 +50,10 @@ export class NativeSpawner implements RunSpawner {
     this.findGroup = (...a) => fallback.findGroup(...a);
     this.ownerAlive = (...a) => fallback.ownerAlive(...a);
     this.readStatus = (...a) => fallback.readStatus(...a);
-    if (!isExecutable(binary)) this.disabled = 'not-built';
+    if (!isExecutable(binary)) {
+      this.disabled = 'not-built';
+      logger.warn({ binary }, 'the native spawner was not built (no C compiler at npm run build): fetchers are started by the worker thread under runWrapper.sh');
+    }
   }
 
   /** Why spawns go to the fallback (a token), or null while the native spawner is used. */
@@ -95,8 +98,13 @@ export class NativeSpawner implements RunSpawner {
     child.stdin.on('error', () => { /* the spawner is gone: 'close' below handles its runs */ });
     child.stdout.setEncoding('latin1');
     child.stdout.on('data', (text: string) => this.onAnswers(text));
-    child.once('error', (err) => this.lost(child, `spawner-error: ${err.message}`));
-    child.once('close', (code, signal) => this.lost(child, `spawner-exited: ${signal ?? code}`));
+    // It could not be started, or it stopped before reading any request (exit 69: no pidfd of its
+    // parent, an old kernel; 70: no signalfd): nothing was forked, so the fallback starts the runs.
+    child.once('error', (err) => this.unusable(child, 'spawner-not-started', err.message));
+    child.once('close', (code, signal) => {
+      if (code === 69 || code === 70) this.unusable(child, 'spawner-refused', `exit ${code}`);
+      else this.lost(child, `spawner-exited: ${signal ?? code}`);
+    });
     this.child = child;
     return child;
   }
@@ -121,6 +129,18 @@ export class NativeSpawner implements RunSpawner {
         // Nothing was forked: the fallback starts this run.
         this.fallback.spawn(p.opts).then(p.resolve, p.reject);
       }
+    }
+  }
+
+  private unusable(child: ChildProcessByStdio<Writable, Readable, null>, reason: string, detail: string): void {
+    if (this.child === child) this.child = null;
+    if (this.disabled === null) {
+      this.disabled = reason;
+      this.logger.warn({ reason, detail }, 'the native spawner cannot run here; fetchers are started by the worker thread from now on');
+    }
+    for (const [id, p] of this.pending) {
+      this.pending.delete(id);
+      this.fallback.spawn(p.opts).then(p.resolve, p.reject);
     }
   }
 

@@ -142,7 +142,7 @@ test('the exit status is recorded when the agent that started the run was killed
   }
 });
 
-test('the spawner answers a malformed request with F and a token, takes nothing after bad framing, and a missing binary sends every spawn to the fallback', { timeout: 30_000 }, async () => {
+test('the spawner answers a malformed request with F and a token, takes nothing after bad framing; a missing binary, or a spawner that stops at once, sends every spawn to the fallback', { timeout: 30_000 }, async () => {
   const child = spawnSync(BINARY, [], {
     input: Buffer.concat([
       (() => { const body = Buffer.from('req-1\0not-a-number\0'); const h = Buffer.alloc(4); h.writeUInt32LE(body.length); return Buffer.concat([h, body]); })(),
@@ -161,6 +161,17 @@ test('the spawner answers a malformed request with F and a token, takes nothing 
     const proc = await spawner.spawn({ wrapperPath: distFile('runWrapper.sh'), statusFile: f.statusFile, cwd: f.dir, env: { PATH: process.env.PATH }, logFd: f.logFd, lockFd: f.lockFd, argv: ['sh', '-c', 'exit 5'] });
     assert.deepEqual(await proc.exited, { exitCode: 5, signal: null });
     assert.equal(fs.readFileSync(f.statusFile, 'utf8'), '5\n', 'runWrapper.sh recorded it');
+
+    // A spawner that stops before reading any request (69: the kernel gave it no pidfd of its parent):
+    // the run it was asked for, and every later one, goes to the fallback.
+    const refusing = path.join(f.dir, 'refusing-spawner');
+    fs.writeFileSync(refusing, '#!/bin/sh\nexit 69\n', { mode: 0o700 });
+    const logger = memoryLogger();
+    const refused = new NativeSpawner(refusing, processSpawner, logger);
+    const viaFallback = await refused.spawn({ wrapperPath: distFile('runWrapper.sh'), statusFile: `${f.statusFile}.2`, cwd: f.dir, env: { PATH: process.env.PATH }, logFd: f.logFd, lockFd: f.lockFd, argv: ['sh', '-c', 'exit 6'] });
+    assert.deepEqual(await viaFallback.exited, { exitCode: 6, signal: null });
+    assert.equal(refused.fallbackReason, 'spawner-refused');
+    assert.equal(logger.records.filter((r) => /cannot run here/.test(r.msg ?? '')).length, 1, 'the agent says why, once');
   } finally {
     clearInterval(alive);
     fs.closeSync(f.logFd);
