@@ -14,6 +14,10 @@ export function describeWait(wait: WaitReason | null): string {
       return `disk: ${gb(wait.freeGb)} free, ${gb(wait.reservedGb)} reserved by running fetchers, pauses at ${wait.pauseGb} GB`;
     case 'hibernating':
       return `hibernating until ${new Date(wait.until).toLocaleTimeString()}`;
+    case 'retry':
+      return `try ${wait.attempt} at ${new Date(wait.until).toLocaleTimeString()}`;
+    case 'slot-backend':
+      return wait.cause === 'connection-cap' ? 'slot database at its connection cap' : 'slot database unreachable';
   }
 }
 

@@ -39,6 +39,11 @@ export const RUN_REASONS = [
   'unknown-sync', 'no-repositories', 'sync-completed', 'sync-failed', 'sync-cancelled',
   // Issue 14, the postgres slot backend: its database cannot be reached; a run's slot session was lost.
   'slot-backend-unavailable', 'slot-session-lost',
+  // Run policies: a try failed and the next one waits its backoff; the run passed its deadline; its log
+  // stopped growing for its stall limit (and the policy cancels it).
+  'retry-backoff', 'timeout', 'stalled',
+  // A GitHub sync whose token the API refused (401).
+  'unauthorized',
 ] as const;
 export type RunReason = (typeof RUN_REASONS)[number];
 
@@ -47,7 +52,11 @@ export type WaitReason =
   | { kind: 'pool'; position: number }
   | { kind: 'disk'; state: DiskGateState; freeGb: number | null; resumeGb: number }
   | { kind: 'admission'; freeGb: number; reservedGb: number; pauseGb: number }
-  | { kind: 'hibernating'; until: string };
+  | { kind: 'hibernating'; until: string }
+  /** Between two tries of a run under a retry policy: the next try (`attempt`, 1-based) at `until`. */
+  | { kind: 'retry'; until: string; attempt: number }
+  /** The postgres slot backend cannot take a slot now: its database is down, or at its connection cap. */
+  | { kind: 'slot-backend'; cause: 'unreachable' | 'connection-cap' };
 
 export interface RunInfo {
   runId: string;
@@ -77,6 +86,17 @@ export interface RunInfo {
   /** The run's own ceiling (the catalog's memoryMb) or else its pool's; null when none is enforced. */
   memoryLimitMb?: number | null;
   memorySource?: MemorySource;
+  /** The try this is (1-based) and how many the run's retry policy allows (1 without a policy). */
+  attempt?: number;
+  attempts?: number;
+  /** When the run's timeout ends it (its deadline), while it runs under one. */
+  deadline?: string | null;
+  /** When the run's log last grew (the stall watchdog's clock), while it runs. */
+  logGrewAt?: string | null;
+  /** Since when the run is stalled (its log has not grown for its stallSeconds), or null. */
+  stalledSince?: string | null;
+  /** OOM kills the run's cgroup counted (a child killed at the ceiling), also when the run exited 0. */
+  oomKills?: number | null;
 }
 
 // memory ceilings (issue 12)
@@ -170,6 +190,34 @@ export interface ScheduleEntry {
   nextDue: string | null;
   paused: boolean;
   lastRunAt: string | null;
+  /** The dead man's switch: minutes after a due time within which a run must complete (null: none). */
+  lateAfterMinutes?: number | null;
+  /** Since when the entry is late (a due time passed without a completed run in time), or null. */
+  lateSince?: string | null;
+  /** The last completed run of the entry, if any. */
+  lastSuccessAt?: string | null;
+}
+
+/**
+ * What an operator is told outside VS Code: the event hook (QUANTILICA_ON_EVENT), `quantilica events`
+ * and the metrics. Tokens, never prose.
+ */
+export const OPERATOR_EVENTS = [
+  'failed', 'retrying', 'timeout', 'stalled', 'late', 'recovered',
+  'disk-paused', 'disk-resumed', 'sync-hibernated', 'sync-not-reached',
+] as const;
+export type OperatorEventName = (typeof OPERATOR_EVENTS)[number];
+
+export interface OperatorEvent {
+  event: OperatorEventName;
+  at: string;
+  runId: string | null;
+  fetcher: string | null;
+  pool: string | null;
+  exitCode: number | null;
+  reason: string | null;
+  attempt: number | null;
+  logPath: string | null;
 }
 
 export interface ScheduleStatus {

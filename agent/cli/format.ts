@@ -76,6 +76,8 @@ function waitText(r: RunInfo): string | null {
     case 'disk': return `disk ${w.state}: ${w.freeGb ?? '?'} GB free, resumes at ${w.resumeGb} GB`;
     case 'admission': return `admission: ${w.freeGb} GB free, ${w.reservedGb} GB reserved`;
     case 'hibernating': return `hibernating until ${w.until}`;
+    case 'retry': return `try ${w.attempt} at ${w.until}`;
+    case 'slot-backend': return w.cause === 'connection-cap' ? 'slot database at its connection cap' : 'slot database unreachable';
   }
 }
 
