@@ -5,6 +5,8 @@
  */
 export const ExitCode = {
   ok: 0,
+  /** `service status`: the unit is not active (as `systemctl is-active` exits). */
+  serviceNotActive: 3,
   usage: 64,
   unknownName: 65,
   agentUnavailable: 69,

@@ -3,8 +3,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { POOL_NAMES, type PoolName } from '../../shared/protocol';
 import { ConfigError } from './configError';
-import { redactCredentials } from './redact';
-import { SETTINGS, type SettingName } from './settings';
+import { redactSecretValue } from './redact';
+import { SETTINGS, type Setting, type SettingName } from './settings';
 
 export interface PoolConfig {
   slots: number;
@@ -78,7 +78,7 @@ export function loadConfig(env: Env = process.env): Config {
     const text = raw(setting.name);
     const parsed = setting.parse(text === undefined || text === '' ? setting.default : text, home);
     if (parsed.ok) values.set(setting.name, parsed.value);
-    else problems.push(`${setting.name}=${JSON.stringify('secret' in setting ? redactCredentials(text ?? '') : text)}: ${parsed.error}`);
+    else problems.push(`${setting.name}=${JSON.stringify('secret' in setting ? redactSecretValue(text ?? '') : text)}: ${parsed.error}`);
   }
   if (problems.length > 0) throw new ConfigError(problems);
 
@@ -171,11 +171,14 @@ function readConfigFile(file: string, explicit: boolean): FileValues {
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
     return { values: {}, problems: [`config file ${file}: must be a JSON object of setting names to values`], used: false };
   }
-  const known = new Set<string>(SETTINGS.map((s) => s.name));
+  const envOnly = new Set<string>(SETTINGS.filter((s: Setting) => s.envOnly === true).map((s) => s.name));
+  const known = new Set<string>(SETTINGS.map((s) => s.name).filter((name) => !envOnly.has(name)));
   const values: Partial<Record<SettingName, string>> = {};
   const problems: string[] = [];
   for (const [key, value] of Object.entries(parsed)) {
-    if (!known.has(key)) {
+    if (envOnly.has(key)) {
+      problems.push(`config file ${file}: ${key} is read from the environment only (set it there, e.g. in the service's agent.env)`);
+    } else if (!known.has(key)) {
       problems.push(`config file ${file}: unknown setting ${JSON.stringify(key)} (known: ${[...known].join(', ')})`);
     } else if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') {
       values[key] = String(value);

@@ -1,4 +1,5 @@
 import * as path from 'node:path';
+import { hasControlCharacter } from './hasControlCharacter';
 
 export type Parsed = { ok: true; value: unknown } | { ok: false; error: string };
 
@@ -7,8 +8,12 @@ export interface Setting {
   default: string;
   description: string;
   parse(text: string, home: string): Parsed;
-  /** The value may carry a password: messages show it with its credentials redacted. */
+  /** The value is a secret (a password, a token): messages redact it, fetchers get it only through
+   * `passEnv`, `service install` writes it only with `--with-secrets`. */
   secret?: boolean;
+  /** Read from the environment alone, by the part that uses it (the GitHub client, pg): a config file
+   * that names it is refused rather than silently ignored. */
+  envOnly?: boolean;
 }
 
 const bool = (text: string): Parsed => {
@@ -63,6 +68,10 @@ const optionalUrl = (text: string): Parsed => {
   if (url.hostname === '' && !url.searchParams.has('host')) return { ok: false, error: `${allowed}; the host is missing` };
   return { ok: true, value: text };
 };
+
+// A token or password taken as it is; only a control character (a pasted newline) is refused.
+const optionalSecret = (text: string): Parsed =>
+  (hasControlCharacter(text) ? { ok: false, error: 'allowed: text without control characters (a newline, a tab)' } : { ok: true, value: text === '' ? null : text });
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 const optionalLevel = (text: string): Parsed => {
@@ -155,7 +164,13 @@ export const SETTINGS = [
   { name: 'QUANTILICA_LOG_LEVEL', default: '', description: "the log level (default info for the agent, warn for the CLI)", parse: optionalLevel },
   { name: 'QUANTILICA_LOG_FORMAT', default: 'auto', description: 'the log of the agent and the CLI: json lines, or human lines; auto is human on a terminal', parse: logFormat },
   { name: 'QUANTILICA_AGENT_LOG_CAP_MB', default: '10', description: "cap of the agent's own log when its stderr is a file (rotated to <file>.1)", parse: number(0.01, 100000, false) },
+  { name: 'GITHUB_TOKEN', default: '', description: "the GitHub sync's token (read from the environment)", parse: optionalSecret, secret: true, envOnly: true },
+  { name: 'PGPASSWORD', default: '', description: 'the password pg uses when a database URL has none (read from the environment by pg)', parse: optionalSecret, secret: true, envOnly: true },
+  { name: 'QUANTILICA_TEST_DATABASE_URL', default: '', description: "the test suite's PostgreSQL (test/support/postgres.ts); the agent never uses it, and never hands it on", parse: optionalSecret, secret: true, envOnly: true },
   { name: 'QUANTILICA_CONNECTION_FILE', default: '', description: 'port and token of the running agent (default QUANTILICA_HOME/agent.json)', parse: optionalDir },
 ] as const satisfies readonly Setting[];
 
 export type SettingName = (typeof SETTINGS)[number]['name'];
+
+/** The names of the settings marked secret: the one list every part that withholds secrets uses. */
+export const SECRET_SETTINGS: readonly SettingName[] = SETTINGS.filter((s: Setting) => s.secret === true).map((s) => s.name);

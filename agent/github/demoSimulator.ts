@@ -35,7 +35,8 @@ export class DemoSimulator {
 
   private spawn(): Promise<string> {
     return new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, [distFile('githubSimulator.js'), ...DEMO_SIMULATOR_ARGS], { stdio: ['pipe', 'pipe', 'inherit'] });
+      // No environment: the simulator needs none, and the agent's holds its secrets.
+      const child = spawn(process.execPath, [distFile('githubSimulator.js'), ...DEMO_SIMULATOR_ARGS], { stdio: ['pipe', 'pipe', 'inherit'], env: {} });
       this.child = child;
       const lines = readline.createInterface({ input: child.stdout });
       child.once('error', reject);

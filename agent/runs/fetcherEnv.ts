@@ -1,5 +1,8 @@
-/** The agent's own secrets: a fetcher gets one only if its catalog entry names it in `passEnv`. */
-export const AGENT_SECRETS = ['QUANTILICA_DATABASE_URL', 'QUANTILICA_TEST_DATABASE_URL', 'GITHUB_TOKEN', 'PGPASSWORD'] as const;
+import { SECRET_SETTINGS } from '../config/settings';
+
+/** The agent's own secrets, as the settings table marks them: a fetcher gets one only if its catalog
+ * entry names it in `passEnv`. */
+export const AGENT_SECRETS: readonly string[] = SECRET_SETTINGS;
 
 export interface FetcherEnvInput {
   /** The agent's environment. */

@@ -90,7 +90,9 @@ export class NativeSpawner implements RunSpawner {
 
   private start(): ChildProcessByStdio<Writable, Readable, null> {
     // Its own session: a signal to the agent's terminal or group does not reach the fetchers' parent.
-    const child = spawn(this.binary, [], { detached: true, stdio: ['pipe', 'pipe', 'inherit'] });
+    // An empty environment: each run's waiter is a fork of the spawner, and a fetcher can read its
+    // parent's /proc/PID/environ; every variable a run needs comes with its request.
+    const child = spawn(this.binary, [], { detached: true, stdio: ['pipe', 'pipe', 'inherit'], env: {} });
     // The agent may exit while fetchers run on: the spawner is not its to wait for.
     child.unref();
     (child.stdin as Writable & { unref?(): void }).unref?.();

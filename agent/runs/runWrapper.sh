@@ -1,9 +1,11 @@
-#!/bin/sh
+#!/bin/bash -p
 # The parent of every fetcher the agent starts: usage runWrapper.sh STATUS_FILE PROGRAM [ARGS...]
 #
 # Why it exists: the agent may die or restart while a fetcher runs, and only a process's parent can
 # learn its exit status. The status is written to STATUS_FILE, where the next agent finds it. It is a
-# POSIX sh script, not node, because it runs once per fetcher and must cost next to nothing.
+# shell script, not node, because it runs once per fetcher and must cost next to nothing. bash, not
+# sh: dash cannot close a descriptor above 9 (below). -p: no BASH_ENV, no functions or shell options
+# from the environment, which is the fetcher's.
 #
 # Two shells, so the status survives this wrapper being killed: this outer shell (the process group
 # leader, the pid the agent records) waits for an inner subshell, and the subshell is the fetcher's
@@ -15,6 +17,16 @@
 # inherits it, so the slot stays taken exactly while the run's processes live.
 status_file=$1
 shift
+# Only 0-3 are the run's (the log twice, the slot): a descriptor the agent itself inherited without
+# close-on-exec (from a shell, a cron daemon, a test) would reach the fetcher, as the native spawner's
+# close_range(4, ~0) prevents. bash's own copy of this script (close-on-exec, at a high number) stays.
+for fd in /proc/$$/fd/*; do
+  n=${fd##*/}
+  if [ "$n" -gt 3 ] && ! [ "$fd" -ef "$0" ]; then
+    eval "exec $n>&-"
+  fi
+done
+unset fd n
 # memory ceilings (issue 12): first thing, before anything of the fetcher runs, this process joins the
 # run's cgroup(s) (QUANTILICA_CGROUP_PROCS, paths joined by ':'); every process it starts is born
 # inside, so a ceiling holds for the whole run and cancel can reach processes that leave the group.

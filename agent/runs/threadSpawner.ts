@@ -69,7 +69,8 @@ export class ThreadSpawner implements RunSpawner {
   }
 
   private startWorker(): Worker {
-    const worker = new Worker(WORKER_JS);
+    // Each run's environment comes with its request; the thread needs none of the agent's (secrets included).
+    const worker = new Worker(WORKER_JS, { env: {} });
     // The agent may exit while fetchers run on: they are not its to wait for, nor is this thread.
     worker.unref();
     worker.on('message', (reply: SpawnReply) => {
