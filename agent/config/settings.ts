@@ -54,6 +54,12 @@ const optionalUrl = (text: string): Parsed => {
   if (text === '') return { ok: true, value: null };
   const allowed = 'allowed: a postgres:// or postgresql:// URL with a host (postgres://HOST:5432/DB, credentials as USER:PASSWORD@ before the host), special characters percent-encoded';
   if (!/^postgres(ql)?:\/\//.test(text)) return { ok: false, error: allowed };
+  // An @ after a /, ? or # means a password with those characters unencoded: the URL would name
+  // another host (part of the password), so it is refused rather than connected to.
+  const authorityEnd = text.slice(text.indexOf('//') + 2).search(/[/?#]/);
+  if (authorityEnd >= 0 && text.lastIndexOf('@') > text.indexOf('//') + 2 + authorityEnd) {
+    return { ok: false, error: `${allowed}; a / ? # or @ in the password must be percent-encoded (%2F %3F %23 %40)` };
+  }
   let url: URL;
   try {
     url = new URL(text);
