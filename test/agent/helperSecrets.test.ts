@@ -74,7 +74,7 @@ for (const spawner of ['native', 'thread'] as const) {
       assert.equal(r.code, 0, r.stderr);
       const logs = fs.readdirSync(path.join(s.dataDir, 'logs')).filter((f) => f.startsWith('probe-'));
       assert.equal(logs.length, 1);
-      log = fs.readFileSync(path.join(s.dataDir, 'logs', logs[0]!), 'utf8');
+      log = fs.readFileSync(path.join(s.dataDir, 'logs', logs[0]), 'utf8');
       // The spawner lives on with the agent: its own environment is checked too.
       if (spawner === 'native') {
         const helper = fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p)).find((p) => {

@@ -14,7 +14,7 @@ import { fetcherEnv } from '../../agent/runs/fetcherEnv';
 test('the secrets are the settings marked secret, the slot database URL among them', () => {
   const marked = SETTINGS.filter((s) => 'secret' in s && s.secret).map((s) => s.name);
   assert.deepEqual([...SECRET_SETTINGS], marked);
-  for (const name of ['QUANTILICA_DATABASE_URL', 'QUANTILICA_SLOT_DATABASE_URL', 'GITHUB_TOKEN', 'PGPASSWORD']) assert.ok(SECRET_SETTINGS.includes(name as never), `${name} is marked secret`);
+  for (const name of ['QUANTILICA_DATABASE_URL', 'QUANTILICA_SLOT_DATABASE_URL', 'GITHUB_TOKEN', 'PGPASSWORD']) assert.ok(SECRET_SETTINGS.includes(name), `${name} is marked secret`);
 });
 
 test('a fetcher gets no setting marked secret unless passEnv names it, and keeps everything else', () => {
