@@ -10,8 +10,9 @@ import { heldSlots, readPool } from './pgSlotSql';
 // descriptor can, and a lock held by the agent's connection would die with the agent (kill -9) while
 // its fetchers still run. So each held slot has this small keeper, started detached (its own session,
 // so a signal to the agent's group does not reach it) with:
-//   argv   POOL STATION            env QUANTILICA_SLOT_KEEPER_URL (never on the command line)
-//   fd 0   lines from the agent: {"take":RUN_ID} once (the agent may start a keeper ahead of need, so
+//   argv   POOL STATION            no environment: the slot database's URL (a secret) comes as the
+//          first line on fd 0, never on the command line or in /proc/PID/environ
+//   fd 0   lines from the agent: {"url":URL} first, then {"take":RUN_ID} once (the agent may start a keeper ahead of need, so
 //          its start-up and connection are not on a waiting run's path), then
 //          {"record":{pid,fetcher,runId,since}} once the fetcher is spawned
 //   fd 1   lines to the agent: {"acquired":N} | {"busy":true} | {"error":"…"} | {"lost":"…"}
@@ -24,7 +25,6 @@ import { heldSlots, readPool } from './pgSlotSql';
 // station may take it: the keeper SIGKILLs the run's process group at once, so no slot is ever
 // counted free while its fetcher lives (beyond the moment it takes the keeper to notice).
 
-const url = process.env.QUANTILICA_SLOT_KEEPER_URL ?? '';
 const [pool, station] = process.argv.slice(2);
 let runId = '';
 
@@ -49,37 +49,33 @@ function killRun(): void {
 }
 
 async function main(): Promise<void> {
-  if (!pool || !station || url === '') {
-    say({ error: 'usage: pgSlotKeeper POOL STATION with QUANTILICA_SLOT_KEEPER_URL set' });
+  if (!pool || !station) {
+    say({ error: 'usage: pgSlotKeeper POOL STATION, with {"url":URL} as the first line on stdin' });
     process.exit(64);
   }
   const lifeline = new net.Socket({ fd: 3, readable: true, writable: false });
-  const client = new pg.Client({ connectionString: url, application_name: `quantilica-slot ${station} ${pool}`, keepAlive: true, connectionTimeoutMillis: 10_000 });
-  const onLost = (why: string) => {
-    if (lost || ending) return;
-    lost = true;
-    killRun();
-    say({ lost: why });
-  };
-  client.on('error', (err) => onLost((err as { code?: string }).code ?? 'connection-error'));
-  client.on('end', () => onLost('connection-ended'));
-  const finish = async (code: number) => {
-    if (ending) return;
-    ending = true;
-    await client.end().catch(() => {});
-    process.exit(code);
-  };
-  lifeline.on('data', () => {});
-  lifeline.on('error', () => { void finish(0); });
-  lifeline.on('close', () => { void finish(0); });
+  // The session, once open: a record line arriving later goes to it.
+  const current: { client?: pg.Client } = {};
+  let urlFor: (url: string) => void = () => {};
+  const gotUrl = new Promise<string>((resolve) => { urlFor = resolve; });
+  let url = '';
+  const lines = readline.createInterface({ input: process.stdin });
+  // The agent writes the URL at once; a stdin that ends first leaves nothing to connect to.
+  lines.once('close', () => { if (url === '') { say({ error: 'stdin ended before the slot database URL' }); process.exit(64); } });
   let takeFor: (id: string) => void = () => {};
   const taken = new Promise<string>((resolve) => { takeFor = resolve; });
-  readline.createInterface({ input: process.stdin }).on('line', (line) => {
+  lines.on('line', (line) => {
     let record: { pid?: unknown; fetcher?: unknown; runId?: unknown; since?: unknown } | undefined;
     let take: unknown;
+    let given: unknown;
     try {
-      ({ record, take } = JSON.parse(line) as { record?: typeof record; take?: unknown });
+      ({ record, take, url: given } = JSON.parse(line) as { record?: typeof record; take?: unknown; url?: unknown });
     } catch {
+      return;
+    }
+    if (typeof given === 'string' && given !== '' && url === '') {
+      url = given;
+      urlFor(given);
       return;
     }
     if (typeof take === 'string' && take !== '' && runId === '') {
@@ -95,14 +91,34 @@ async function main(): Promise<void> {
       killRun();
       return;
     }
-    client.query('UPDATE core.slot_holder SET pid = $3, fetcher = $4, since = coalesce($5::timestamptz, since) WHERE pool = $1 AND slot = $2 AND backend_pid = pg_catalog.pg_backend_pid()',
-      [pool, slotTaken, pid, typeof record.fetcher === 'string' ? record.fetcher : null, typeof record.since === 'string' ? record.since : null]).catch(() => {});
+    current.client?.query('UPDATE core.slot_holder SET pid = $3, fetcher = $4, since = coalesce($5::timestamptz, since) WHERE pool = $1 AND slot = $2 AND backend_pid = pg_catalog.pg_backend_pid()',
+      [pool, slotTaken, pid, typeof record.fetcher === 'string' ? record.fetcher : null, typeof record.since === 'string' ? record.since : null])?.catch(() => {});
   });
 
-  await client.connect();
-  await client.query('SET search_path = pg_catalog, pg_temp');
+  // Every line is heard from the start (the URL and the take may come in one chunk); the session opens once the URL is here.
+  const session = new pg.Client({ connectionString: await gotUrl, application_name: `quantilica-slot ${station} ${pool}`, keepAlive: true, connectionTimeoutMillis: 10_000 });
+  current.client = session;
+  const onLost = (why: string) => {
+    if (lost || ending) return;
+    lost = true;
+    killRun();
+    say({ lost: why });
+  };
+  session.on('error', (err) => onLost((err as { code?: string }).code ?? 'connection-error'));
+  session.on('end', () => onLost('connection-ended'));
+  const finish = async (code: number) => {
+    if (ending) return;
+    ending = true;
+    await session.end().catch(() => {});
+    process.exit(code);
+  };
+  lifeline.on('data', () => {});
+  lifeline.on('error', () => { void finish(0); });
+  lifeline.on('close', () => { void finish(0); });
+  await session.connect();
+  await session.query('SET search_path = pg_catalog, pg_temp');
   await taken;
-  const slot = await take(client);
+  const slot = await take(session);
   if (slot === null) {
     say({ busy: true });
     await finish(0);

@@ -304,11 +304,14 @@ export class PgSlotPool implements PoolBackend {
       // Its own session: a Ctrl-C or a signal to the agent's group must not end the slot of a running fetcher.
       detached: true,
       stdio: ['pipe', 'pipe', 'ignore', 'pipe'],
-      env: { PATH: process.env.PATH, QUANTILICA_SLOT_KEEPER_URL: backend.url },
+      // No environment: a fetcher can read any /proc/PID/environ of this account; the URL (a secret)
+      // goes as the first line of the keeper's stdin (agent/slots/pgSlotKeeper.ts).
+      env: {},
     });
     const lifeline = child.stdio[3] as net.Socket;
     lifeline.pause();
     child.stdin?.on('error', () => {});
+    child.stdin?.write(`${JSON.stringify({ url: backend.url })}\n`);
     const handle: KeeperHandle = { child, lifeline, onMessage: () => {}, onExit: () => {}, onError: () => {}, retire: () => {} };
     child.on('error', (err) => handle.onError(err));
     child.on('exit', () => handle.onExit());

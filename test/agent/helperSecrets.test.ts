@@ -9,12 +9,16 @@ import * as path from 'node:path';
 import * as readline from 'node:readline';
 import { after, test } from 'node:test';
 import { DemoSimulator } from '../../agent/github/demoSimulator';
-import { AGENT_JS, makeTestEnv, runCli, type TestEnv } from '../support/harness';
+import { connectAgent } from '../../agent/client/agentClient';
+import { AGENT_JS, FIXTURES, makeTestEnv, runCli, startAgent, testConfig, type TestEnv } from '../support/harness';
 import { memoryLogger } from '../support/memoryLogger';
+import { pgStation } from '../support/pgStations';
+import { startTestPostgres } from '../support/postgres';
 import { waitFor } from '../support/waitFor';
 
+// The pid makes them this test's own: copies of the suite may run at once on one machine.
 const SECRETS = {
-  GITHUB_TOKEN: 'ghp_helpersecret1',
+  GITHUB_TOKEN: `ghp_helpersecret1_${process.pid}`,
   QUANTILICA_DATABASE_URL: 'postgres://quant:dbsecret2@127.0.0.1:1/telemetry',
   QUANTILICA_SLOT_DATABASE_URL: 'postgres://quant:slotsecret3@127.0.0.1:1/slots',
   PGPASSWORD: 'pgsecret4',
@@ -112,5 +116,44 @@ test('the demo GitHub simulator starts with an empty environment', { timeout: 60
   } finally {
     await sim.stop();
     for (const name of Object.keys(SECRETS)) if (!(name in saved)) delete process.env[name];
+  }
+});
+
+/** Every process whose environment holds `needle`, other than those `allowed` says are the agent's own. */
+function holdersOf(needle: string, allowed: (pid: number) => boolean): string[] {
+  const found: string[] = [];
+  for (const p of fs.readdirSync('/proc').filter((e) => /^\d+$/.test(e))) {
+    try {
+      if (fs.readFileSync(`/proc/${p}/environ`, 'utf8').includes(needle) && !allowed(Number(p))) found.push(`${p} ${fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').replace(/\0/g, ' ')}`);
+    } catch { /* gone, or not ours to read */ }
+  }
+  return found;
+}
+
+test('postgres slot backend: the keepers get the slot database URL on a pipe, and no process but the agent carries it in its environment', { timeout: 120_000 }, async () => {
+  const db = await startTestPostgres();
+  const s = pgStation(db.url, 'station-secrets', [{ name: 'until-file', pool: 'heavy-io', argv: [path.join(FIXTURES, 'exitWhenFileExists.sh')] }], { GITHUB_TOKEN: SECRETS.GITHUB_TOKEN });
+  stations.push(s);
+  const agent = await startAgent(s);
+  const client = await connectAgent(testConfig(s).connectionFile, { client: 'helper-secrets' });
+  const release = path.join(s.root, 'release');
+  try {
+    const run = await client.run('until-file', [release, '0']);
+    await waitFor(async () => (await client.listRuns(10)).find((r) => r.runId === run.runId && r.status === 'running'), { what: 'the run to start', timeoutMs: 60_000 });
+    const keepers = fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
+      try { return fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('pgSlotKeeper.js') && fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('station-secrets'); } catch { return false; }
+    });
+    assert.ok(keepers.length >= 1, 'the run\'s slot is held by a keeper');
+    for (const k of keepers) assert.equal(fs.readFileSync(`/proc/${k}/environ`, 'utf8'), '', `keeper ${k} starts with an empty environment`);
+    // The agent itself holds its settings; nothing it started does (the fetcher, its parent, the keepers, the spawner).
+    const agentPid = agent.child.pid!;
+    for (const needle of [db.url, SECRETS.GITHUB_TOKEN]) assert.deepEqual(holdersOf(needle, (pid) => pid === agentPid), [], `no helper holds ${needle === db.url ? 'the slot URL' : 'the token'}`);
+    fs.writeFileSync(release, '');
+    assert.equal((await client.waitRun(run.runId)).status, 'completed');
+  } finally {
+    fs.writeFileSync(release, '');
+    await client.close();
+    await stopAgent(agent.child);
+    await db.stop();
   }
 });
