@@ -110,7 +110,7 @@ export class Orchestrator implements AgentControl {
     // memory ceilings (issue 12): pools' cgroups made, and those an earlier agent left taken over or removed,
     // before the run manager adopts that agent's runs.
     this.memory = new MemoryCeilings({
-      pools: this.poolCeilings(), reserveMb: config.memory.reserveMb, cgroupName: config.memory.cgroupName, logger,
+      pools: this.poolCeilings(), reserveMb: config.memory.reserveMb, cgroupName: config.memory.cgroupName, homeDir: config.homeDir, logger,
       support: config.memory.enforce ? undefined : { kind: 'not-enforced', reason: 'disabled-by-setting' },
     });
     const activeIds = new Set(this.store.active().map((r) => r.runId));
@@ -166,6 +166,7 @@ export class Orchestrator implements AgentControl {
       runs: config.retention.runs,
       // Runs of any process (an in-process CLI run, a run another agent left) keep their files.
       activeRunIds: () => new Set([...this.runs.activeIds(), ...this.store.active().map((r) => r.runId)]),
+      runRows: this.store,
       logger: this.logger,
     });
     this.retention.start();
