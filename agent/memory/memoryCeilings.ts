@@ -165,11 +165,11 @@ export class MemoryCeilings implements RunMemory {
       if (escaped > 0) this.opts.logger.warn({ runId, killed: escaped }, 'killed processes of an ended run that had left its process group');
       const f = this.layout.figures(t.dirs);
       if (!this.layout.remove(t.dirs)) this.opts.logger.warn({ runId, cgroup: t.dirs.memory }, 'could not remove the run\'s cgroup; the next agent removes it');
-      return { memoryMb: null, peakMemoryMb: f.peakMb, cpuSeconds: round(f.cpuSeconds), memoryLimitMb: t.limitMb, memorySource: 'cgroup', oomKilled: f.oomKills > 0 };
+      return { memoryMb: null, peakMemoryMb: f.peakMb, cpuSeconds: round(f.cpuSeconds), memoryLimitMb: t.limitMb, memorySource: 'cgroup', oomKilled: f.oomKills > 0, oomKills: f.oomKills };
     }
     if (!t.sampler) return null;
     t.sampler.sample();
-    return { memoryMb: null, peakMemoryMb: t.sampler.peakMb, cpuSeconds: round(t.sampler.cpuSeconds), memoryLimitMb: t.limitMb, memorySource: 'sampled', oomKilled: false };
+    return { memoryMb: null, peakMemoryMb: t.sampler.peakMb, cpuSeconds: round(t.sampler.cpuSeconds), memoryLimitMb: t.limitMb, memorySource: 'sampled', oomKilled: false, oomKills: null };
   }
 
   /**

@@ -7,6 +7,7 @@ import { InvalidArgumentError, UnknownRunError } from '../errors';
 import { fetcherUmask } from '../config/umask';
 import type { Logger } from '../log/logger';
 import type { FinalUsage, RunMemory } from '../memory/runMemory';
+import { oomWarning } from '../memory/oomWarning';
 import { fetcherEnv } from './fetcherEnv';
 import { CancelledError, groupOf, newActiveRun, type ActiveRun } from './activeRun';
 import { newRunId } from './newRunId';
@@ -384,12 +385,15 @@ export class RunManager {
     this.upkeep.stop(state);
     // memory ceilings (issue 12): the run's peak memory and CPU, kept with it and sent with its finish.
     const final = usage === undefined ? this.deps.memory?.release(run.runId) ?? null : usage;
-    const figures = final ? { peakMemoryMb: final.peakMemoryMb, cpuSeconds: final.cpuSeconds, memorySource: final.memorySource } : {};
+    // OOM kills inside the run are kept and sent also when the fetcher exited 0 (a child was killed
+    // at the ceiling and the fetcher went on): a warning on the run, never hidden by its exit code.
+    const figures = final ? { peakMemoryMb: final.peakMemoryMb, cpuSeconds: final.cpuSeconds, memorySource: final.memorySource, oomKills: final.oomKills } : {};
     const kept = final ? { ...figures, memoryMb: null, memoryLimitMb: final.memoryLimitMb } : {};
     // A run that ended while no agent watched it ended when its status file was written.
     const finishedAt = (exit.endedAt ?? this.deps.clock.now()).toISOString();
     await this.move(state, status, { reason, exitCode: exit.exitCode, signal: exit.signal, finishedAt, wait: null, ...kept }, { ...(message ? { message } : {}), ...figures });
     if (message) this.deps.logger.warn({ runId: run.runId, fetcher: run.fetcher, reason }, message);
+    else if (final?.oomKills) this.deps.logger.warn({ runId: run.runId, fetcher: run.fetcher, oomKills: final.oomKills }, `${oomWarning(final.oomKills)} (run ${run.runId} ended ${status} ${exit.exitCode ?? ''})`);
     this.active.delete(run.runId);
     this.deps.gate.runEnded(run.runId);
     if (run.slot !== null) this.deps.pools.get(run.pool)?.released();
