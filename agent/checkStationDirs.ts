@@ -3,6 +3,7 @@ import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Config } from './config/config';
 import { EnvironmentError } from './errors';
+import { ensureLogDir, logDirSetting } from './runs/runLogFile';
 import type { Logger } from './log/logger';
 import { tightenedMessage, VerifiedDir } from './station/openInVerifiedDir';
 import { stationPolicy, type StationPolicy } from './station/stationPolicy';
@@ -52,6 +53,9 @@ export function checkStationDirs(config: Config, logger?: Logger): StationPolicy
       probeWrite(dir);
     });
   }
+  // Run logs: a folder of ours that nobody else can write, like the lock folder (runLogFile.ts).
+  const logSetting = logDirSetting(config.logDir, config.dataDir);
+  withSetting(logSetting, config.logDir, () => ensureLogDir(config.logDir, logSetting));
   return policy;
 }
 

@@ -10,7 +10,6 @@ import type { Logger } from './log/logger';
 import { MemoryCeilings } from './memory/memoryCeilings';
 import { SERIAL_LOCK_FILE } from './checkStationDirs';
 import { distFile } from './paths';
-import { tailFile } from './runs/logCap';
 import { processSpawner } from './runs/processSpawner';
 import type { RunSpawner } from './runs/runPorts';
 import { ThreadSpawner } from './runs/threadSpawner';
@@ -211,7 +210,7 @@ export class Orchestrator implements AgentControl {
     const run = this.runs.get(runId);
     if (!run) throw new InvalidArgumentError(`no run ${runId}`);
     if (!run.logPath) throw new InvalidArgumentError(`run ${runId} has no log yet (status ${run.status})`);
-    return Promise.resolve({ path: run.logPath, ...tailFile(run.logPath, maxBytes) });
+    return Promise.resolve({ path: run.logPath, ...this.runs.tailLog(runId, maxBytes) });
   }
 
   flush(onProgress: (sent: number, remaining: number) => void): Promise<FlushResult> {
