@@ -32,7 +32,7 @@ test('a log folder another account can write or owns is refused at start with th
   fs.mkdirSync(logDir, { recursive: true });
   fs.chmodSync(logDir, 0o777);
   const open = await runCli(t, ['run', 'quick']);
-  assert.notEqual(open.code, 0, 'the run is refused');
+  assert.equal(open.code, 73, 'the run is refused as for an unsafe lock folder');
   assert.match(open.stderr, /DATA_DIR: .*logs is writable by every account \(mode 777\).*swap a running log.*Fix: chmod 700 -- /s, open.stderr);
   assert.deepEqual(fs.readdirSync(logDir), [], 'no log was made there');
 
@@ -41,7 +41,7 @@ test('a log folder another account can write or owns is refused at start with th
   fs.mkdirSync(foreign, { mode: 0o755 });
   fs.chownSync(foreign, attacker.uid, attacker.gid);
   const owned = await runCli({ ...t, env: { ...t.env, QUANTILICA_LOG_DIR: foreign } }, ['run', 'quick']);
-  assert.notEqual(owned.code, 0);
+  assert.equal(owned.code, 73);
   assert.match(owned.stderr, new RegExp(`QUANTILICA_LOG_DIR: ${foreign} is owned by uid ${attacker.uid}, not by you`), owned.stderr);
 });
 
