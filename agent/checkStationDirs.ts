@@ -3,7 +3,9 @@ import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Config } from './config/config';
 import { EnvironmentError } from './errors';
-import { VerifiedDir } from './station/openInVerifiedDir';
+import { ensureLogDir, logDirSetting } from './runs/runLogFile';
+import type { Logger } from './log/logger';
+import { tightenedMessage, VerifiedDir } from './station/openInVerifiedDir';
 import { stationPolicy, type StationPolicy } from './station/stationPolicy';
 import { UnsafeStationError } from './station/unsafeStationError';
 import { ensureVerifiedDir } from './station/verifiedDir';
@@ -19,13 +21,13 @@ const SLOT_FILE = /^slot_(0|[1-9]\d{0,2})\.lock$/;
  * what is wrong, why and how to fix it; an unusable folder with the setting named. Returns the policy
  * the pools use.
  */
-export function checkStationDirs(config: Config): StationPolicy {
+export function checkStationDirs(config: Config, logger?: Logger): StationPolicy {
   const policy = stationPolicy(config.lockGroup);
   const lockDirs = config.usePools ? Object.keys(config.pools).map((p) => path.join(config.lockDir, p)) : [];
   withSetting('QUANTILICA_LOCK_DIR', config.lockDir, () => {
     for (const dir of [config.lockDir, ...lockDirs]) {
       ensureVerifiedDir(dir, policy, 'QUANTILICA_LOCK_DIR');
-      const verified = VerifiedDir.open(dir, policy);
+      const verified = VerifiedDir.open(dir, policy, (file, mode) => logger?.warn({ file, mode: mode.toString(8) }, tightenedMessage(file, mode)));
       if (!verified) throw Object.assign(new Error('removed while checked'), { code: 'ENOENT' });
       try {
         // Every slot file already there must pass the file check now, not fail a run later.
@@ -51,6 +53,9 @@ export function checkStationDirs(config: Config): StationPolicy {
       probeWrite(dir);
     });
   }
+  // Run logs: a folder of ours that nobody else can write, like the lock folder (runLogFile.ts).
+  const logSetting = logDirSetting(config.logDir, config.dataDir);
+  withSetting(logSetting, config.logDir, () => ensureLogDir(config.logDir, logSetting));
   return policy;
 }
 

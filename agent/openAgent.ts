@@ -42,7 +42,7 @@ export interface OpenedAgent {
  * are checked once, before anything is opened in them.
  */
 export function openAgent(config: Config, logger: Logger, { role }: OpenAgentOptions): OpenedAgent {
-  const policy = checkStationDirs(config);
+  const policy = checkStationDirs(config, logger);
   let release: (() => void) | null = null;
   if (role === 'agent') {
     secureHome(config.homeDir);

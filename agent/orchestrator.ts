@@ -10,7 +10,6 @@ import type { Logger } from './log/logger';
 import { MemoryCeilings } from './memory/memoryCeilings';
 import { SERIAL_LOCK_FILE } from './checkStationDirs';
 import { distFile } from './paths';
-import { tailFile } from './runs/logCap';
 import { processSpawner } from './runs/processSpawner';
 import type { RunSpawner } from './runs/runPorts';
 import { ThreadSpawner } from './runs/threadSpawner';
@@ -110,7 +109,7 @@ export class Orchestrator implements AgentControl {
     // memory ceilings (issue 12): pools' cgroups made, and those an earlier agent left taken over or removed,
     // before the run manager adopts that agent's runs.
     this.memory = new MemoryCeilings({
-      pools: this.poolCeilings(), reserveMb: config.memory.reserveMb, cgroupName: config.memory.cgroupName, logger,
+      pools: this.poolCeilings(), reserveMb: config.memory.reserveMb, cgroupName: config.memory.cgroupName, homeDir: config.homeDir, logger,
       support: config.memory.enforce ? undefined : { kind: 'not-enforced', reason: 'disabled-by-setting' },
     });
     const activeIds = new Set(this.store.active().map((r) => r.runId));
@@ -166,6 +165,7 @@ export class Orchestrator implements AgentControl {
       runs: config.retention.runs,
       // Runs of any process (an in-process CLI run, a run another agent left) keep their files.
       activeRunIds: () => new Set([...this.runs.activeIds(), ...this.store.active().map((r) => r.runId)]),
+      runRows: this.store,
       logger: this.logger,
     });
     this.retention.start();
@@ -210,7 +210,7 @@ export class Orchestrator implements AgentControl {
     const run = this.runs.get(runId);
     if (!run) throw new InvalidArgumentError(`no run ${runId}`);
     if (!run.logPath) throw new InvalidArgumentError(`run ${runId} has no log yet (status ${run.status})`);
-    return Promise.resolve({ path: run.logPath, ...tailFile(run.logPath, maxBytes) });
+    return Promise.resolve({ path: run.logPath, ...this.runs.tailLog(runId, maxBytes) });
   }
 
   flush(onProgress: (sent: number, remaining: number) => void): Promise<FlushResult> {

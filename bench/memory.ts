@@ -65,7 +65,7 @@ async function measure(enforce: boolean): Promise<Figures> {
 
 /** The cgroup work alone, per run: make (3 v1 hierarchies, the limit), read the figures, remove. */
 function cgroupCostMs(samples: number): number[] {
-  const ceilings = new MemoryCeilings({ pools: new Map([['heavy-io', 1024]]), reserveMb: 0, cgroupName: CGROUP_NAME, logger: createLogger('bench', 'error') });
+  const ceilings = new MemoryCeilings({ pools: new Map([['heavy-io', 1024]]), reserveMb: 0, cgroupName: CGROUP_NAME, homeDir: process.cwd(), logger: createLogger('bench', 'error') });
   const out: number[] = [];
   for (let i = 0; i < samples; i++) {
     const started = process.hrtime.bigint();

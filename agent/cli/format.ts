@@ -1,4 +1,5 @@
 import type { PoolState, RunInfo, ScheduleStatus, Snapshot } from '../../shared/protocol';
+import { oomWarning } from '../memory/oomWarning';
 
 /** Human-readable views of the state; `--json` prints the protocol types instead. */
 export function formatSlots(pools: PoolState[]): string {
@@ -16,7 +17,7 @@ export function formatSlots(pools: PoolState[]): string {
 
 export function formatRuns(runs: RunInfo[]): string {
   if (runs.length === 0) return 'no runs\n';
-  const rows = runs.map((r) => [r.runId, r.fetcher, r.pool, r.status, r.exitCode === null ? '-' : String(r.exitCode), r.startedAt ?? r.enqueuedAt, runMemory(r), r.cpuSeconds == null ? '-' : r.cpuSeconds.toFixed(1), r.reason ?? waitText(r) ?? '']);
+  const rows = runs.map((r) => [r.runId, r.fetcher, r.pool, r.status, r.exitCode === null ? '-' : String(r.exitCode), r.startedAt ?? r.enqueuedAt, runMemory(r), r.cpuSeconds == null ? '-' : r.cpuSeconds.toFixed(1), reasonCell(r, waitText(r))]);
   const head = ['RUN', 'FETCHER', 'POOL', 'STATUS', 'EXIT', 'SINCE', 'MEM MB', 'CPU S', 'REASON'];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
   const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd();
@@ -45,6 +46,10 @@ export function formatStatus(s: Snapshot, remote: boolean): string {
   const active = s.runs.filter((r) => r.status === 'waiting' || r.status === 'running');
   out.push(`active runs: ${active.length}`);
   if (active.length > 0) out.push(formatRuns(active).trimEnd());
+  // An OOM kill inside a run that exited 0 is seen here too, not only in `runs`.
+  for (const r of s.runs.filter((x) => x.oomKills && x.status !== 'waiting' && x.status !== 'running').slice(0, 5)) {
+    out.push(`memory: ${oomWarning(r.oomKills!)}: run ${r.runId} (${r.fetcher}) ended ${r.status}${r.exitCode === null ? '' : ` ${r.exitCode}`} at ${r.finishedAt ?? '?'}`);
+  }
   if (s.schedule) {
     const next = s.schedule.entries.filter((e) => e.nextDue && !e.paused).sort((a, b) => a.nextDue!.localeCompare(b.nextDue!)).slice(0, 5);
     out.push(`schedule: ${s.schedule.paused ? 'PAUSED' : 'active'}; next: ${next.map((e) => `${e.fetcher} ${e.nextDue}`).join(', ') || 'none'}`);
@@ -57,6 +62,12 @@ function poolMemory(pool: PoolState): string {
   const m = pool.memory;
   if (!m) return '';
   return `, memory ${m.usedMb === null ? '?' : Math.round(m.usedMb)}/${m.ceilingMb} MB${m.enforcement === 'not-enforced' ? ' (not enforced)' : ''}`;
+}
+
+/** The REASON cell: the reason or the wait, and an OOM warning whatever the exit. */
+export function reasonCell(r: RunInfo, fallback: string | null): string {
+  const text = r.reason ?? fallback ?? '';
+  return r.oomKills ? `${text}${text ? '; ' : ''}${oomWarning(r.oomKills)}` : text;
 }
 
 /** Now/ceiling while running; the peak once ended (`~` when sampled from /proc). */

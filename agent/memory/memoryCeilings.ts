@@ -3,6 +3,7 @@ import type { Logger } from '../log/logger';
 import type { RunGroup } from '../runs/runGroup';
 import { CgroupLayout, type CgroupDirs } from './cgroupLayout';
 import { detectCgroups, type CgroupSupport } from './cgroupSupport';
+import { defaultCgroupName } from './defaultCgroupName';
 import { GroupSampler } from './groupSampler';
 import { memoryBudgetWarning } from './memoryBudget';
 import type { FinalUsage, RunMemory, RunUsage } from './runMemory';
@@ -11,8 +12,12 @@ export interface MemoryCeilingsOptions {
   /** Each pool's ceiling in MB. */
   pools: ReadonlyMap<string, number>;
   reserveMb: number;
-  /** The agent's cgroup folder name; default `quantilica-<uid>`. */
+  /** The agent's cgroup folder name; default `quantilica-<uid>-<hash of the home>` (defaultCgroupName.ts). */
   cgroupName: string | null;
+  /** QUANTILICA_HOME: the default cgroup name is derived from it. */
+  homeDir: string;
+  /** How old an empty run cgroup of no known run must be before it is removed (FRESH_SECONDS). */
+  freshSeconds?: number;
   logger: Logger;
   /** How often runs without a cgroup are sampled (besides at each heartbeat). */
   sampleMs?: number;
@@ -47,7 +52,7 @@ export class MemoryCeilings implements RunMemory {
   private timer: NodeJS.Timeout | null = null;
 
   constructor(private readonly opts: MemoryCeilingsOptions) {
-    const name = opts.cgroupName ?? `quantilica-${process.getuid?.() ?? 0}`;
+    const name = opts.cgroupName ?? defaultCgroupName(opts.homeDir);
     let support = opts.support ?? detectCgroups(name);
     let layout: CgroupLayout | null = null;
     if (support.kind !== 'not-enforced') {
@@ -99,8 +104,10 @@ export class MemoryCeilings implements RunMemory {
       try {
         this.layout.make(dirs, memoryMb ?? null, false);
       } catch (err) {
-        // The pool's folder was removed under us: made again, with its ceiling.
+        // The pool's folder was removed under us (another process of this home closed when it
+        // looked unused, see close): made again, with its ceiling, and the base first if need be.
         if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+        this.layout.make(this.layout.dirsOf(), null, true);
         this.layout.make(this.layout.dirsOf(pool), poolMb, true);
         this.layout.make(dirs, memoryMb ?? null, false);
       }
@@ -158,11 +165,11 @@ export class MemoryCeilings implements RunMemory {
       if (escaped > 0) this.opts.logger.warn({ runId, killed: escaped }, 'killed processes of an ended run that had left its process group');
       const f = this.layout.figures(t.dirs);
       if (!this.layout.remove(t.dirs)) this.opts.logger.warn({ runId, cgroup: t.dirs.memory }, 'could not remove the run\'s cgroup; the next agent removes it');
-      return { memoryMb: null, peakMemoryMb: f.peakMb, cpuSeconds: round(f.cpuSeconds), memoryLimitMb: t.limitMb, memorySource: 'cgroup', oomKilled: f.oomKills > 0 };
+      return { memoryMb: null, peakMemoryMb: f.peakMb, cpuSeconds: round(f.cpuSeconds), memoryLimitMb: t.limitMb, memorySource: 'cgroup', oomKilled: f.oomKills > 0, oomKills: f.oomKills };
     }
     if (!t.sampler) return null;
     t.sampler.sample();
-    return { memoryMb: null, peakMemoryMb: t.sampler.peakMb, cpuSeconds: round(t.sampler.cpuSeconds), memoryLimitMb: t.limitMb, memorySource: 'sampled', oomKilled: false };
+    return { memoryMb: null, peakMemoryMb: t.sampler.peakMb, cpuSeconds: round(t.sampler.cpuSeconds), memoryLimitMb: t.limitMb, memorySource: 'sampled', oomKilled: false, oomKills: null };
   }
 
   /**
@@ -180,8 +187,8 @@ export class MemoryCeilings implements RunMemory {
         if (isActiveRun(runId)) {
           this.runs.set(runId, { pool, limitMb: layout.limitMb(dirs) ?? this.opts.pools.get(pool) ?? null, dirs, sampler: null });
           this.opts.logger.info({ runId, pool, cgroup: dirs.memory }, 'adopted the cgroup of a run left by a previous agent');
-        } else if (layout.procs(dirs).length === 0 && layout.ageSeconds(dirs) > FRESH_SECONDS) {
-          if (layout.remove(dirs)) this.opts.logger.info({ runId, pool }, 'removed the empty cgroup of an ended run');
+        } else if (layout.procs(dirs).length === 0 && layout.ageSeconds(dirs) >= (this.opts.freshSeconds ?? FRESH_SECONDS)) {
+          if (layout.remove(dirs)) this.opts.logger.info({ runId, pool, cgroup: dirs.memory }, `removed the empty cgroup ${dirs.memory} of a run no process of this home knows`);
         } else if (layout.procs(dirs).length > 0) {
           this.opts.logger.warn({ runId, pool, cgroup: dirs.memory }, 'a cgroup of an unknown run still has processes; left alone');
         }
@@ -189,9 +196,21 @@ export class MemoryCeilings implements RunMemory {
     }
   }
 
+  /**
+   * Stops sampling and removes the pools' folders and the base when no run cgroup is left in them
+   * (rmdir refuses a cgroup with children or tasks, so a run that lives on keeps its pool's): each
+   * home has its own base, and empty ones must not pile up on the station.
+   */
   close(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
+    const layout = this.layout;
+    if (!layout || this.runs.size > 0) return;
+    let empty = true;
+    for (const pool of this.opts.pools.keys()) {
+      if (layout.runsOf(pool).length > 0 || !layout.remove(layout.dirsOf(pool))) empty = false;
+    }
+    if (empty) layout.remove(layout.dirsOf());
   }
 
   private sampleAll(): void {

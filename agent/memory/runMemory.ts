@@ -10,9 +10,11 @@ export interface RunUsage {
   memorySource: MemorySource;
 }
 
-/** The figures at a run's end, and whether a memory ceiling killed one of its processes. */
+/** The figures at a run's end, and how many of its processes a memory ceiling killed. */
 export interface FinalUsage extends RunUsage {
   oomKilled: boolean;
+  /** OOM kills the run's cgroup counted; null without a cgroup (nothing counts them). */
+  oomKills: number | null;
 }
 
 /**

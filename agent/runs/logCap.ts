@@ -1,32 +1,30 @@
 import * as fs from 'node:fs';
+import { openRunLog } from './runLogFile';
 
 /**
  * Keeps a run log under its cap while the fetcher writes to it. The fetcher holds the file open with
  * O_APPEND (a pipe through the agent would kill it with SIGPIPE if the agent died), so the log is
  * capped by copy-truncate: keep the newest half of the cap behind a marker line. The agent does this
- * on a timer and once more when the run ends.
+ * on a timer and once more when the run ends, always on the descriptor it made the log with (or
+ * opened and checked once, for an adopted run): the name is never opened again, so a log swapped for
+ * a link to another file cuts nothing but the log.
  */
-export function capLogFile(logPath: string, capBytes: number): boolean {
-  let size: number;
-  try {
-    size = fs.statSync(logPath).size;
-  } catch {
-    return false;
-  }
+export function capLogFile(fd: number, capBytes: number): boolean {
+  const size = fs.fstatSync(fd).size;
   if (size <= capBytes) return false;
   const keep = Math.floor(capBytes / 2);
-  const fd = fs.openSync(logPath, 'r+');
-  try {
-    const tail = Buffer.alloc(keep);
-    const read = fs.readSync(fd, tail, 0, keep, size - keep);
-    const marker = Buffer.from(`[quantilica: log over its cap of ${capBytes} bytes; ${size - read} earlier bytes dropped]\n`);
-    fs.ftruncateSync(fd, 0);
-    fs.writeSync(fd, marker, 0, marker.length, 0);
-    fs.writeSync(fd, tail, 0, read, marker.length);
-  } finally {
-    fs.closeSync(fd);
-  }
+  const tail = Buffer.alloc(keep);
+  const read = fs.readSync(fd, tail, 0, keep, size - keep);
+  const marker = Buffer.from(`[quantilica: log over its cap of ${capBytes} bytes; ${size - read} earlier bytes dropped]\n`);
+  fs.ftruncateSync(fd, 0);
+  // One append (the descriptor is O_APPEND): the marker and the tail stay together.
+  fs.writeSync(fd, Buffer.concat([marker, tail.subarray(0, read)]));
   return true;
+}
+
+interface Watched {
+  fd: number;
+  watcher: fs.FSWatcher | null;
 }
 
 /**
@@ -37,59 +35,80 @@ export function capLogFile(logPath: string, capBytes: number): boolean {
  * as a backstop for filesystems without inotify.
  */
 export class LogCapper {
-  private readonly watched = new Map<string, fs.FSWatcher | null>();
+  private readonly watched = new Map<string, Watched>();
   private readonly timer: NodeJS.Timeout;
 
   constructor(private readonly capBytes: number, backstopMs = 1000) {
-    this.timer = setInterval(() => { for (const p of this.watched.keys()) capLogFile(p, this.capBytes); }, backstopMs);
+    this.timer = setInterval(() => { for (const w of this.watched.values()) capQuietly(w.fd, this.capBytes); }, backstopMs);
     this.timer.unref();
   }
 
-  watch(logPath: string): void {
-    if (this.watched.has(logPath)) return;
+  /** Caps the log open on `fd` (the capper owns the descriptor from here on and closes it in unwatch). */
+  watch(logPath: string, fd: number): void {
+    if (this.watched.has(logPath)) {
+      fs.closeSync(fd);
+      return;
+    }
     let watcher: fs.FSWatcher | null = null;
     try {
-      watcher = fs.watch(logPath, { persistent: false }, () => { capQuietly(logPath, this.capBytes); });
+      // A wake-up only: inotify follows the inode it found, and the cap works on the descriptor.
+      watcher = fs.watch(logPath, { persistent: false }, () => { capQuietly(fd, this.capBytes); });
       watcher.on('error', () => { /* the log went away; the backstop timer and unwatch deal with it */ });
     } catch {
       watcher = null;
     }
-    this.watched.set(logPath, watcher);
-    capQuietly(logPath, this.capBytes);
+    this.watched.set(logPath, { fd, watcher });
+    capQuietly(fd, this.capBytes);
   }
 
-  /** Stops watching and caps once more (the last writes of the run). */
+  /** The descriptor of a watched log (to read a running run's log without its name), or null. */
+  fdOf(logPath: string): number | null {
+    return this.watched.get(logPath)?.fd ?? null;
+  }
+
+  /** Stops watching, caps once more (the last writes of the run) and closes the descriptor. */
   unwatch(logPath: string): void {
-    const watcher = this.watched.get(logPath);
-    watcher?.close();
+    const w = this.watched.get(logPath);
+    if (!w) return;
     this.watched.delete(logPath);
-    capQuietly(logPath, this.capBytes);
+    w.watcher?.close();
+    capQuietly(w.fd, this.capBytes);
+    fs.closeSync(w.fd);
   }
 
   close(): void {
     clearInterval(this.timer);
-    for (const w of this.watched.values()) w?.close();
+    for (const w of this.watched.values()) {
+      w.watcher?.close();
+      fs.closeSync(w.fd);
+    }
     this.watched.clear();
   }
 }
 
-function capQuietly(logPath: string, capBytes: number): void {
+function capQuietly(fd: number, capBytes: number): void {
   try {
-    capLogFile(logPath, capBytes);
+    capLogFile(fd, capBytes);
   } catch {
-    // A log that cannot be opened now (deleted, permissions) is tried again on the next event.
+    // An I/O error now (a full disk) is tried again on the next event.
   }
 }
 
-/** Reads at most the last `maxBytes` of a log. */
+/** Reads at most the last `maxBytes` of a log open on `fd`. */
+export function tailFd(fd: number, maxBytes: number): { text: string; truncated: boolean } {
+  const size = fs.fstatSync(fd).size;
+  const length = Math.min(size, maxBytes);
+  const buf = Buffer.alloc(length);
+  const got = fs.readSync(fd, buf, 0, length, size - length);
+  return { text: buf.subarray(0, got).toString('utf8'), truncated: size > length };
+}
+
+/** Reads at most the last `maxBytes` of an ended run's log: never through a link, only a file of ours. */
 export function tailFile(logPath: string, maxBytes: number): { text: string; truncated: boolean } {
-  const fd = fs.openSync(logPath, 'r');
+  const fd = openRunLog(logPath, false);
+  if (fd === null) throw Object.assign(new Error(`ENOENT: no such file, open '${logPath}'`), { code: 'ENOENT' });
   try {
-    const size = fs.fstatSync(fd).size;
-    const length = Math.min(size, maxBytes);
-    const buf = Buffer.alloc(length);
-    fs.readSync(fd, buf, 0, length, size - length);
-    return { text: buf.toString('utf8'), truncated: size > length };
+    return tailFd(fd, maxBytes);
   } finally {
     fs.closeSync(fd);
   }

@@ -13,6 +13,8 @@ export interface RetentionOptions {
   runs: number;
   /** Run ids whose files must stay: every run still waiting or running, of any process. */
   activeRunIds(): Set<string>;
+  /** The run store's rows of ended runs, pruned by the same age and count (telemetry stays). */
+  runRows?: { pruneEnded(olderThan: Date, keep: number, active: ReadonlySet<string>): number };
   logger: Logger;
 }
 
@@ -24,9 +26,10 @@ const LOG_FILE = /-([0-9a-z]+-[0-9a-f]{8})\.log$/;
 const STATUS_FILE = /^([0-9a-z]+-[0-9a-f]{8})\.exit$/;
 
 /**
- * Keeps the history of ended runs bounded: their log files and exit-status files are removed when
- * older than the retention age or beyond the newest `runs` of their kind. Files of runs still waiting
- * or running are never touched (their status file is how a later agent learns their exit code).
+ * Keeps the history of ended runs bounded: their log files, exit-status files and rows in the run
+ * store are removed when older than the retention age or beyond the newest `runs` of their kind.
+ * Runs still waiting or running are never touched (their status file is how a later agent learns
+ * their exit code). Telemetry events are not: they leave the spool once flushed.
  * Applied at start and then periodically.
  */
 export class Retention {
@@ -45,20 +48,21 @@ export class Retention {
     this.timer = null;
   }
 
-  /** One pass; returns how many files were removed. */
-  apply(now = Date.now()): { logs: number; statusFiles: number } {
+  /** One pass; returns how many files and run rows were removed. */
+  apply(now = Date.now()): { logs: number; statusFiles: number; runRows: number } {
     const active = this.options.activeRunIds();
     return {
       logs: this.prune(this.options.logDir, LOG_FILE, active, now),
       statusFiles: this.prune(this.options.statusDir, STATUS_FILE, active, now),
+      runRows: this.options.runRows?.pruneEnded(new Date(now - this.options.days * 86400_000), this.options.runs, active) ?? 0,
     };
   }
 
   private applyQuietly(): void {
     try {
       const removed = this.apply();
-      if (removed.logs + removed.statusFiles > 0) {
-        this.options.logger.info({ event: 'retention', ...removed, days: this.options.days, runs: this.options.runs }, `retention removed ${removed.logs} run logs and ${removed.statusFiles} exit-status files`);
+      if (removed.logs + removed.statusFiles + removed.runRows > 0) {
+        this.options.logger.info({ event: 'retention', ...removed, days: this.options.days, runs: this.options.runs }, `retention removed ${removed.logs} run logs, ${removed.statusFiles} exit-status files and ${removed.runRows} ended runs`);
       }
     } catch (err) {
       this.options.logger.warn({ event: 'retention', err: String(err) }, 'retention pass failed; it is tried again later');

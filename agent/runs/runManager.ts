@@ -7,7 +7,10 @@ import { InvalidArgumentError, UnknownRunError } from '../errors';
 import { fetcherUmask } from '../config/umask';
 import type { Logger } from '../log/logger';
 import type { FinalUsage, RunMemory } from '../memory/runMemory';
+import { oomWarning } from '../memory/oomWarning';
 import { fetcherEnv } from './fetcherEnv';
+import { tailFd, tailFile } from './logCap';
+import { createRunLog, logDirSetting, openRunLog } from './runLogFile';
 import { CancelledError, groupOf, newActiveRun, type ActiveRun } from './activeRun';
 import { newRunId } from './newRunId';
 import type { ExitInfo } from './runProcess';
@@ -78,6 +81,7 @@ export class RunManager {
       heartbeatSeconds: deps.config.heartbeatSeconds,
       graceSeconds: deps.config.cancelGraceSeconds,
       logCapBytes: deps.config.logCapBytes,
+      wrapperPath: deps.wrapperPath,
       memory: deps.memory, // memory ceilings (issue 12)
       publish: (state) => deps.onRunChange(toRunInfo(state.run)),
       record: (event) => { if (!this.closed) void deps.journal.record(event); },
@@ -132,6 +136,16 @@ export class RunManager {
   /** Run ids this process manages (for retention: their files stay). */
   activeIds(): string[] {
     return [...this.active.keys()];
+  }
+
+  /** The end of a run's log: through the descriptor the agent holds while it runs, else opened safely. */
+  tailLog(runId: string, maxBytes: number): { text: string; truncated: boolean } {
+    const state = this.active.get(runId);
+    const fd = state ? this.upkeep.logFdOf(state) : null;
+    if (fd !== null) return tailFd(fd, maxBytes);
+    const run = this.get(runId);
+    if (!run?.logPath) throw new InvalidArgumentError(`run ${runId} has no log yet`);
+    return tailFile(run.logPath, maxBytes);
   }
 
   /** Resolves with the run once its end is durable. */
@@ -246,7 +260,18 @@ export class RunManager {
     }
     this.deps.logger.info({ runId: run.runId, fetcher: run.fetcher, pid: run.pid }, 'adopted a run left by a previous agent');
     this.deps.memory?.track(run.runId, run.pool, groupOf(run)); // memory ceilings (issue 12)
-    this.upkeep.follow(state, null);
+    this.upkeep.follow(state, null, this.adoptedLog(run));
+  }
+
+  /** The log of an adopted run, opened once and checked (never through a link); null: not capped. */
+  private adoptedLog(run: StoredRun): number | null {
+    if (!run.logPath) return null;
+    try {
+      return openRunLog(run.logPath, true);
+    } catch (err) {
+      this.deps.logger.warn({ runId: run.runId, logPath: run.logPath, err: (err as Error).message }, 'the log of an adopted run is not capped');
+      return null;
+    }
   }
 
   private async drive(state: ActiveRun, recorded: Promise<void>): Promise<void> {
@@ -319,7 +344,7 @@ export class RunManager {
     const { run, entry } = state;
     if (isGithubSync(entry)) throw new Error('a GitHub sync has no process to start');
     const { config } = this.deps;
-    const logFd = openLog(run.logPath!, config.logDir);
+    const logFd = createRunLog(config.logDir, path.basename(run.logPath!), logDirSetting(config.logDir, config.dataDir));
     const argv = [...entry.argv, ...run.args];
     let proc;
     try {
@@ -334,8 +359,9 @@ export class RunManager {
         logFd,
         lockFd: grant.lock.fd,
       });
-    } finally {
+    } catch (err) {
       fs.closeSync(logFd);
+      throw err;
     }
     // The process exists from here on: it is recorded, watched and, if a cancel came meanwhile, stopped.
     run.pid = proc.pid;
@@ -346,7 +372,7 @@ export class RunManager {
     }
     const running = this.move(state, 'running', { reason: null, startedAt: this.deps.clock.now().toISOString(), pid: proc.pid, startTime: proc.startTime }, { argv });
     this.deps.memory?.track(run.runId, run.pool, groupOf(run)); // memory ceilings (issue 12)
-    this.upkeep.follow(state, proc.exited);
+    this.upkeep.follow(state, proc.exited, logFd);
     if (state.cancelRequested) this.upkeep.terminate(state);
     await running;
   }
@@ -384,12 +410,15 @@ export class RunManager {
     this.upkeep.stop(state);
     // memory ceilings (issue 12): the run's peak memory and CPU, kept with it and sent with its finish.
     const final = usage === undefined ? this.deps.memory?.release(run.runId) ?? null : usage;
-    const figures = final ? { peakMemoryMb: final.peakMemoryMb, cpuSeconds: final.cpuSeconds, memorySource: final.memorySource } : {};
+    // OOM kills inside the run are kept and sent also when the fetcher exited 0 (a child was killed
+    // at the ceiling and the fetcher went on): a warning on the run, never hidden by its exit code.
+    const figures = final ? { peakMemoryMb: final.peakMemoryMb, cpuSeconds: final.cpuSeconds, memorySource: final.memorySource, oomKills: final.oomKills } : {};
     const kept = final ? { ...figures, memoryMb: null, memoryLimitMb: final.memoryLimitMb } : {};
     // A run that ended while no agent watched it ended when its status file was written.
     const finishedAt = (exit.endedAt ?? this.deps.clock.now()).toISOString();
     await this.move(state, status, { reason, exitCode: exit.exitCode, signal: exit.signal, finishedAt, wait: null, ...kept }, { ...(message ? { message } : {}), ...figures });
     if (message) this.deps.logger.warn({ runId: run.runId, fetcher: run.fetcher, reason }, message);
+    else if (final?.oomKills) this.deps.logger.warn({ runId: run.runId, fetcher: run.fetcher, oomKills: final.oomKills }, `${oomWarning(final.oomKills)} (run ${run.runId} ended ${status} ${exit.exitCode ?? ''})`);
     this.active.delete(run.runId);
     this.deps.gate.runEnded(run.runId);
     if (run.slot !== null) this.deps.pools.get(run.pool)?.released();
@@ -443,16 +472,5 @@ export class RunManager {
 
   statusDir(): string {
     return path.join(this.deps.config.homeDir, 'runs');
-  }
-}
-
-/** Opens a run's log for appending; the folder is made only when missing (also if a cleaner removed it). */
-function openLog(logPath: string, logDir: string): number {
-  try {
-    return fs.openSync(logPath, 'a', 0o644);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-    fs.mkdirSync(logDir, { recursive: true });
-    return fs.openSync(logPath, 'a', 0o644);
   }
 }

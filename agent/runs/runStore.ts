@@ -110,6 +110,32 @@ export class RunStore {
     return latest ? new Date(latest) : null;
   }
 
+  /**
+   * Retention of ended runs' rows (retention.ts), by the rule their logs follow: rows that ended
+   * before `olderThan` or are beyond the newest `keep` ended runs go. Kept whatever their age: runs
+   * still waiting or running, `active` ids, and the newest started run of each fetcher (the
+   * schedule's catch-up reads when a fetcher last ran). Telemetry events are not touched. Returns
+   * how many rows were removed.
+   */
+  pruneEnded(olderThan: Date, keep: number, active: ReadonlySet<string>): number {
+    const removed = this.spool.withDatabase((db) => {
+      const doomed = db.prepare(`WITH ended AS (
+          SELECT run_id, fetcher, enqueued_at, json_extract(body, '$.startedAt') AS started_at,
+            coalesce(json_extract(body, '$.finishedAt'), enqueued_at) AS ended_at,
+            row_number() OVER (ORDER BY enqueued_at DESC) AS newness
+          FROM runs WHERE status NOT IN ('waiting', 'running')),
+        last AS (SELECT fetcher, max(json_extract(body, '$.startedAt')) AS started_at FROM runs GROUP BY fetcher)
+        SELECT e.run_id AS runId FROM ended e JOIN last l ON l.fetcher = e.fetcher
+        WHERE (e.newness > ? OR e.ended_at < ?) AND (e.started_at IS NULL OR l.started_at IS NULL OR e.started_at <> l.started_at)`)
+        .all(keep, olderThan.toISOString()) as Array<{ runId: string }>;
+      const remove = db.prepare(`DELETE FROM runs WHERE run_id = ? AND status NOT IN ('waiting', 'running')`);
+      let n = 0;
+      db.transaction(() => { for (const { runId } of doomed) if (!active.has(runId)) n += remove.run(runId).changes; })();
+      return n;
+    });
+    return removed ?? 0;
+  }
+
   /** The newest unsaved state of each run (held in memory or queued for the next commit). */
   private unsaved(): Map<string, StoredRun> {
     const map = new Map<string, StoredRun>();

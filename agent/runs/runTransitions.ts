@@ -33,7 +33,7 @@ export class IllegalTransitionError extends Error {
 
 /** What a move may change besides the status. */
 export type RunFields = Partial<Pick<StoredRun, 'startedAt' | 'finishedAt' | 'slot' | 'pid' | 'startTime' | 'exitCode' | 'signal' | 'logPath' | 'statusFile' | 'ownerPid' | 'ownerStartTime'
-  | 'memoryMb' | 'peakMemoryMb' | 'cpuSeconds' | 'memoryLimitMb' | 'memorySource'>> & {
+  | 'memoryMb' | 'peakMemoryMb' | 'cpuSeconds' | 'memoryLimitMb' | 'memorySource' | 'oomKills'>> & {
   reason?: RunReason | null;
   wait?: WaitReason | null;
 };

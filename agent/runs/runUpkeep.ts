@@ -2,6 +2,7 @@ import type { Logger } from '../log/logger';
 import type { RunMemory } from '../memory/runMemory';
 import type { NewTelemetryEvent } from '../telemetry/telemetrySink';
 import { groupOf, type ActiveRun } from './activeRun';
+import { LATE_CANCEL_POLL_MS, LateCancel } from './lateCancel';
 import { LogCapper } from './logCap';
 import type { ExitInfo } from './runProcess';
 import type { RunSpawner } from './runPorts';
@@ -12,6 +13,8 @@ export interface RunUpkeepDeps {
   heartbeatSeconds: number;
   graceSeconds: number;
   logCapBytes: number;
+  /** The shell wrapper's path: a fetcher it starts after a cancel's SIGTERM gets its own (lateCancel.ts). */
+  wrapperPath?: string;
   /** memory ceilings (issue 12): the run's cgroup (signalled with its group) and its figures on each heartbeat. */
   memory?: RunMemory;
   /** Publishes a run whose figures changed (clients see its memory while it runs). */
@@ -31,15 +34,20 @@ export interface RunUpkeepDeps {
  */
 export class RunUpkeep {
   private readonly logCapper: LogCapper;
+  /** Per cancelled run: the look for a fetcher its wrapper starts after the SIGTERM (lateCancel.ts). */
+  private readonly lateCancels = new Map<ActiveRun, NodeJS.Timeout>();
 
   constructor(private readonly deps: RunUpkeepDeps) {
     this.logCapper = new LogCapper(deps.logCapBytes);
   }
 
-  /** Starts following a running run; `exited` is the wrapper's exit when this process spawned it. */
-  follow(state: ActiveRun, exited: Promise<ExitInfo | null> | null): void {
+  /**
+   * Starts following a running run; `exited` is the wrapper's exit when this process spawned it, and
+   * `logFd` the descriptor of its log (owned from here on: capped through it, closed at `stop`).
+   */
+  follow(state: ActiveRun, exited: Promise<ExitInfo | null> | null, logFd: number | null): void {
     const { run } = state;
-    if (run.logPath) this.logCapper.watch(run.logPath);
+    if (run.logPath && logFd !== null) this.logCapper.watch(run.logPath, logFd);
     state.heartbeat = setInterval(() => this.beat(state), this.deps.heartbeatSeconds * 1000);
     state.heartbeat.unref();
     const watch = this.deps.spawner.watch(groupOf(run), run.statusFile ?? '', exited, (pids) => {
@@ -57,7 +65,11 @@ export class RunUpkeep {
    */
   terminate(state: ActiveRun): void {
     const group = groupOf(state.run);
+    // Listed before the signal: a member that execs its fetcher in between gets a second SIGTERM
+    // rather than none.
+    const late = this.deps.wrapperPath ? new LateCancel(this.deps.wrapperPath, this.deps.spawner.members(group)) : null;
     this.deps.spawner.signal(group, 'SIGTERM');
+    if (late) this.followLateCancel(state, late);
     // memory ceilings (issue 12): the run's cgroup also holds processes that left its group (setsid).
     this.deps.memory?.signal(state.run.runId, 'SIGTERM');
     if (state.grace) clearTimeout(state.grace);
@@ -72,8 +84,28 @@ export class RunUpkeep {
     state.grace.unref();
   }
 
+  /** Until the group ends, its wrappers are gone or the grace ends: a late fetcher gets the SIGTERM too. */
+  private followLateCancel(state: ActiveRun, late: LateCancel): void {
+    this.stopLateCancel(state);
+    const timer = setInterval(() => {
+      const members = this.deps.spawner.members(groupOf(state.run));
+      const sent = late.deliver(members);
+      if (sent > 0) this.deps.logger.info({ runId: state.run.runId, sent }, 'the fetcher started after the cancel\'s SIGTERM; sent it its own');
+      if (members.length === 0 || !late.wrappersLeft(members) || state.grace === null) this.stopLateCancel(state);
+    }, LATE_CANCEL_POLL_MS);
+    timer.unref();
+    this.lateCancels.set(state, timer);
+  }
+
+  private stopLateCancel(state: ActiveRun): void {
+    const timer = this.lateCancels.get(state);
+    if (timer) clearInterval(timer);
+    this.lateCancels.delete(state);
+  }
+
   /** Ends everything that runs on a timer for the run: heartbeat, grace SIGKILL, group watch, log cap. */
   stop(state: ActiveRun): void {
+    this.stopLateCancel(state);
     if (state.heartbeat) clearInterval(state.heartbeat);
     state.heartbeat = null;
     if (state.grace) clearTimeout(state.grace);
@@ -82,7 +114,14 @@ export class RunUpkeep {
     if (state.run.logPath) this.logCapper.unwatch(state.run.logPath);
   }
 
+  /** The descriptor of a running run's log, to read it without its name; null when none is held. */
+  logFdOf(state: ActiveRun): number | null {
+    return state.run.logPath ? this.logCapper.fdOf(state.run.logPath) : null;
+  }
+
   close(): void {
+    for (const timer of this.lateCancels.values()) clearInterval(timer);
+    this.lateCancels.clear();
     this.logCapper.close();
   }
 

@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import type { SlotHolder, SlotState } from '../../shared/protocol';
 import type { Logger } from '../log/logger';
 import { RunRefusedError } from '../errors';
-import { readCapped, VerifiedDir } from '../station/openInVerifiedDir';
+import { readCapped, tightenedMessage, VerifiedDir } from '../station/openInVerifiedDir';
 import type { StationPolicy } from '../station/stationPolicy';
 import { UnsafeStationError } from '../station/unsafeStationError';
 import { ensureVerifiedDir } from '../station/verifiedDir';
@@ -192,13 +192,17 @@ export class SlotPool {
 
   /** The pool's folder, checked on its descriptor; made again (and checked) if a tmp cleaner removed it. */
   private openDir(): VerifiedDir {
-    const dir = VerifiedDir.open(this.opts.dir, this.opts.policy);
+    const dir = VerifiedDir.open(this.opts.dir, this.opts.policy, this.onTightened);
     if (dir) return dir;
     ensureVerifiedDir(this.opts.dir, this.opts.policy, 'QUANTILICA_LOCK_DIR');
-    const made = VerifiedDir.open(this.opts.dir, this.opts.policy);
+    const made = VerifiedDir.open(this.opts.dir, this.opts.policy, this.onTightened);
     if (!made) throw new UnsafeStationError('lock-dir-unsafe', `${this.opts.dir} vanished again right after it was made`);
     return made;
   }
+
+  private readonly onTightened = (file: string, mode: number): void => {
+    this.opts.logger.warn({ pool: this.name, file, mode: mode.toString(8) }, tightenedMessage(file, mode));
+  };
 
   private lastReclaimAt = 0;
 

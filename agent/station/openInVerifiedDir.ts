@@ -12,15 +12,26 @@ const { O_RDONLY, O_RDWR, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_DIRECTORY }
 /** The largest owner record read from a lock file: a record is one short JSON line. */
 export const RECORD_CAP = 4096;
 
+/** Told when a file of ours was tightened to 0600 (its old mode): the caller logs it. */
+export type OnTightened = (file: string, oldMode: number) => void;
+
+/** What the log says of a slot file of ours tightened to 0600 (once: it stays 0600). */
+export function tightenedMessage(file: string, mode: number): string {
+  return `lock file ${file} had mode ${mode.toString(8)} (made with a shell's umask, e.g. by a legacy flock script of this account); it lies in a lock folder only you can enter, so it was tightened to 600 and used`;
+}
+
 /**
  * A folder opened once and checked on its descriptor: names inside are reached through
  * /proc/self/fd/<fd>/, which is openat(2) for Node, so a folder swapped after the check is not used.
  */
 export class VerifiedDir {
-  private constructor(readonly dir: string, private readonly fd: number, private readonly policy: StationPolicy) {}
+  private constructor(readonly dir: string, private readonly fd: number, private readonly policy: StationPolicy, private readonly privateDir: boolean, private readonly onTightened: OnTightened) {}
 
-  /** Opens and checks the folder; null when it does not exist (a tmp cleaner removed it). */
-  static open(dir: string, policy: StationPolicy): VerifiedDir | null {
+  /**
+   * Opens and checks the folder; null when it does not exist (a tmp cleaner removed it).
+   * `onTightened` hears of each file of ours found too open and tightened (see openFile).
+   */
+  static open(dir: string, policy: StationPolicy, onTightened: OnTightened = () => {}): VerifiedDir | null {
     let fd: number;
     try {
       fd = fs.openSync(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -30,12 +41,16 @@ export class VerifiedDir {
       if (code === 'ELOOP' || code === 'ENOTDIR') throw new UnsafeStationError('lock-dir-unsafe', `${dir} is not a real folder (${code}); another account may have replaced it. Fix: remove it (rm -- '${dir}') and start again`);
       throw err;
     }
-    const problem = dirProblem(fs.fstatSync(fd), policy);
+    const st = fs.fstatSync(fd);
+    const problem = dirProblem(st, policy);
     if (problem) {
       fs.closeSync(fd);
       throw new UnsafeStationError('lock-dir-unsafe', `${dir} ${problem.what}; this is unsafe: another account could plant links or forged records there. Fix: ${problem.fix(dir)}`);
     }
-    return new VerifiedDir(dir, fd, policy);
+    // Nobody but us can enter a folder of ours with mode 0700 (no lock group): a file inside is
+    // reachable by this account alone, whatever its own mode says.
+    const privateDir = policy.group === null && st.uid === policy.uid && (st.mode & 0o077) === 0;
+    return new VerifiedDir(dir, fd, policy, privateDir, onTightened);
   }
 
   close(): void {
@@ -81,7 +96,15 @@ export class VerifiedDir {
         if (this.policy.group) fs.fchownSync(fd, this.policy.uid, this.policy.group.gid);
         fs.fchmodSync(fd, fileMode(this.policy));
       }
-      const st = fs.fstatSync(fd);
+      let st = fs.fstatSync(fd);
+      if (!created && this.tightenable(st)) {
+        // A file of ours made with the shell's umask (a legacy `flock 9>slot_0.lock`, 0644) in a
+        // folder only we can enter: nobody else could have opened it, so it is made private on
+        // this very descriptor and used, where refusing it failed every run beside the script.
+        fs.fchmodSync(fd, 0o600);
+        this.onTightened(this.pathOf(name), st.mode & 0o7777);
+        st = fs.fstatSync(fd);
+      }
       const problem = this.fileProblem(st);
       if (problem) throw this.unsafeFile(name, problem.what, problem.fix);
       return { fd, st };
@@ -117,6 +140,11 @@ export class VerifiedDir {
 
   pathOf(name: string): string {
     return path.join(this.dir, name);
+  }
+
+  /** Ours, one link, a regular file, too open, in a private folder: safe to tighten rather than refuse. */
+  private tightenable(st: fs.Stats): boolean {
+    return this.privateDir && st.isFile() && st.nlink === 1 && st.uid === this.policy.uid && (st.mode & 0o077) !== 0;
   }
 
   private fileProblem(st: fs.Stats): { what: string; fix: string } | null {

@@ -13,8 +13,8 @@ const WHY = 'another account could replace the slot files with links to your fil
  * root or us and, where others can write, sticky (as /tmp is): otherwise our folder could be renamed
  * away and replaced. Throws UnsafeStationError naming the setting, the danger and the fix.
  */
-export function ensureVerifiedDir(dir: string, policy: StationPolicy, setting: string): void {
-  checkAncestors(dir, policy, setting);
+export function ensureVerifiedDir(dir: string, policy: StationPolicy, setting: string, why = WHY): void {
+  checkAncestors(dir, policy, setting, why);
   try {
     fs.mkdirSync(dir, { mode: dirMode(policy) });
     // mkdir's mode passes through the umask, and a group must be given to the folder explicitly.
@@ -24,7 +24,7 @@ export function ensureVerifiedDir(dir: string, policy: StationPolicy, setting: s
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
   }
   const problem = dirProblem(fs.lstatSync(dir), policy);
-  if (problem) throw unsafeDir(setting, dir, problem.what, problem.fix(dir));
+  if (problem) throw unsafeDir(setting, dir, problem.what, problem.fix(dir), why);
 }
 
 interface Problem {
@@ -49,7 +49,7 @@ export function dirProblem(st: fs.Stats, policy: StationPolicy): Problem | null 
   return null;
 }
 
-function checkAncestors(dir: string, policy: StationPolicy, setting: string): void {
+function checkAncestors(dir: string, policy: StationPolicy, setting: string, why: string): void {
   // Missing parents are made ours; an existing one is judged below, whoever made it. Errors such as
   // ENOTDIR are thrown as they are: the caller names the setting.
   try {
@@ -63,7 +63,7 @@ function checkAncestors(dir: string, policy: StationPolicy, setting: string): vo
   for (let p = path.dirname(dir); p !== path.dirname(p); p = path.dirname(p)) {
     const st = fs.lstatSync(p);
     if (st.isSymbolicLink() && st.uid !== 0 && st.uid !== policy.uid) {
-      throw unsafeDir(setting, dir, `lies under ${p}, a symbolic link of uid ${st.uid}`, 'set the setting to a path without links of other accounts');
+      throw unsafeDir(setting, dir, `lies under ${p}, a symbolic link of uid ${st.uid}`, 'set the setting to a path without links of other accounts', why);
     }
   }
   const real = fs.realpathSync(path.dirname(dir));
@@ -73,12 +73,12 @@ function checkAncestors(dir: string, policy: StationPolicy, setting: string): vo
     const ownerOk = st.uid === 0 || st.uid === policy.uid || groupOk;
     const othersWrite = (st.mode & 0o002) !== 0 || ((st.mode & 0o020) !== 0 && !groupOk);
     if (!st.isDirectory() || !ownerOk || (othersWrite && (st.mode & STICKY) === 0)) {
-      throw unsafeDir(setting, dir, `lies inside ${p} (owner uid ${st.uid}, mode ${(st.mode & 0o7777).toString(8)}), where another account can rename or replace it`, `choose a folder whose parents are owned by root or by you and are not writable by others (or are sticky, like /tmp)`);
+      throw unsafeDir(setting, dir, `lies inside ${p} (owner uid ${st.uid}, mode ${(st.mode & 0o7777).toString(8)}), where another account can rename or replace it`, `choose a folder whose parents are owned by root or by you and are not writable by others (or are sticky, like /tmp)`, why);
     }
     if (p === path.dirname(p)) break;
   }
 }
 
-function unsafeDir(setting: string, dir: string, what: string, fix: string): UnsafeStationError {
-  return new UnsafeStationError('lock-dir-unsafe', `${setting}: ${dir} ${what}; this is unsafe: ${WHY}. Fix: ${fix}`);
+function unsafeDir(setting: string, dir: string, what: string, fix: string, why: string): UnsafeStationError {
+  return new UnsafeStationError('lock-dir-unsafe', `${setting}: ${dir} ${what}; this is unsafe: ${why}. Fix: ${fix}`);
 }

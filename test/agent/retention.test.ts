@@ -5,6 +5,8 @@ import * as assert from 'node:assert/strict';
 import { demoFetch } from '../../agent/catalog/demoFetch';
 import { memoryLogger } from '../support/memoryLogger';
 import { Retention } from '../../agent/runs/retention';
+import { RunStore, type StoredRun } from '../../agent/runs/runStore';
+import { Spool } from '../../agent/telemetry/spool';
 import { makeTestEnv, startAgent } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 
@@ -35,7 +37,7 @@ test('retention removes ended runs\' logs and status files by age and by count, 
   const retention = new Retention({ logDir, statusDir, days: 14, runs: 5, activeRunIds: () => new Set([id(21)]), logger: memoryLogger() });
   const removed = retention.apply();
   // Logs: the 30-day-old one by age, and sidra 5..7 beyond the newest five.
-  assert.deepEqual(removed, { logs: 4, statusFiles: 1 });
+  assert.deepEqual(removed, { logs: 4, statusFiles: 1, runRows: 0 });
   assert.deepEqual(logs.map((f) => fs.existsSync(f)), [true, true, true, true, true, false, false, false]);
   assert.equal(fs.existsSync(old), false);
   assert.ok(fs.existsSync(activeOld), 'an active run keeps its log');
@@ -43,6 +45,56 @@ test('retention removes ended runs\' logs and status files by age and by count, 
   assert.equal(fs.existsSync(statusOld), false);
   assert.ok(fs.existsSync(statusNew));
   assert.ok(fs.existsSync(foreign), 'files the agent did not make are left alone');
+});
+
+/** A run row as the run manager stores it, `ageDays` old (enqueued, started and ended then). */
+function runRow(n: number, fetcher: string, status: StoredRun['status'], ageDays: number): StoredRun {
+  const at = new Date(Date.now() - ageDays * DAY).toISOString();
+  const ended = status !== 'waiting' && status !== 'running';
+  return {
+    runId: id(n), fetcher, pool: 'network-light', status, trigger: 'schedule', args: [], enqueuedAt: at, startedAt: status === 'waiting' ? null : at,
+    finishedAt: ended ? at : null, slot: null, pid: null, exitCode: ended ? 0 : null, signal: null, reason: null, wait: null, logPath: null,
+    startTime: null, statusFile: null, ownerPid: 1, ownerStartTime: 1,
+  };
+}
+
+test('retention prunes ended runs\' rows with their logs (by age and count), keeps active runs, each fetcher\'s last run and the telemetry', async () => {
+  const t = makeTestEnv(null);
+  const spool = new Spool({ path: path.join(t.root, 'spool.db'), logger: memoryLogger() });
+  try {
+    const store = new RunStore(spool, null);
+    const rows = [
+      ...Array.from({ length: 6 }, (_, i) => runRow(i, 'sidra', 'completed', i * 0.5)), // ids 0..5, newest first
+      runRow(10, 'anac', 'failed', 30), // old, but anac's newest started run: kept for the schedule
+      runRow(11, 'anac', 'completed', 40), // old: removed
+      runRow(12, 'ibge', 'running', 50), // still running: kept
+      runRow(13, 'ibge', 'waiting', 50), // still waiting: kept
+      runRow(14, 'ibge', 'cancelled', 60), // old, not ibge's newest start (12 is): removed
+    ];
+    for (const r of rows) await store.save(r);
+    for (const r of rows) spool.emit({ runId: r.runId, event: 'finish', task: r.fetcher, pool: r.pool, payload: {} });
+    await store.save({ ...rows[0] }); // the emits reach the file with this commit
+    const eventsBefore = spool.withDatabase((db) => (db.prepare('SELECT count(*) AS n FROM event').get() as { n: number }).n);
+    // Five ended runs at most, fourteen days: sidra 5 goes by count, anac 11 and ibge 14 by age.
+    const retention = new Retention({ logDir: path.join(t.root, 'logs'), statusDir: path.join(t.root, 'runs'), days: 14, runs: 5, activeRunIds: () => new Set(), runRows: store, logger: memoryLogger() });
+    const removed = retention.apply();
+    const left = new Set(store.recent(100).map((r) => r.runId));
+    assert.deepEqual([...left].sort(), [id(0), id(1), id(2), id(3), id(4), id(10), id(12), id(13)].sort(), `rows left: ${[...left].join(', ')}`);
+    assert.equal(removed.runRows, rows.length - left.size);
+    assert.equal(store.lastStartedAt('anac')?.toISOString(), rows[6].startedAt, 'each fetcher keeps its last run for the schedule');
+    const eventsAfter = spool.withDatabase((db) => (db.prepare('SELECT count(*) AS n FROM event').get() as { n: number }).n);
+    assert.ok(eventsBefore !== null && eventsBefore >= rows.length, `the events were spooled (${eventsBefore})`);
+    assert.equal(eventsAfter, eventsBefore, 'telemetry is kept');
+    // A second pass has nothing more to remove; an id another process runs keeps its row too.
+    assert.equal(retention.apply().runRows, 0);
+    const guarded = new Retention({ logDir: path.join(t.root, 'logs'), statusDir: path.join(t.root, 'runs'), days: 0.001, runs: 1, activeRunIds: () => new Set([id(1)]), runRows: store, logger: memoryLogger() });
+    guarded.apply();
+    assert.ok(store.get(id(1)), 'an active id keeps its row');
+    assert.equal(store.get(id(2)), null, 'an ended row beyond the count is removed');
+    assert.ok(store.get(id(0)), 'sidra\'s newest run stays');
+  } finally {
+    spool.close();
+  }
 });
 
 test('the agent applies retention at start (QUANTILICA_RETENTION_DAYS, QUANTILICA_RETENTION_RUNS)', { timeout: 60000 }, async () => {

@@ -88,8 +88,8 @@ test('exit codes and signals are recorded as the fetcher ended', async () => {
     assert.equal(fs.readFileSync(fails.logPath!, 'utf8'), 'failing\n');
     assert.equal(ok.status, 'completed');
     // The documented RunInfo shape, and nothing of the agent's internal bookkeeping.
-    // (The memory fields are those of issue 12: peak memory and CPU of the run, its ceiling.)
-    assert.deepEqual(Object.keys(ok).sort(), ['args', 'cpuSeconds', 'enqueuedAt', 'exitCode', 'fetcher', 'finishedAt', 'logPath', 'memoryLimitMb', 'memoryMb', 'memorySource', 'peakMemoryMb', 'pid', 'pool', 'reason', 'runId', 'signal', 'slot', 'startedAt', 'status', 'trigger', 'wait']);
+    // (The memory fields: peak memory and CPU of the run, its ceiling, the OOM kills its cgroup counted.)
+    assert.deepEqual(Object.keys(ok).sort(), ['args', 'cpuSeconds', 'enqueuedAt', 'exitCode', 'fetcher', 'finishedAt', 'logPath', 'memoryLimitMb', 'memoryMb', 'memorySource', 'oomKills', 'peakMemoryMb', 'pid', 'pool', 'reason', 'runId', 'signal', 'slot', 'startedAt', 'status', 'trigger', 'wait']);
     assert.deepEqual(Object.keys(orchestrator.listRuns(10)[0]).sort(), Object.keys(ok).sort());
     assert.equal(missing.status, 'failed');
     assert.equal(missing.exitCode, 127);
