@@ -63,6 +63,11 @@ export class PgSlotBackend {
     try {
       await this.use(async () => {});
     } catch (err) {
+      const code = (err as { code?: unknown }).code;
+      // A refused login or a database that does not exist will not pass by waiting: the setting is wrong.
+      if (typeof code === 'string' && (code.startsWith('28') || code === '3D000')) {
+        throw new ConfigError([`QUANTILICA_SLOT_DATABASE_URL=${JSON.stringify(redactCredentials(this.opts.url))}: ${(err as Error).message}`]);
+      }
       if (slotBackendCause(err as Error) === null) throw err;
       this.opts.logger.warn({ err: (err as Error).message, setting: 'QUANTILICA_SLOT_DATABASE_URL' },
         'slot database unreachable at start: runs wait for it; the agent connects when it can');

@@ -166,6 +166,7 @@ export class PgSlotPool implements PoolBackend {
   private remove(waiter: Waiter): void {
     const at = this.waiters.indexOf(waiter);
     if (at >= 0) this.waiters.splice(at, 1);
+    if (this.waiters.length === 0) this.forgetKeeperFailure();
     waiter.cleanup();
     if (waiter.keeper) {
       waiter.keeper.kill('SIGTERM');
@@ -200,6 +201,7 @@ export class PgSlotPool implements PoolBackend {
       this.tell();
     }).finally(() => {
       this.ticking = false;
+      if (this.waiters.length === 0) this.forgetKeeperFailure();
       if (this.closed || this.waiters.length === 0) return;
       if (this.again) {
         this.again = false;
@@ -277,10 +279,23 @@ export class PgSlotPool implements PoolBackend {
     this.tell();
   }
 
+  /** Nobody waits: a keeper's failure says nothing about the next one (status stops showing it). */
+  private forgetKeeperFailure(): void {
+    if (this.keeperBlocked === null) return;
+    this.keeperBlocked = null;
+    this.keeperRetryAt = 0;
+    this.keeperRetryMs = 0;
+    this.opts.backend.keepersCannotConnect(this.name, null);
+    this.told = this.connectionBlocked;
+  }
+
   /** A keeper could not connect for a cause that passes: the waiter waits on, the next try later. */
   private keeperCannotConnect(cause: SlotBackendCause, message: string): void {
-    this.keeperRetryMs = Math.min(KEEPER_RETRY_MAX_MS, Math.max(KEEPER_RETRY_FIRST_MS, this.keeperRetryMs * 2));
-    this.keeperRetryAt = Date.now() + this.keeperRetryMs;
+    // Keepers started together fail together: one failure per try doubles the wait, not each of them.
+    if (Date.now() >= this.keeperRetryAt) {
+      this.keeperRetryMs = Math.min(KEEPER_RETRY_MAX_MS, Math.max(KEEPER_RETRY_FIRST_MS, this.keeperRetryMs * 2));
+      this.keeperRetryAt = Date.now() + this.keeperRetryMs;
+    }
     if (this.keeperBlocked !== cause) {
       this.opts.logger.warn({ pool: this.name, cause, err: message }, cause === 'connection-cap'
         ? 'slot database at its connection cap: a slot keeper cannot connect; runs wait until a connection is free'

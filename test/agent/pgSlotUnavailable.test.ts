@@ -116,6 +116,13 @@ test('PostgreSQL down at start: the agent starts degraded and its runs wait; a C
     // And a CLI of another station now runs in-process as usual.
     const later = await runCli(cli, ['run', 'heavy', '--', release, '5']);
     assert.equal(later.code, 5, later.stderr);
+    // A refused login is no outage to wait out: the setting is wrong (exit 78), the password not shown.
+    const wrong = new URL(url);
+    wrong.password = 'not-the-password';
+    const refused = await runCli(pgStation(wrong.toString(), 'station-c', fetchers), ['status']);
+    assert.equal(refused.code, 78, `${refused.stdout}${refused.stderr}`);
+    assert.match(refused.stderr, /QUANTILICA_SLOT_DATABASE_URL=.*password authentication failed/);
+    assert.doesNotMatch(refused.stderr, /not-the-password/);
   } finally {
     await client?.close().catch(() => {});
     if (agent) {
