@@ -252,6 +252,7 @@ export class Orchestrator implements AgentControl {
       dataDir: this.config.dataDir,
       lockDir: this.config.lockDir,
       memory: this.memory.enforcement(), // memory ceilings (issue 12)
+      ...(this.slotBackend ? { slotBackend: this.slotBackend.status() } : {}),
     };
   }
 

@@ -236,6 +236,18 @@ export interface AgentInfo {
   lockDir: string;
   /** memory ceilings (issue 12) */
   memory?: MemoryEnforcement;
+  /** The postgres slot backend as this process sees it (absent with the file backend). */
+  slotBackend?: SlotBackendStatus;
+}
+
+/** Whether the shared slot database can give slots now, and what weakens it. */
+export interface SlotBackendStatus {
+  /** `ok`, or why no slot can be taken now (runs wait with the same cause). */
+  state: 'ok' | 'unreachable' | 'connection-cap';
+  /** The last error behind a state other than `ok`. */
+  error: string | null;
+  /** PUBLIC may connect to the slot database, so any role can take its advisory locks (null: not known yet). */
+  publicConnect: boolean | null;
 }
 
 export interface CatalogEntryInfo {

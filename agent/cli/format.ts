@@ -34,6 +34,12 @@ export function formatStatus(s: Snapshot, remote: boolean): string {
     out.push(mem.kind === 'not-enforced' ? `memory: ceilings NOT ENFORCED (${mem.reason ?? 'unknown'}); run memory is sampled` : `memory: ceilings enforced (${mem.kind})`);
     if (mem.budgetWarning) out.push(`memory: WARNING ${mem.budgetWarning}`);
   }
+  const slots = s.agent.slotBackend;
+  if (slots) {
+    const state = slots.state === 'ok' ? 'reachable' : slots.state === 'connection-cap' ? 'AT ITS CONNECTION CAP (runs wait)' : 'UNREACHABLE (runs wait)';
+    out.push(`slot database: ${state}${slots.error && slots.state !== 'ok' ? ` — ${slots.error}` : ''}`);
+    if (slots.publicConnect) out.push('slot database: WARNING any role may connect (PUBLIC has CONNECT) and take its advisory locks; REVOKE CONNECT ON DATABASE … FROM PUBLIC');
+  }
   if (s.disk) {
     const next = s.disk.next ? `, ${s.disk.next.distanceGb} GB to ${s.disk.next.threshold} (${s.disk.next.gb} GB)` : '';
     out.push(`disk: ${s.disk.state}, ${s.disk.freeGb ?? '?'} GB free${next}${s.disk.error ? ` — ${s.disk.error}` : ''}`);

@@ -57,7 +57,16 @@ export async function localLink(config: Config, logger: Logger): Promise<AgentLi
 
   return {
     remote: false,
-    run: (fetcher, args) => orchestrator.run(fetcher, args, 'cli'),
+    run: async (fetcher, args) => {
+      // Without an agent nobody would keep this run waiting for the slot database past this command:
+      // a CLI run (cron's) says so at once rather than wait with nothing to show.
+      const slots = orchestrator.slotBackend;
+      if (slots && !slots.reachable) {
+        throw new ClientError(ErrorCodes.unavailable, ExitCode.agentUnavailable,
+          `the slot database (QUANTILICA_SLOT_DATABASE_URL) cannot be reached: ${slots.status().error ?? 'unknown error'}; no run was queued (an agent keeps runs waiting for it)`);
+      }
+      return orchestrator.run(fetcher, args, 'cli');
+    },
     waitRun: (runId) => (foreignActive(runId) ? waitForeign(runId) : orchestrator.waitRun(runId)),
     cancel: async (target) => {
       if (target.runId !== undefined && foreignActive(target.runId)) return [await cancelForeign(target.runId)];

@@ -215,7 +215,8 @@ export class GithubRuns implements InAgentWork {
     const pool = this.deps.pools.get(state.run.pool);
     try {
       if (!pool) throw new RunRefusedError('no-such-pool', `pool ${state.run.pool} is not configured`);
-      const grant = await pool.acquire(state.run.runId, state.abort.signal, (position) => run.moves.setWait(state, { kind: 'pool', position }));
+      const grant = await pool.acquire(state.run.runId, state.abort.signal, (position) => run.moves.setWait(state, { kind: 'pool', position }),
+        (cause) => run.moves.setWait(state, { kind: 'slot-backend', cause }));
       if (state.abort.signal.aborted) {
         grant.lock.closeOwnCopy();
         pool.released();

@@ -282,7 +282,7 @@ export class RunManager {
     try {
       if (!pool) throw new RunRefusedError('no-such-pool', `pool ${run.pool} is not configured`);
       await this.deps.gate.waitToStart(request, state.abort.signal, (reason) => this.setWait(state, reason));
-      grant = await pool.acquire(run.runId, state.abort.signal, (position) => this.setWait(state, { kind: 'pool', position }));
+      grant = await pool.acquire(run.runId, state.abort.signal, (position) => this.setWait(state, { kind: 'pool', position }), (cause) => this.setWait(state, { kind: 'slot-backend', cause }));
       this.throwIfCancelled(state);
       if (isGithubSync(entry)) {
         await recorded;

@@ -1,4 +1,5 @@
 import type { OwnerRecord } from '../slots/ownerRecord';
+import type { SlotBackendCause } from '../slots/slotBackendCause';
 import type { NewTelemetryEvent } from '../telemetry/telemetrySink';
 import type { RunGroup } from './runGroup';
 import type { ExitInfo, RunProcess, RunWatch, SpawnOptions } from './runProcess';
@@ -16,7 +17,7 @@ export interface HeldSlot {
 
 /** One pool as the run manager uses it (SlotPool). */
 export interface SlotSource {
-  acquire(runId: string, signal: AbortSignal, onPosition: (position: number) => void): Promise<HeldSlot>;
+  acquire(runId: string, signal: AbortSignal, onPosition: (position: number) => void, onBlocked?: (cause: SlotBackendCause) => void): Promise<HeldSlot>;
   /** A run of this process ended: serve the next waiter now. */
   released(): void;
 }

@@ -41,6 +41,7 @@ export class PgRunCancel {
   private scanning = false;
   private again = false;
   private closed = false;
+  private lastConnectError: string | null = null;
   private owner: CancelOwner | null = null;
   private readonly handling = new Set<string>();
   /** Requests this process made: run id -> row id, so `waitRun` can follow the run on its station. */
@@ -77,7 +78,10 @@ export class PgRunCancel {
       await client.query(`LISTEN ${CHANNEL}`);
     } catch (err) {
       await client.end().catch(() => {});
-      this.logger.warn({ err: (err as Error).message }, 'cannot listen for cancels from other stations; trying again');
+      // Said once per cause: during an outage the retries every second would fill the log.
+      const message = (err as Error).message;
+      if (message !== this.lastConnectError) this.logger.warn({ err: message }, 'cannot listen for cancels from other stations; trying again');
+      this.lastConnectError = message;
       this.scheduleReconnect();
       return;
     }
@@ -86,6 +90,7 @@ export class PgRunCancel {
       return;
     }
     this.listener = client;
+    this.lastConnectError = null;
     this.scan();
   }
 

@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as readline from 'node:readline';
 import pg from 'pg';
-import { heldSlots, readPool } from './pgSlotSql';
+import { poolLocks, readPool, slotNumbers } from './pgSlotSql';
 
 // Issue 14: the lock keeper of one slot of the postgres backend (bundled as dist/pgSlotKeeper.js).
 //
@@ -130,19 +130,23 @@ async function main(): Promise<void> {
 
 let slotTaken = -1;
 
-/** Takes a free slot below the pool's size, unless the pool is full counting holders beyond a shrunk size. */
+/**
+ * Takes a free slot of the pool, unless the pool is full counting holders beyond a shrunk size. The
+ * slot numbers are the pool's first free numbers that no other role blocks (slotNumbers).
+ */
 async function take(client: pg.Client): Promise<number | null> {
   const { slots, lockKey } = await readPool(client, pool);
-  const held = new Set(await heldSlots(client, lockKey));
-  if (held.size >= slots) return null;
-  for (let index = 0; index < slots; index++) {
-    if (held.has(index)) continue;
+  const { held, blocked } = await poolLocks(client, lockKey);
+  if (held.length >= slots) return null;
+  const mine = new Set(held);
+  for (const index of slotNumbers(slots, blocked)) {
+    if (mine.has(index)) continue;
     const got = (await client.query<{ ok: boolean }>('SELECT pg_catalog.pg_try_advisory_lock($1, $2) AS ok', [lockKey, index])).rows[0]?.ok === true;
     if (!got) continue;
     // Under the lock: count again (another station may have taken a slot meanwhile, or the pool shrunk).
     const now = await readPool(client, pool);
-    const holders = await heldSlots(client, lockKey);
-    if (holders.length > now.slots || index >= now.slots) {
+    // The count decides; a number beyond a shrunk size is only shown as such.
+    if ((await poolLocks(client, lockKey)).held.length > now.slots) {
       await client.query('SELECT pg_catalog.pg_advisory_unlock($1, $2)', [lockKey, index]);
       return null;
     }
@@ -155,7 +159,8 @@ async function take(client: pg.Client): Promise<number | null> {
 }
 
 main().catch((err: unknown) => {
-  say({ error: (err as Error).message });
+  // The code (a SQLSTATE or an errno) tells the agent whether to wait (connection cap, outage) or fail the run.
+  say({ error: (err as Error).message, code: (err as { code?: unknown }).code });
   // Closing fd 3 ourselves is not needed: exiting ends the session and with it any lock.
   try { fs.closeSync(3); } catch { /* already closed */ }
   process.exit(70);

@@ -7,6 +7,7 @@ import type { Logger } from '../log/logger';
 import type { OwnerRecord } from './ownerRecord';
 import type { PgSlotBackend } from './pgSlotBackend';
 import { heldSlots, readPool } from './pgSlotSql';
+import { slotBackendCause, type SlotBackendCause } from './slotBackendCause';
 import type { PoolBackend, PoolGrant } from './poolBackend';
 
 /** How often waiting runs look at the shared queue: other stations' releases send us no signal. */
@@ -15,8 +16,14 @@ const POLL_MS = 100;
 const KEEPER_ANSWER_MS = 30_000;
 /** How long a warm spare keeper (a process and a connection) waits for a run before it is stopped. */
 const SPARE_IDLE_MS = 30_000;
+/**
+ * After a keeper could not connect (the server at its connection cap, or down), the first wait before
+ * the next try, doubled on each failure up to the last: a try costs a process and a connection attempt.
+ */
+const KEEPER_RETRY_FIRST_MS = 200;
+const KEEPER_RETRY_MAX_MS = 2_000;
 
-interface KeeperMessage { acquired?: number; busy?: boolean; error?: string; lost?: string }
+interface KeeperMessage { acquired?: number; busy?: boolean; error?: string; code?: string; lost?: string }
 
 /** A keeper process and what its messages and its end mean now (a spare's, then a waiter's). */
 interface KeeperHandle {
@@ -52,6 +59,7 @@ interface Waiter {
   resolve(slot: PoolGrant): void;
   reject(err: Error): void;
   onPosition(position: number): void;
+  onBlocked(cause: SlotBackendCause): void;
   cleanup(): void;
 }
 
@@ -74,6 +82,14 @@ export class PgSlotPool implements PoolBackend {
   private spare: KeeperHandle | null = null;
   /** Runs whose slot keeper still lives: their slot stays ours between the run's end and the release. */
   private readonly kept = new Set<string>();
+  /** Why the agent's own connection cannot read the queue now, or null. */
+  private connectionBlocked: SlotBackendCause | null = null;
+  /** Why the last keeper could not connect, or null once one did; no keeper starts before `keeperRetryAt`. */
+  private keeperBlocked: SlotBackendCause | null = null;
+  private keeperRetryAt = 0;
+  private keeperRetryMs = 0;
+  /** What the waiters were last told: a slot-backend cause, or null (their queue positions). */
+  private told: SlotBackendCause | null = null;
 
   constructor(private readonly opts: PgSlotPoolOptions) {
     this.name = opts.name;
@@ -84,7 +100,7 @@ export class PgSlotPool implements PoolBackend {
     return this.opts.backend.pool(this.name)?.slots ?? this.opts.defaultSize;
   }
 
-  acquire(runId: string, signal: AbortSignal, onPosition: (position: number) => void = () => {}): Promise<PoolGrant> {
+  acquire(runId: string, signal: AbortSignal, onPosition: (position: number) => void = () => {}, onBlocked: (cause: SlotBackendCause) => void = () => {}): Promise<PoolGrant> {
     return new Promise<PoolGrant>((resolve, reject) => {
       if (signal.aborted) {
         reject(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
@@ -99,14 +115,15 @@ export class PgSlotPool implements PoolBackend {
       const onAbort = () => leave(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
       signal.addEventListener('abort', onAbort, { once: true });
       const waiter: Waiter = {
-        runId, ticket: null, generation: -1, keeper: null, position: 0, resolve, reject, onPosition,
+        runId, ticket: null, generation: -1, keeper: null, position: 0, resolve, reject, onPosition, onBlocked,
         cleanup: () => {
           clearTimeout(timer);
           signal.removeEventListener('abort', onAbort);
         },
       };
       this.waiters.push(waiter);
-      onPosition(this.waiters.length);
+      if (this.told === null) onPosition(this.waiters.length);
+      else onBlocked(this.told);
       this.kick();
     });
   }
@@ -149,6 +166,7 @@ export class PgSlotPool implements PoolBackend {
   private remove(waiter: Waiter): void {
     const at = this.waiters.indexOf(waiter);
     if (at >= 0) this.waiters.splice(at, 1);
+    if (this.waiters.length === 0) this.forgetKeeperFailure();
     waiter.cleanup();
     if (waiter.keeper) {
       waiter.keeper.kill('SIGTERM');
@@ -178,15 +196,20 @@ export class PgSlotPool implements PoolBackend {
       const message = (err as Error).message;
       if (message !== this.lastError) this.opts.logger.warn({ pool: this.name, err: message }, 'cannot reach the slot database: no new slots until it is back');
       this.lastError = message;
+      // Whatever stops the queue from being read, the runs wait for it (as in an outage) and say why.
+      this.connectionBlocked = slotBackendCause(err as Error) ?? 'unreachable';
+      this.tell();
     }).finally(() => {
       this.ticking = false;
+      if (this.waiters.length === 0) this.forgetKeeperFailure();
       if (this.closed || this.waiters.length === 0) return;
       if (this.again) {
         this.again = false;
         this.kick();
         return;
       }
-      this.timer = setTimeout(() => { this.timer = null; this.kick(); }, this.opts.pollMs ?? POLL_MS);
+      const poll = this.opts.pollMs ?? POLL_MS;
+      this.timer = setTimeout(() => { this.timer = null; this.kick(); }, Math.max(poll, this.keeperRetryAt - Date.now()));
       this.timer.unref();
     });
   }
@@ -216,16 +239,71 @@ export class PgSlotPool implements PoolBackend {
     });
     backend.setPool(this.name, pool);
     this.lastError = null;
+    this.connectionBlocked = null;
+    this.tell();
     const free = pool.slots - held.length;
+    const keepersMayStart = Date.now() >= this.keeperRetryAt;
     for (const w of [...this.waiters]) {
       const rank = w.ticket === null ? -1 : queue.indexOf(w.ticket);
       if (rank < 0) continue;
       if (rank + 1 !== w.position) {
         w.position = rank + 1;
-        w.onPosition(w.position);
+        if (this.told === null) w.onPosition(w.position);
       }
-      if (rank < free && w.keeper === null) this.tryKeeper(w);
+      if (rank < free && w.keeper === null && keepersMayStart) this.tryKeeper(w);
     }
+  }
+
+  /**
+   * Tells the waiters when the reason they wait changes: the slot database (its connection cap, or an
+   * outage), then again their place in the queue once a connection works.
+   */
+  private tell(): void {
+    const cause = this.connectionBlocked ?? this.keeperBlocked;
+    if (cause === this.told) return;
+    this.told = cause;
+    for (const w of this.waiters) {
+      if (cause !== null) w.onBlocked(cause);
+      else if (w.position > 0) w.onPosition(w.position);
+    }
+  }
+
+  /** A keeper connected (it took a slot or found the pool full): keepers start freely again. */
+  private keeperConnected(): void {
+    this.keeperRetryMs = 0;
+    this.keeperRetryAt = 0;
+    if (this.keeperBlocked === null) return;
+    this.opts.logger.info({ pool: this.name }, 'slot keepers connect again');
+    this.keeperBlocked = null;
+    this.opts.backend.keepersCannotConnect(this.name, null);
+    this.tell();
+  }
+
+  /** Nobody waits: a keeper's failure says nothing about the next one (status stops showing it). */
+  private forgetKeeperFailure(): void {
+    if (this.keeperBlocked === null) return;
+    this.keeperBlocked = null;
+    this.keeperRetryAt = 0;
+    this.keeperRetryMs = 0;
+    this.opts.backend.keepersCannotConnect(this.name, null);
+    this.told = this.connectionBlocked;
+  }
+
+  /** A keeper could not connect for a cause that passes: the waiter waits on, the next try later. */
+  private keeperCannotConnect(cause: SlotBackendCause, message: string): void {
+    // Keepers started together fail together: one failure per try doubles the wait, not each of them.
+    if (Date.now() >= this.keeperRetryAt) {
+      this.keeperRetryMs = Math.min(KEEPER_RETRY_MAX_MS, Math.max(KEEPER_RETRY_FIRST_MS, this.keeperRetryMs * 2));
+      this.keeperRetryAt = Date.now() + this.keeperRetryMs;
+    }
+    if (this.keeperBlocked !== cause) {
+      this.opts.logger.warn({ pool: this.name, cause, err: message }, cause === 'connection-cap'
+        ? 'slot database at its connection cap: a slot keeper cannot connect; runs wait until a connection is free'
+        : 'slot database unreachable: a slot keeper cannot connect; runs wait until it is back');
+    }
+    this.keeperBlocked = cause;
+    this.opts.backend.keepersCannotConnect(this.name, { state: cause, error: message });
+    this.tell();
   }
 
   /**
@@ -264,9 +342,21 @@ export class PgSlotPool implements PoolBackend {
         return;
       }
       if (answered) return;
-      if (msg.busy) giveUp(null);
-      else if (msg.error !== undefined) giveUp(new RunRefusedError('slot-backend-unavailable', `the slot keeper failed: ${msg.error}`));
-      else if (typeof msg.acquired === 'number') this.served(waiter, keeper, lifeline, msg.acquired, () => { answered = true; clearTimeout(answerTimer); });
+      if (msg.busy) {
+        this.keeperConnected();
+        giveUp(null);
+      } else if (msg.error !== undefined) {
+        const cause = slotBackendCause(msg);
+        if (cause === null) {
+          giveUp(new RunRefusedError('slot-backend-unavailable', `the slot keeper failed: ${msg.error}`));
+        } else {
+          this.keeperCannotConnect(cause, msg.error);
+          giveUp(null);
+        }
+      } else if (typeof msg.acquired === 'number') {
+        this.keeperConnected();
+        this.served(waiter, keeper, lifeline, msg.acquired, () => { answered = true; clearTimeout(answerTimer); });
+      }
     };
     keeper.stdin?.write(`${JSON.stringify({ take: waiter.runId })}\n`);
     this.warmSpare();

