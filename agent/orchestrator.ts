@@ -32,6 +32,7 @@ import type { PoolBackend } from './slots/poolBackend';
 import type { StationPolicy } from './station/stationPolicy';
 import type { SnapshotParts, StateHub } from './state/stateHub';
 import { PublishThrottle, throttleClock } from './state/publishThrottle';
+import { otherModeHolders } from './slots/otherModeHolders';
 import type { Spool } from './telemetry/spool';
 
 /**
@@ -236,6 +237,7 @@ export class Orchestrator implements AgentControl {
   }
 
   agentInfo(): AgentInfo {
+    const otherMode = otherModeHolders({ usePools: this.config.usePools, lockDir: this.config.lockDir, poolNames: Object.keys(this.config.pools) }, readKernelFlocks(), this.store.active());
     return {
       pid: process.pid,
       host: os.hostname(),
@@ -245,6 +247,7 @@ export class Orchestrator implements AgentControl {
       dataDir: this.config.dataDir,
       lockDir: this.config.lockDir,
       memory: this.memory.enforcement(), // memory ceilings (issue 12)
+      ...(otherMode ? { otherMode } : {}),
     };
   }
 

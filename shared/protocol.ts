@@ -236,6 +236,15 @@ export interface AgentInfo {
   lockDir: string;
   /** memory ceilings (issue 12) */
   memory?: MemoryEnforcement;
+  /** Present when slots or runs of the other mode are held (another process has the other CRON_USE_POOLS). */
+  otherMode?: OtherModeHolders;
+}
+
+/** Holders of the mode this agent (or CLI) is not in: lock files the kernel lists as held, active runs. */
+export interface OtherModeHolders {
+  mode: 'pools' | 'serial';
+  lockFiles: string[];
+  runs: string[];
 }
 
 export interface CatalogEntryInfo {
