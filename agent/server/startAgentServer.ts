@@ -10,6 +10,7 @@ import { ClientConnection } from './clientConnection';
 import { removeConnectionFile, writeConnectionFile } from './connectionFile';
 import { requestHandlers } from './requestHandlers';
 import { RefusalLog } from './refusalLog';
+import { LoopbackPeers } from './loopbackPeers';
 import { newNonce, PROOF_HEADER, proofOf, sameSecret, tokenDigest } from '../../shared/node/handshakeProof';
 import { checkUpgrade, newToken } from './upgradeGuard';
 import { readProcInfo } from '../../shared/node/procInfo';
@@ -36,6 +37,8 @@ export interface AgentServerOptions {
   authTimeoutMs?: number;
   /** Refused connections are logged at most once per this period, in aggregate (default 10 s). */
   refusalLogPeriodMs?: number;
+  /** Connections of other accounts (closed at accept) are logged at most once per this period (default 60 s). */
+  foreignLogPeriodMs?: number;
 }
 
 export interface AgentServer {
@@ -43,8 +46,10 @@ export interface AgentServer {
   readonly token: string;
   /** Connected clients right now. */
   clientCount(): number;
-  /** Connections refused since the start (any reason). */
+  /** Connections refused since the start (any reason but another account's). */
   refusedCount(): number;
+  /** Connections of other accounts closed at accept since the start. */
+  foreignCount(): number;
   close(): Promise<void>;
 }
 
@@ -82,6 +87,11 @@ export async function startAgentServer(control: AgentControl, opts: AgentServerO
     pending.delete(socket as Socket);
   };
   const agentProofs = new WeakMap<http.IncomingMessage, string>();
+  const peers = new LoopbackPeers();
+  const ownUid = process.getuid?.() ?? -1;
+  let peerTablesMissing = false;
+  // Other accounts' connections are logged apart and more rarely: a flood of them costs a line a minute.
+  const foreign = new RefusalLog(logger, opts.foreignLogPeriodMs ?? 60_000, 'closed connections of other accounts to the protocol server');
 
   const wss = new WebSocketServer({
     noServer: true,
@@ -101,6 +111,17 @@ export async function startAgentServer(control: AgentControl, opts: AgentServerO
   server.headersTimeout = authTimeoutMs;
   server.requestTimeout = authTimeoutMs;
   server.on('connection', (socket: Socket) => {
+    // Another account's connection is closed at accept, before it can take a place among the
+    // pending ones: no other user can fill the cap and lock the owner out.
+    const peerUid = peers.uidOf({ peerAddress: socket.remoteAddress ?? '', peerPort: socket.remotePort ?? 0, localAddress: socket.localAddress ?? '', localPort: socket.localPort ?? 0 });
+    if (peerUid === undefined) {
+      if (!peerTablesMissing) logger.warn({}, 'cannot read /proc/net/tcp: the account of a connection is not checked, every connection counts against the pending cap');
+      peerTablesMissing = true;
+    } else if (peerUid !== ownUid) {
+      foreign.count(peerUid === null ? 'peer-gone' : 'other-account');
+      socket.destroy();
+      return;
+    }
     if (pending.size >= maxPending) {
       refusals.count('too-many-pending');
       socket.destroy();
@@ -192,10 +213,12 @@ export async function startAgentServer(control: AgentControl, opts: AgentServerO
     token,
     clientCount: () => clients.size,
     refusedCount: () => refusals.total,
+    foreignCount: () => foreign.total,
     close: () => {
       closing ??= (async () => {
         clearInterval(pingTimer);
         refusals.flush();
+        foreign.flush();
         for (const socket of pending.keys()) socket.destroy();
         // First the file, so no new client finds a server that is going away.
         await removeConnectionFile(opts.connectionFile, token);
