@@ -33,6 +33,7 @@ import type { StationPolicy } from './station/stationPolicy';
 import type { SnapshotParts, StateHub } from './state/stateHub';
 import { PublishThrottle, throttleClock } from './state/publishThrottle';
 import { otherModeHolders } from './slots/otherModeHolders';
+import { ForeignRuns } from './runs/foreignRuns';
 import type { Spool } from './telemetry/spool';
 
 /**
@@ -79,6 +80,8 @@ export class Orchestrator implements AgentControl {
   /** Issue 14: cancels of runs held or queued on other stations, and of ours asked by them. */
   private readonly remoteCancel: PgRunCancel | null;
   readonly runs: RunManager;
+  /** Runs of the shared store another process of this user manages (a CLI run started with no agent). */
+  readonly foreign: ForeignRuns;
   readonly store: RunStore;
   /** memory ceilings (issue 12) */
   readonly memory: MemoryCeilings;
@@ -142,6 +145,15 @@ export class Orchestrator implements AgentControl {
       onPoolChange: (pool) => this.publishPool(pool),
       github: this.github,
     });
+    this.foreign = new ForeignRuns({
+      store: this.store,
+      runs: this.runs,
+      onEnded: (run) => {
+        if (!this.hub.hasListeners()) return;
+        this.hub.publish({ kind: 'run', run: toRunInfo(run) });
+        this.publishPool(run.pool);
+      },
+    });
     if (this.catalog.entries.some((e) => e.kind === 'github-sync')) this.github.start();
   }
 
@@ -166,6 +178,7 @@ export class Orchestrator implements AgentControl {
   }
 
   async waitRun(runId: string): Promise<RunInfo> {
+    if (this.foreign.active(runId)) return this.foreign.wait(runId);
     try {
       return await this.runs.waitRun(runId);
     } catch (err) {
@@ -178,6 +191,7 @@ export class Orchestrator implements AgentControl {
 
   async cancel(target: { runId?: string; fetcher?: string }): Promise<RunInfo[]> {
     if (target.runId) {
+      if (this.foreign.active(target.runId)) return [await this.foreign.cancel(target.runId)];
       try {
         return [this.runs.cancel(target.runId)];
       } catch (err) {
@@ -188,7 +202,9 @@ export class Orchestrator implements AgentControl {
     }
     if (target.fetcher) {
       const name = this.catalog.resolve(target.fetcher).name;
-      return this.runs.activeRuns().filter((r) => r.fetcher === name).map((r) => this.runs.cancel(r.runId));
+      const own = this.runs.activeRuns().filter((r) => r.fetcher === name).map((r) => this.runs.cancel(r.runId));
+      const foreign = await Promise.all(this.foreign.activeOf(name).map((r) => this.foreign.cancel(r.runId)));
+      return [...own, ...foreign];
     }
     throw new InvalidArgumentError('cancel needs a run id or a fetcher name');
   }
@@ -252,6 +268,7 @@ export class Orchestrator implements AgentControl {
   }
 
   async close(stopFetchers = false): Promise<void> {
+    this.foreign.close();
     await this.runs.shutdown(stopFetchers);
     await this.github.close();
     this.retention?.close();
