@@ -66,7 +66,10 @@ export class ForeignRuns {
     }
     if (owner === 'cli' && signalOwner(stored)) {
       // Nobody may wait for it: its end is still published when it comes.
-      void this.wait(runId, false).catch(() => undefined);
+      if (!this.watched.has(runId)) {
+        this.watched.add(runId);
+        this.wait(runId, false).catch(() => undefined).finally(() => this.watched.delete(runId));
+      }
       return toRunInfo(stored);
     }
     const who = owner === 'agent' ? `the agent (pid ${stored.ownerPid}), which does not answer; try again when it does` : `process ${stored.ownerPid}, which is not a quantilica process of yours that can be asked to cancel it`;
@@ -83,8 +86,6 @@ export class ForeignRuns {
    * dies first. `keepAlive`: a caller awaits it, so the process must not exit meanwhile.
    */
   wait(runId: string, keepAlive = true): Promise<RunInfo> {
-    if (!keepAlive && this.watched.has(runId)) return Promise.resolve(toRunInfo(this.deps.store.get(runId)!));
-    if (!keepAlive) this.watched.add(runId);
     return new Promise<RunInfo>((resolve, reject) => {
       const poll = async () => {
         const stored = this.deps.store.get(runId);
@@ -108,10 +109,8 @@ export class ForeignRuns {
             if (!keepAlive) timer.unref();
             return;
           }
-          this.watched.delete(runId);
           resolve(done);
         }, (err: unknown) => {
-          this.watched.delete(runId);
           reject(err instanceof Error ? err : new Error(String(err)));
         });
       };

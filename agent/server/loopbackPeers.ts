@@ -17,27 +17,43 @@ const TABLES = ['/proc/net/tcp', '/proc/net/tcp6'];
  * the entry of /proc/net/tcp (or tcp6, for a dual-stack client) whose local end is the peer's
  * address and port and whose remote end is ours. The kernel fills that column from the socket's
  * creator, so no client can claim another account. The tables are read at most once per turn of the
- * event loop (a flood of accepts shares one read) and again only for a connection not in them yet.
+ * event loop (a flood of accepts shares one read) and again only for a connection accepted after.
  */
 export class LoopbackPeers {
   private tables: string[] | null = null;
+  private readAt = Number.NEGATIVE_INFINITY;
+  private costMs = 0;
 
-  /** The peer socket's uid; `null` when it is in no table (the peer closed already); `undefined` when the tables cannot be read. */
-  uidOf(ends: LoopbackEnds): number | null | undefined {
-    const keys = endsKeys(ends);
-    if (keys.length === 0) return null;
-    const fromThisTurn = this.tables !== null;
-    const tables = this.read(false);
-    if (tables === null) return undefined;
-    const uid = find(tables, keys);
-    if (uid !== null || !fromThisTurn) return uid;
-    // Accepted after this turn's read: read again (the new tables hold the whole backlog).
-    const fresh = this.read(true);
-    return fresh === null ? undefined : find(fresh, keys);
+  /**
+   * True when a read now keeps the reads to about a tenth of the thread. The tables grow with every
+   * connection on the machine: with thousands open one read takes a hundred milliseconds or more.
+   */
+  affordable(now = performance.now()): boolean {
+    return this.tables !== null || now - this.readAt >= 10 * this.costMs;
   }
 
-  private read(again: boolean): string[] | null {
-    if (this.tables !== null && !again) return this.tables;
+  /** When the next read is affordable. */
+  affordableInMs(now = performance.now()): number {
+    return Math.max(0, this.readAt + 10 * this.costMs - now);
+  }
+
+  /**
+   * The peer socket's uid; `null` when it is in no table (the peer closed already); `undefined` when
+   * the tables cannot be read. `acceptedAt` (performance.now()): a connection missing from this
+   * turn's read is looked up in a fresh one only if it was accepted after that read.
+   */
+  uidOf(ends: LoopbackEnds, acceptedAt: number): number | null | undefined {
+    const keys = endsKeys(ends);
+    if (keys.length === 0) return null;
+    const cached = this.tables === null ? null : find(this.tables, keys);
+    if (cached !== null) return cached;
+    if (this.tables !== null && this.readAt >= acceptedAt) return null;
+    this.read();
+    return this.tables === null ? undefined : find(this.tables, keys);
+  }
+
+  private read(): void {
+    const began = performance.now();
     const tables: string[] = [];
     for (const file of TABLES) {
       try {
@@ -46,10 +62,10 @@ export class LoopbackPeers {
         // tcp6 is absent without IPv6; tcp alone is enough.
       }
     }
-    if (tables.length === 0) return null;
     if (this.tables === null) setImmediate(() => { this.tables = null; }).unref();
-    this.tables = tables;
-    return tables;
+    this.tables = tables.length === 0 ? null : tables;
+    this.readAt = began;
+    this.costMs = performance.now() - began;
   }
 }
 

@@ -85,6 +85,7 @@ export async function startAgentServer(control: AgentControl, opts: AgentServerO
     const timer = pending.get(socket as Socket);
     if (timer !== undefined) clearTimeout(timer);
     pending.delete(socket as Socket);
+    unverified.delete(socket as Socket);
   };
   const agentProofs = new WeakMap<http.IncomingMessage, string>();
   const peers = new LoopbackPeers();
@@ -110,17 +111,40 @@ export async function startAgentServer(control: AgentControl, opts: AgentServerO
   server.on('clientError', (_err, socket) => socket.destroy());
   server.headersTimeout = authTimeoutMs;
   server.requestTimeout = authTimeoutMs;
-  server.on('connection', (socket: Socket) => {
-    // Another account's connection is closed at accept, before it can take a place among the
-    // pending ones: no other user can fill the cap and lock the owner out.
-    const peerUid = peers.uidOf({ peerAddress: socket.remoteAddress ?? '', peerPort: socket.remotePort ?? 0, localAddress: socket.localAddress ?? '', localPort: socket.localPort ?? 0 });
-    if (peerUid === undefined) {
+  // Another account's connection is closed before it can keep a place among the pending ones, so no
+  // other user can fill the cap and lock the owner out. Its account is looked up at accept while the
+  // kernel's tables are cheap to read; in a flood (thousands of connections make one read take
+  // 100 ms or more) in batches, and always before the cap refuses anyone.
+  const unverified = new Map<Socket, number>();
+  let verifyTimer: NodeJS.Timeout | null = null;
+  const isForeign = (socket: Socket, acceptedAt: number): boolean => {
+    const uid = peers.uidOf({ peerAddress: socket.remoteAddress ?? '', peerPort: socket.remotePort ?? 0, localAddress: socket.localAddress ?? '', localPort: socket.localPort ?? 0 }, acceptedAt);
+    if (uid === undefined) {
       if (!peerTablesMissing) logger.warn({}, 'cannot read /proc/net/tcp: the account of a connection is not checked, every connection counts against the pending cap');
       peerTablesMissing = true;
-    } else if (peerUid !== ownUid) {
-      foreign.count(peerUid === null ? 'peer-gone' : 'other-account');
-      socket.destroy();
-      return;
+      return false;
+    }
+    if (uid === ownUid) return false;
+    foreign.count(uid === null ? 'peer-gone' : 'other-account');
+    authenticated(socket);
+    socket.destroy();
+    return true;
+  };
+  const verifyPending = () => {
+    if (verifyTimer !== null) clearTimeout(verifyTimer);
+    verifyTimer = null;
+    for (const [socket, acceptedAt] of unverified) {
+      unverified.delete(socket);
+      if (!socket.destroyed) isForeign(socket, acceptedAt);
+    }
+  };
+  server.on('connection', (socket: Socket) => {
+    const acceptedAt = performance.now();
+    const now = peers.affordable(acceptedAt);
+    if (now && isForeign(socket, acceptedAt)) return;
+    if (pending.size >= maxPending && unverified.size > 0) {
+      verifyPending();
+      if (!now && isForeign(socket, acceptedAt)) return;
     }
     if (pending.size >= maxPending) {
       refusals.count('too-many-pending');
@@ -135,6 +159,10 @@ export async function startAgentServer(control: AgentControl, opts: AgentServerO
     timer.unref();
     pending.set(socket, timer);
     socket.once('close', () => authenticated(socket));
+    if (!now) {
+      unverified.set(socket, acceptedAt);
+      verifyTimer ??= setTimeout(verifyPending, peers.affordableInMs()).unref();
+    }
   });
 
   const listening = await listen(server, opts.port);
@@ -219,6 +247,7 @@ export async function startAgentServer(control: AgentControl, opts: AgentServerO
         clearInterval(pingTimer);
         refusals.flush();
         foreign.flush();
+        if (verifyTimer !== null) clearTimeout(verifyTimer);
         for (const socket of pending.keys()) socket.destroy();
         // First the file, so no new client finds a server that is going away.
         await removeConnectionFile(opts.connectionFile, token);

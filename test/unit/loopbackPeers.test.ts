@@ -18,7 +18,7 @@ async function accepted(family: 4 | 6): Promise<{ ends: { peerAddress: string; p
 test('the account of a loopback peer is its socket\'s owner in /proc/net/tcp', async () => {
   const { ends, close } = await accepted(4);
   try {
-    assert.equal(new LoopbackPeers().uidOf(ends), process.getuid!());
+    assert.equal(new LoopbackPeers().uidOf(ends, performance.now()), process.getuid!());
   } finally {
     close();
   }
@@ -28,7 +28,7 @@ test('a dual-stack client (v4-mapped, in /proc/net/tcp6) is found too', async ()
   const { ends, close } = await accepted(6);
   try {
     assert.match(ends.peerAddress, /^::ffff:127\.0\.0\.1$/);
-    assert.equal(new LoopbackPeers().uidOf(ends), process.getuid!());
+    assert.equal(new LoopbackPeers().uidOf(ends, performance.now()), process.getuid!());
   } finally {
     close();
   }
@@ -39,6 +39,6 @@ test('a peer that is in no table (gone) is null, never our own account', async (
   close();
   const peers = new LoopbackPeers();
   // A port nobody holds on this pair of ends.
-  assert.equal(peers.uidOf({ ...ends, peerPort: ends.localPort === 1 ? 2 : 1 }), null);
-  assert.equal(peers.uidOf({ ...ends, peerAddress: 'not-an-address' }), null);
+  assert.equal(peers.uidOf({ ...ends, peerPort: ends.localPort === 1 ? 2 : 1 }, performance.now()), null);
+  assert.equal(peers.uidOf({ ...ends, peerAddress: 'not-an-address' }, performance.now()), null);
 });
