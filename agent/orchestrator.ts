@@ -30,6 +30,9 @@ import { PgSlotPool } from './slots/pgSlotPool';
 import type { PoolBackend } from './slots/poolBackend';
 import type { StationPolicy } from './station/stationPolicy';
 import type { SnapshotParts, StateHub } from './state/stateHub';
+import { PublishThrottle, throttleClock } from './state/publishThrottle';
+import { otherModeHolders } from './slots/otherModeHolders';
+import { ForeignRuns } from './runs/foreignRuns';
 import type { Spool } from './telemetry/spool';
 
 /**
@@ -54,19 +57,15 @@ export interface AgentParts {
 const SNAPSHOT_RECENT_RUNS = 50;
 
 /**
- * The shortest gap between two computations of the pools' published state. Each one reads
- * /proc/locks, lstats and opens every slot file; a burst of runs changes a pool several times per
- * run, and publishing each change cost the main thread about a seventh of its time; at 20 ms it
- * still took a sixth with the native spawner (its frames to every client included). A tree view
- * needs no more than ten pictures a second: clients see the latest state at most this late (a
- * snapshot is always computed fresh).
+ * The pools' pictures: a change after a quiet window is published at once; changes inside the window
+ * after a publication wait for one trailing publication at its end. Each computation reads
+ * /proc/locks, lstats and opens every slot file, and a burst of runs changes a pool several times per
+ * run: publishing each change cost the main thread about a seventh of its time. 50 ms keeps a burst
+ * to twenty pictures a second while a slot change reaches the views within 50 ms (a snapshot is
+ * always computed fresh). Under load one computation takes longer (the lock table grows, /proc reads
+ * wait): the window then grows with it, so that publishing takes at most about a tenth of the thread.
  */
-const POOL_PUBLISH_GAP_MS = 100;
-
-/**
- * Under load one computation takes longer (the lock table grows, /proc reads wait): the gap then
- * grows with it, so that publishing the pools takes at most about a tenth of the main thread.
- */
+const POOL_PUBLISH_WINDOW_MS = 50;
 const POOL_PUBLISH_COST_SHARE = 10;
 
 /** The orchestration core shared by the agent and an in-process CLI run: catalog, pools, runs, state. */
@@ -80,6 +79,8 @@ export class Orchestrator implements AgentControl {
   /** Issue 14: cancels of runs held or queued on other stations, and of ours asked by them. */
   private readonly remoteCancel: PgRunCancel | null;
   readonly runs: RunManager;
+  /** Runs of the shared store another process of this user manages (a CLI run started with no agent). */
+  readonly foreign: ForeignRuns;
   readonly store: RunStore;
   /** memory ceilings (issue 12) */
   readonly memory: MemoryCeilings;
@@ -89,12 +90,8 @@ export class Orchestrator implements AgentControl {
   private retention: Retention | null = null;
   /** Pools changed since their state was last published (see publishPool). */
   private readonly dirtyPools = new Set<string>();
-  /** Cancels the pending publication of dirtyPools; null when none is pending. */
-  private poolPublish: (() => void) | null = null;
+  private readonly poolPublish = new PublishThrottle(() => this.publishDirtyPools(), throttleClock, { windowMs: POOL_PUBLISH_WINDOW_MS, costShare: POOL_PUBLISH_COST_SHARE });
   private poolsClosed = false;
-  private lastPoolPublish = 0;
-  /** How long the last publication of the pools took (its cost sets the next gap). */
-  private lastPoolPublishMs = 0;
 
   constructor(readonly config: Config, private readonly logger: Logger, private readonly parts: AgentParts) {
     this.hub = parts.hub;
@@ -147,6 +144,15 @@ export class Orchestrator implements AgentControl {
       onPoolChange: (pool) => this.publishPool(pool),
       github: this.github,
     });
+    this.foreign = new ForeignRuns({
+      store: this.store,
+      runs: this.runs,
+      onEnded: (run) => {
+        if (!this.hub.hasListeners()) return;
+        this.hub.publish({ kind: 'run', run: toRunInfo(run) });
+        this.publishPool(run.pool);
+      },
+    });
     if (this.catalog.entries.some((e) => e.kind === 'github-sync')) this.github.start();
   }
 
@@ -172,6 +178,7 @@ export class Orchestrator implements AgentControl {
   }
 
   async waitRun(runId: string): Promise<RunInfo> {
+    if (this.foreign.active(runId)) return this.foreign.wait(runId);
     try {
       return await this.runs.waitRun(runId);
     } catch (err) {
@@ -184,6 +191,7 @@ export class Orchestrator implements AgentControl {
 
   async cancel(target: { runId?: string; fetcher?: string }): Promise<RunInfo[]> {
     if (target.runId) {
+      if (this.foreign.active(target.runId)) return [await this.foreign.cancel(target.runId)];
       try {
         return [this.runs.cancel(target.runId)];
       } catch (err) {
@@ -194,7 +202,9 @@ export class Orchestrator implements AgentControl {
     }
     if (target.fetcher) {
       const name = this.catalog.resolve(target.fetcher).name;
-      return this.runs.activeRuns().filter((r) => r.fetcher === name).map((r) => this.runs.cancel(r.runId));
+      const own = this.runs.activeRuns().filter((r) => r.fetcher === name).map((r) => this.runs.cancel(r.runId));
+      const foreign = await Promise.all(this.foreign.activeOf(name).map((r) => this.foreign.cancel(r.runId)));
+      return [...own, ...foreign];
     }
     throw new InvalidArgumentError('cancel needs a run id or a fetcher name');
   }
@@ -243,6 +253,7 @@ export class Orchestrator implements AgentControl {
   }
 
   agentInfo(): AgentInfo {
+    const otherMode = otherModeHolders({ usePools: this.config.usePools, lockDir: this.config.lockDir, poolNames: Object.keys(this.config.pools) }, readKernelFlocks(), this.store.active());
     return {
       pid: process.pid,
       host: os.hostname(),
@@ -253,10 +264,12 @@ export class Orchestrator implements AgentControl {
       lockDir: this.config.lockDir,
       memory: this.memory.enforcement(), // memory ceilings (issue 12)
       ...(this.slotBackend ? { slotBackend: this.slotBackend.status() } : {}),
+      ...(otherMode ? { otherMode } : {}),
     };
   }
 
   async close(stopFetchers = false): Promise<void> {
+    this.foreign.close();
     await this.runs.shutdown(stopFetchers);
     await this.github.close();
     this.retention?.close();
@@ -295,34 +308,19 @@ export class Orchestrator implements AgentControl {
     return usage ? { ...run, ...usage } : run;
   }
 
-  /**
-   * Marks a pool changed; its state is published once for every change made meanwhile, on the next
-   * turn of the event loop or POOL_PUBLISH_GAP_MS after the previous publication, whichever is later.
-   */
+  /** Marks a pool changed; every pool changed meanwhile is published together (see PublishThrottle). */
   private publishPool(name: string): void {
     // A pool's state reads the kernel's lock table and every lock file: only worth it for a listener.
     if (this.poolsClosed || !this.hub.hasListeners()) return;
     this.dirtyPools.add(name);
-    if (this.poolPublish !== null) return;
-    const wait = this.lastPoolPublish + Math.max(POOL_PUBLISH_GAP_MS, POOL_PUBLISH_COST_SHARE * this.lastPoolPublishMs) - Date.now();
-    const publish = () => this.publishDirtyPools();
-    // Unref'd: a pending publication alone must not keep a process (the CLI, a test) alive.
-    if (wait > 0) {
-      const timer = setTimeout(publish, wait).unref();
-      this.poolPublish = () => clearTimeout(timer);
-    } else {
-      const immediate = setImmediate(publish).unref();
-      this.poolPublish = () => clearImmediate(immediate);
-    }
+    this.poolPublish.changed();
   }
 
-  /** One read of the kernel's lock table and of the active runs for every pool changed since the last. */
-  private publishDirtyPools(): void {
-    this.poolPublish = null;
-    this.lastPoolPublish = Date.now();
+  /** One read of the kernel's lock table and of the active runs for every pool changed since the last; returns its cost in ms. */
+  private publishDirtyPools(): number {
     const names = [...this.dirtyPools];
     this.dirtyPools.clear();
-    if (this.poolsClosed || !this.hub.hasListeners()) return;
+    if (this.poolsClosed || !this.hub.hasListeners()) return 0;
     const began = performance.now();
     const locks = readKernelFlocks();
     const active = this.runs.activeRuns();
@@ -330,13 +328,12 @@ export class Orchestrator implements AgentControl {
       const pool = this.pools.get(name);
       if (pool) this.hub.publish({ kind: 'pool', pool: this.poolState(pool, locks, active) });
     }
-    this.lastPoolPublishMs = performance.now() - began;
+    return performance.now() - began;
   }
 
   private cancelPoolPublish(): void {
     this.poolsClosed = true;
-    this.poolPublish?.();
-    this.poolPublish = null;
+    this.poolPublish.cancel();
     this.dirtyPools.clear();
   }
 

@@ -238,6 +238,8 @@ export interface AgentInfo {
   memory?: MemoryEnforcement;
   /** The postgres slot backend as this process sees it (absent with the file backend). */
   slotBackend?: SlotBackendStatus;
+  /** Present when slots or runs of the other mode are held (another process has the other CRON_USE_POOLS). */
+  otherMode?: OtherModeHolders;
 }
 
 /** Whether the shared slot database can give slots now, and what weakens it. */
@@ -248,6 +250,13 @@ export interface SlotBackendStatus {
   error: string | null;
   /** PUBLIC may connect to the slot database, so any role can take its advisory locks (null: not known yet). */
   publicConnect: boolean | null;
+}
+
+/** Holders of the mode this agent (or CLI) is not in: lock files the kernel lists as held, active runs. */
+export interface OtherModeHolders {
+  mode: 'pools' | 'serial';
+  lockFiles: string[];
+  runs: string[];
 }
 
 export interface CatalogEntryInfo {

@@ -8,7 +8,7 @@ import { startSummary } from './startSummary';
 
 /**
  * The foreground agent. It holds the single-instance lock, adopts runs a previous agent left, serves
- * the protocol, and on SIGTERM/SIGINT stops taking runs while running fetchers go on (they keep their
+ * the protocol, and on SIGTERM/SIGINT/SIGHUP stops taking runs while running fetchers go on (they keep their
  * slots and the next agent adopts them) unless told to stop them.
  */
 export async function agentCommand(config: Config, stopFetchersFlag: boolean): Promise<number> {
@@ -22,12 +22,21 @@ export async function agentCommand(config: Config, stopFetchersFlag: boolean): P
   // agent in order, never meet the default action (an instant exit).
   const stopFetchers = stopFetchersFlag || config.stopFetchersOnExit;
   const stopped = new Promise<void>((resolve) => {
+    let stopping = false;
     const stop = (signal: NodeJS.Signals) => {
+      if (stopping) return;
+      stopping = true;
       logger.info({ signal, stopFetchers }, 'agent stopping');
       resolve();
     };
     process.once('SIGTERM', stop);
     process.once('SIGINT', stop);
+    // A hangup (the terminal closed, or `kill -HUP` asking a daemon to reload) stops the agent
+    // exactly as SIGTERM does: the catalog and settings are read once into the pools, slots and
+    // schedule, so a reload would mean rebuilding them under running fetchers; a restart adopts
+    // those fetchers and reads everything anew. Kept listening, so a second hangup during the stop
+    // cannot meet the default action (an instant exit).
+    process.on('SIGHUP', stop);
   });
   // The ready line is what scripts and tests wait for: it comes after the agent can serve. A person
   // at a terminal gets a short summary instead.

@@ -22,7 +22,8 @@ export async function followRun(holder: LinkHolder, runId: string, config: Confi
       if (!(err instanceof AgentLostError)) throw err;
       logger.warn({ runId, reason: 'agent-lost' }, `${err.message}; following run ${runId} to its end`);
       await holder.link.close().catch(() => undefined);
-      holder.link = await openLink(config, logger);
+      // As long as the agent lives: the run goes on under it, or under the next one.
+      holder.link = await openLink(config, logger, Number.POSITIVE_INFINITY);
     }
   }
 }

@@ -28,6 +28,11 @@ export function formatStatus(s: Snapshot, remote: boolean): string {
   const out: string[] = [];
   out.push(`agent: ${remote ? `running, pid ${s.agent.pid} since ${s.agent.startedAt}` : 'not running (this view is read by the CLI itself)'}; mode ${s.agent.mode}`);
   out.push(`data: ${s.agent.dataDir}   locks: ${s.agent.lockDir}`);
+  const other = s.agent.otherMode;
+  if (other) {
+    const held = [...other.lockFiles, ...other.runs.map((id) => `run ${id}`)].join(', ');
+    out.push(`mode: WARNING the ${other.mode} mode is in use beside this ${s.agent.mode} view (${held}); the two modes' locks do not exclude each other: give every agent, CLI and cron job the same CRON_USE_POOLS (${other.mode === 'pools' ? 'true' : 'false'} for those)`);
+  }
   const mem = s.agent.memory;
   if (mem) {
     // memory ceilings (issue 12): said plainly when they are not enforced, or overcommit the machine.

@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { flockSync } from 'fs-ext';
 import { EnvironmentError } from '../errors';
+import { kernelLockOf, readKernelFlocks } from '../slots/procLocks';
 
 /**
  * One agent per user and host: an exclusive flock(2) on `QUANTILICA_HOME/agent.flock`. The kernel
@@ -56,4 +57,20 @@ function readHolder(fd: number): number | null {
   } catch {
     return null;
   }
+}
+
+/**
+ * The pid of the live agent holding the instance lock, or null when no process holds it: read from
+ * the kernel's lock table by the file's identity (lstat, never through a link), so looking takes
+ * nothing and cannot race an agent that is starting.
+ */
+export function instanceLockHolder(homeDir: string): number | null {
+  let st: fs.Stats;
+  try {
+    st = fs.lstatSync(path.join(homeDir, 'agent.flock'));
+  } catch {
+    return null;
+  }
+  if (!st.isFile()) return null;
+  return kernelLockOf(readKernelFlocks(), st)?.pid ?? null;
 }

@@ -20,7 +20,7 @@ import { registerServiceCommand } from './serviceCommand';
 import { filterRuns, formatRunsTable, parseSince, parseStatus, useColour } from './runsView';
 import { formatScheduleTable, progressBar } from './scheduleTable';
 import { formatSlots, formatStatus } from './format';
-import { openLink, openRemoteLink } from './openLink';
+import { openLink, openLiveAgentLink, openRemoteLink } from './openLink';
 import { checkSettingPaths, secureHome } from './checkSettingPaths';
 import { startDetachedOwner, type OwnerReport } from './detachedRun';
 import type { LinkHolder } from './followRun';
@@ -78,7 +78,7 @@ export async function runCli(argv: string[]): Promise<number> {
       const { config, logger } = prepare(opts.json === true);
       const queued = (run: RunInfo) => { if (!opts.json) process.stdout.write(`run ${run.runId} ${run.fetcher} queued in ${run.pool}\n`); };
       if (opts.detach) {
-        const remote = await openRemoteLink(config, logger);
+        const remote = await openLiveAgentLink(config, logger);
         try {
           const run = remote ? await remote.run(fetcher, args) : await startDetachedOwner(process.argv[1] ?? '', fetcher, args);
           queued(run);

@@ -11,7 +11,7 @@ export class RefusalLog {
   private timer: NodeJS.Timeout | null = null;
   private totalCount = 0;
 
-  constructor(private readonly logger: Logger, private readonly periodMs = 10_000) {}
+  constructor(private readonly logger: Logger, private readonly periodMs = 10_000, private readonly message = 'refused connections to the protocol server') {}
 
   /** Every refusal since the start. */
   get total(): number {
@@ -35,6 +35,6 @@ export class RefusalLog {
     const refused = Object.fromEntries(this.counts);
     const count = [...this.counts.values()].reduce((a, b) => a + b, 0);
     this.counts = new Map();
-    this.logger.warn({ refused, count, total: this.totalCount }, 'refused connections to the protocol server');
+    this.logger.warn({ refused, count, total: this.totalCount }, this.message);
   }
 }

@@ -10,6 +10,7 @@ import { ClientConnection } from './clientConnection';
 import { removeConnectionFile, writeConnectionFile } from './connectionFile';
 import { requestHandlers } from './requestHandlers';
 import { RefusalLog } from './refusalLog';
+import { LoopbackPeers } from './loopbackPeers';
 import { newNonce, PROOF_HEADER, proofOf, sameSecret, tokenDigest } from '../../shared/node/handshakeProof';
 import { checkUpgrade, newToken } from './upgradeGuard';
 import { readProcInfo } from '../../shared/node/procInfo';
@@ -36,6 +37,8 @@ export interface AgentServerOptions {
   authTimeoutMs?: number;
   /** Refused connections are logged at most once per this period, in aggregate (default 10 s). */
   refusalLogPeriodMs?: number;
+  /** Connections of other accounts (closed at accept) are logged at most once per this period (default 60 s). */
+  foreignLogPeriodMs?: number;
 }
 
 export interface AgentServer {
@@ -43,8 +46,10 @@ export interface AgentServer {
   readonly token: string;
   /** Connected clients right now. */
   clientCount(): number;
-  /** Connections refused since the start (any reason). */
+  /** Connections refused since the start (any reason but another account's). */
   refusedCount(): number;
+  /** Connections of other accounts closed at accept since the start. */
+  foreignCount(): number;
   close(): Promise<void>;
 }
 
@@ -80,8 +85,14 @@ export async function startAgentServer(control: AgentControl, opts: AgentServerO
     const timer = pending.get(socket as Socket);
     if (timer !== undefined) clearTimeout(timer);
     pending.delete(socket as Socket);
+    unverified.delete(socket as Socket);
   };
   const agentProofs = new WeakMap<http.IncomingMessage, string>();
+  const peers = new LoopbackPeers();
+  const ownUid = process.getuid?.() ?? -1;
+  let peerTablesMissing = false;
+  // Other accounts' connections are logged apart and more rarely: a flood of them costs a line a minute.
+  const foreign = new RefusalLog(logger, opts.foreignLogPeriodMs ?? 60_000, 'closed connections of other accounts to the protocol server');
 
   const wss = new WebSocketServer({
     noServer: true,
@@ -100,7 +111,41 @@ export async function startAgentServer(control: AgentControl, opts: AgentServerO
   server.on('clientError', (_err, socket) => socket.destroy());
   server.headersTimeout = authTimeoutMs;
   server.requestTimeout = authTimeoutMs;
+  // Another account's connection is closed before it can keep a place among the pending ones, so no
+  // other user can fill the cap and lock the owner out. Its account is looked up at accept while the
+  // kernel's tables are cheap to read; in a flood (thousands of connections make one read take
+  // 100 ms or more) in batches, and always before the cap refuses anyone.
+  const unverified = new Map<Socket, number>();
+  let verifyTimer: NodeJS.Timeout | null = null;
+  const isForeign = (socket: Socket, acceptedAt: number): boolean => {
+    const uid = peers.uidOf({ peerAddress: socket.remoteAddress ?? '', peerPort: socket.remotePort ?? 0, localAddress: socket.localAddress ?? '', localPort: socket.localPort ?? 0 }, acceptedAt);
+    if (uid === undefined) {
+      if (!peerTablesMissing) logger.warn({}, 'cannot read /proc/net/tcp: the account of a connection is not checked, every connection counts against the pending cap');
+      peerTablesMissing = true;
+      return false;
+    }
+    if (uid === ownUid) return false;
+    foreign.count(uid === null ? 'peer-gone' : 'other-account');
+    authenticated(socket);
+    socket.destroy();
+    return true;
+  };
+  const verifyPending = () => {
+    if (verifyTimer !== null) clearTimeout(verifyTimer);
+    verifyTimer = null;
+    for (const [socket, acceptedAt] of unverified) {
+      unverified.delete(socket);
+      if (!socket.destroyed) isForeign(socket, acceptedAt);
+    }
+  };
   server.on('connection', (socket: Socket) => {
+    const acceptedAt = performance.now();
+    const now = peers.affordable(acceptedAt);
+    if (now && isForeign(socket, acceptedAt)) return;
+    if (pending.size >= maxPending && unverified.size > 0) {
+      verifyPending();
+      if (!now && isForeign(socket, acceptedAt)) return;
+    }
     if (pending.size >= maxPending) {
       refusals.count('too-many-pending');
       socket.destroy();
@@ -114,6 +159,10 @@ export async function startAgentServer(control: AgentControl, opts: AgentServerO
     timer.unref();
     pending.set(socket, timer);
     socket.once('close', () => authenticated(socket));
+    if (!now) {
+      unverified.set(socket, acceptedAt);
+      verifyTimer ??= setTimeout(verifyPending, peers.affordableInMs()).unref();
+    }
   });
 
   const listening = await listen(server, opts.port);
@@ -192,10 +241,13 @@ export async function startAgentServer(control: AgentControl, opts: AgentServerO
     token,
     clientCount: () => clients.size,
     refusedCount: () => refusals.total,
+    foreignCount: () => foreign.total,
     close: () => {
       closing ??= (async () => {
         clearInterval(pingTimer);
         refusals.flush();
+        foreign.flush();
+        if (verifyTimer !== null) clearTimeout(verifyTimer);
         for (const socket of pending.keys()) socket.destroy();
         // First the file, so no new client finds a server that is going away.
         await removeConnectionFile(opts.connectionFile, token);

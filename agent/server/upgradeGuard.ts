@@ -13,7 +13,11 @@ export type RefusalReason =
   | 'too-many-clients'
   | 'too-many-pending'
   | 'auth-timeout'
-  | 'wrong-proof';
+  | 'wrong-proof'
+  /** A connection opened by another account (closed at accept). */
+  | 'other-account'
+  /** A connection whose peer was gone by the time its account was looked up. */
+  | 'peer-gone';
 
 const NONCE = /^[A-Za-z0-9_-]{22,64}$/;
 
