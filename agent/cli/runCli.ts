@@ -38,6 +38,8 @@ export async function runCli(argv: string[]): Promise<number> {
   const program = makeStrict(new Command('quantilica').exitOverride())
     .description("Quantilica collection orchestrator: pools of slots, disk backpressure, schedule, telemetry")
     .version(cliVersion(), '--version', 'print the version')
+    // Commander leaves `help <command>` out of a program that also acts alone (--flush).
+    .helpCommand('help [command]', 'the help of a command')
     // The operations standard's own argument (`cron_fetch.sh --flush`); the same as `quantilica flush`.
     .option('--flush', 'send spooled telemetry to PostgreSQL now (same as `quantilica flush`)')
     .action(async (opts: { flush?: boolean }) => {

@@ -17,7 +17,8 @@ const REMEMBERED = 2000;
  */
 export function logRunLines(hub: StateHub, logger: Logger): () => void {
   const printed = new Map<string, string>();
-  return hub.onChange(({ change }) => {
+  // An observer: run changes are published whoever listens; pools' pictures are not built for it.
+  return hub.observe(({ change }) => {
     if (change.kind !== 'run') return;
     const run = change.run;
     if (quiet(run)) return;

@@ -146,6 +146,9 @@ test('--help of every command has no internal words and no default said twice', 
     const entries = help.replace(/\n {10,}/g, ' ').split('\n');
     for (const entry of entries) assert.doesNotMatch(entry, /default[^:][\s\S]*\(default: /, `${command}: ${entry}`);
   }
+  const named = await runCli(t, ['help', 'schedule']);
+  assert.equal(named.code, 0, named.stderr);
+  assert.match(named.stdout, /^Usage: quantilica schedule /);
   const bare = await runCli(t, []);
   assert.equal(bare.code, 64, 'no command at all is a usage error (the help goes to stderr)');
   assert.match(bare.stderr, /^Usage: quantilica/);
