@@ -4,6 +4,7 @@ import { createLogger } from '../log/logger';
 import { openAgent } from '../openAgent';
 import { startAgentServer } from '../server/startAgentServer';
 import { capStderrLog } from '../log/stderrLogCap';
+import { logRunLines } from './runLines';
 import { startSummary } from './startSummary';
 
 /**
@@ -12,10 +13,14 @@ import { startSummary } from './startSummary';
  * slots and the next agent adopts them) unless told to stop them.
  */
 export async function agentCommand(config: Config, stopFetchersFlag: boolean): Promise<number> {
-  const logger = createLogger('quantilica-agent', config.logLevel ?? 'info', config.logFormat === 'human' ? 'human' : 'json');
+  // Human lines on a terminal (QUANTILICA_LOG_FORMAT=auto), JSON lines otherwise: the extension and
+  // a service read the agent's log from a file.
+  const logger = createLogger('quantilica-agent', config.logLevel ?? 'info', config.logFormat, { clock: true });
   const stopLogCap = capStderrLog(config.agentLogCapBytes);
   const agent = openAgent(config, logger, { role: 'agent' });
   const { control } = agent;
+  control.memory.logEnforcement(logger);
+  const stopRunLines = logRunLines(control.hub, logger);
   await agent.start();
   const server = await startAgentServer(control, { port: config.port, connectionFile: config.connectionFile, logger });
   // Listen for the stop signals before saying ready: a signal sent on the ready line must stop the
@@ -41,12 +46,16 @@ export async function agentCommand(config: Config, stopFetchersFlag: boolean): P
   // The ready line is what scripts and tests wait for: it comes after the agent can serve. A person
   // at a terminal gets a short summary instead.
   const ready = { ready: true, pid: process.pid, port: server.port, mode: config.usePools ? 'pools' : 'serial', catalog: control.catalog.source };
-  process.stdout.write(process.stdout.isTTY ? startSummary(config, ready, control.catalog.names().length) : `${JSON.stringify(ready)}\n`);
-  logger.info({ pid: process.pid, lockDir: config.lockDir, dataDir: config.dataDir }, 'agent ready');
+  if (process.stdout.isTTY) process.stdout.write(startSummary(config, ready, control.catalog.entries));
+  else {
+    process.stdout.write(`${JSON.stringify(ready)}\n`);
+    logger.info({ pid: process.pid, lockDir: config.lockDir, dataDir: config.dataDir }, 'agent ready');
+  }
   await stopped;
   await server.close();
   agent.stopIntake();
   await agent.close(stopFetchers);
+  stopRunLines();
   logger.info({}, 'agent stopped');
   stopLogCap();
   return ExitCode.ok;

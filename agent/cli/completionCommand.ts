@@ -1,4 +1,4 @@
-import type { Command } from 'commander';
+import type { Command, Option } from 'commander';
 import { Catalog } from '../catalog/catalog';
 import { demoCatalog } from '../catalog/demoCatalog';
 import { loadConfig } from '../config/config';
@@ -6,13 +6,31 @@ import { ClientError } from '../errors';
 import { ExitCode } from '../exitCodes';
 import { openRemoteLink } from './openLink';
 
-const STATUSES = ['waiting', 'running', 'completed', 'failed', 'cancelled', 'skipped'];
-/** Subcommands whose first argument is a fetcher; those marked `true` also take a run id. */
-const TAKES_FETCHER: Record<string, boolean> = { run: false, cancel: true, logs: true, pause: false, resume: false };
+const RUN_STATUSES = ['waiting', 'running', 'completed', 'failed', 'cancelled', 'skipped'];
+
+/**
+ * Where the candidates for a value come from, by the option's or argument's name; a key with the
+ * command's path first (`telemetry emit --status`) is for that command alone. A value with no
+ * source (`--limit`, a fetcher's own arguments) gets none, and the shell falls back to file names.
+ */
+const VALUE_SOURCES: Record<string, () => Promise<string[]> | string[]> = {
+  '--status': () => RUN_STATUSES,
+  'telemetry emit --status': () => ['completed', 'failed', 'cancelled'],
+  '--fetcher': () => fetcherNames(),
+  '--task': () => fetcherNames(),
+  '--pool': () => ['heavy-io', 'cpu-analysis', 'network-light'],
+  '--run': () => runIds(),
+  '--run-id': () => runIds(),
+  'fetcher': () => fetcherNames(),
+  'target': async () => [...fetcherNames(), ...(await runIds())],
+  'shell': () => ['bash', 'zsh'],
+  'event': () => ['start', 'heartbeat', 'finish'],
+};
 
 /**
  * `quantilica completion bash|zsh` prints a completion script; the script asks the hidden
- * `quantilica __complete <index> <words…>` for candidates, so fetcher names come from the catalog
+ * `quantilica __complete -- <index> <words…>` for candidates (after `--`, so that the words, options
+ * among them, reach it as they are), so fetcher names come from the catalog
  * the agent uses and run ids from the running agent (when one answers).
  */
 export function registerCompletionCommands(program: Command): void {
@@ -39,21 +57,77 @@ function self(): string {
   return /(^|\/)quantilica$/.test(script) ? quote(script) : `${quote(process.execPath)} ${quote(script)}`;
 }
 
-async function complete(program: Command, index: number, words: string[]): Promise<string[]> {
+/**
+ * The candidates for word `index` (1-based; `words` has no program name), read from the command tree
+ * itself: the command path (`schedule pause`), then options and their values skipped wherever they
+ * stand, so what is being completed is a subcommand, an option, an option's value or the n-th argument.
+ */
+export async function complete(program: Command, index: number, words: string[]): Promise<string[]> {
   const current = words[index - 1] ?? '';
-  const previous = words[index - 2] ?? '';
-  const matching = (list: string[]) => list.filter((c) => c.startsWith(current));
-  if (index <= 1) return matching(program.commands.filter((c) => !(c as Command & { _hidden?: boolean })._hidden).map((c) => c.name()));
-  if (previous === '--status') return matching(STATUSES);
-  if (previous === '--fetcher') return matching(fetcherNames());
-  const command = words[0] ?? '';
-  const sub = command === 'schedule' ? words[1] ?? '' : command;
-  if (command === 'schedule' && index === 2) return matching(['pause', 'resume']);
-  if (command === 'completion') return matching(['bash', 'zsh']);
-  const argIndex = command === 'schedule' ? 3 : 2;
-  if (index !== argIndex || !(sub in TAKES_FETCHER)) return [];
-  const names = fetcherNames();
-  return matching(TAKES_FETCHER[sub] ? [...names, ...(await runIds())] : names);
+  const before = words.slice(0, Math.max(0, index - 1));
+  const matching = (list: readonly string[]) => [...new Set(list)].filter((c) => c.startsWith(current));
+  const visible = (c: Command) => c.createHelp().visibleCommands(c).map((s) => s.name()).filter((n) => n !== 'help');
+  let command = program;
+  const path: string[] = [];
+  const positional: string[] = [];
+  let pendingOption: Option | null = null;
+  let afterDashes = false;
+  for (let i = 0; i < before.length; i++) {
+    const word = before[i] ?? '';
+    if (pendingOption) { pendingOption = null; continue; }
+    if (!afterDashes && word === '--') { afterDashes = true; continue; }
+    if (!afterDashes && word.startsWith('-') && word !== '-') {
+      // bash splits `--status=x` at the `=`: the `=` and the value are this option's.
+      if (before[i + 1] === '=') { i += 2; continue; }
+      const option = findOption(command, word.split('=')[0] ?? word);
+      if (option && takesValue(option) && !word.includes('=')) pendingOption = option;
+      continue;
+    }
+    const sub = positional.length === 0 ? command.commands.find((c) => c.name() === word || c.aliases().includes(word)) : undefined;
+    if (sub && !afterDashes) { command = sub; path.push(sub.name()); continue; }
+    positional.push(word);
+  }
+  const valuesOf = async (option: Option | null): Promise<string[]> => {
+    if (!option || !takesValue(option)) return [];
+    const source = VALUE_SOURCES[`${path.join(' ')} ${option.long ?? ''}`] ?? VALUE_SOURCES[option.long ?? ''];
+    return source ? source() : [];
+  };
+  // The value of an option: `--status <TAB>`; `--status=<TAB>` as zsh passes it (one word), and as
+  // bash does (`--status`, `=`, the value: bash completes only once a character follows the `=`).
+  if (pendingOption) return matching(await valuesOf(pendingOption));
+  if (current === '=') return [];
+  if (before.at(-1) === '=') return matching(await valuesOf(findOption(command, before.at(-2) ?? '')));
+  const joined = afterDashes ? null : /^(--[^=]+)=(.*)$/.exec(current);
+  if (joined) {
+    const [, flag = '', typed = ''] = joined;
+    return (await valuesOf(findOption(command, flag))).filter((v) => v.startsWith(typed)).map((v) => `${flag}=${v}`);
+  }
+  if (!afterDashes && current.startsWith('-')) {
+    const options = command.options.filter((o) => !o.hidden);
+    return matching([...options.flatMap((o) => [o.long, o.short].filter((f): f is string => f !== undefined)), '--help']);
+  }
+  if (positional.length === 0 && !afterDashes && visible(command).length > 0) {
+    // `schedule <TAB>`: its subcommands (a command that also acts alone has no argument to offer).
+    return matching(visible(command));
+  }
+  const declared = command.registeredArguments;
+  const argument = declared[Math.min(positional.length, declared.length - 1)];
+  if (!argument || (positional.length >= declared.length && !argument.variadic)) return [];
+  const source = VALUE_SOURCES[`${path.join(' ')} ${argument.name()}`] ?? VALUE_SOURCES[argument.name()];
+  return source ? matching(await source()) : [];
+}
+
+function findOption(command: Command, flag: string): Option | null {
+  for (let c: Command | null = command; c; c = c.parent) {
+    const option = c.options.find((o) => o.long === flag || o.short === flag);
+    if (option) return option;
+  }
+  return null;
+}
+
+/** `--status <status>` or `--x [value]`; a flag such as `--detach` or `--no-wait` takes none. */
+function takesValue(option: Option): boolean {
+  return option.required || option.optional;
 }
 
 function fetcherNames(): string[] {
@@ -85,7 +159,7 @@ function bashScript(cmd: string): string {
   return `# quantilica completion for bash: eval "$(quantilica completion bash)"
 _quantilica() {
   local IFS=$'\\n'
-  COMPREPLY=($(${cmd} __complete "$COMP_CWORD" "\${COMP_WORDS[@]:1}" 2>/dev/null))
+  COMPREPLY=($(${cmd} __complete -- "$COMP_CWORD" "\${COMP_WORDS[@]:1}" 2>/dev/null))
 }
 complete -o default -F _quantilica quantilica
 `;
@@ -96,7 +170,7 @@ function zshScript(cmd: string): string {
 # quantilica completion for zsh: source <(quantilica completion zsh)
 _quantilica() {
   local -a candidates
-  candidates=("\${(@f)$(${cmd} __complete $((CURRENT - 1)) "\${words[@]:1}" 2>/dev/null)}")
+  candidates=("\${(@f)$(${cmd} __complete -- $((CURRENT - 1)) "\${words[@]:1}" 2>/dev/null)}")
   compadd -a candidates
 }
 if (( $+functions[compdef] )); then compdef _quantilica quantilica; fi

@@ -1,5 +1,6 @@
-import type { PoolState, RunInfo, ScheduleStatus, Snapshot } from '../../shared/protocol';
+import type { PoolState, RunInfo, Snapshot } from '../../shared/protocol';
 import { oomWarning } from '../memory/oomWarning';
+import { moment } from './timeText';
 
 /** Human-readable views of the state; `--json` prints the protocol types instead. */
 export function formatSlots(pools: PoolState[]): string {
@@ -8,7 +9,7 @@ export function formatSlots(pools: PoolState[]): string {
     lines.push(`${pool.name}  ${pool.used}/${pool.size} used, ${pool.waiting} waiting${poolMemory(pool)}`);
     for (const slot of pool.slots) {
       const h = slot.holder;
-      const who = h ? `pid ${h.pid}${h.fetcher ? ` ${h.fetcher}` : ''}${h.runId ? ` run ${h.runId}` : ''}${h.since ? ` since ${h.since}` : ''}${h.station !== undefined ? ` on ${h.station}` : ''}${h.foreign ? ' (other process)' : ''}` : 'free';
+      const who = h ? `pid ${h.pid}${h.fetcher ? ` ${h.fetcher}` : ''}${h.runId ? ` run ${h.runId}` : ''}${h.since ? ` since ${moment(h.since)}` : ''}${h.station !== undefined ? ` on ${h.station}` : ''}${h.foreign ? ' (other process)' : ''}` : 'free';
       lines.push(`  ${slot.lockPath}  ${who}${slot.index >= pool.size ? '  (beyond the pool size)' : ''}`);
     }
   }
@@ -17,7 +18,7 @@ export function formatSlots(pools: PoolState[]): string {
 
 export function formatRuns(runs: RunInfo[]): string {
   if (runs.length === 0) return 'no runs\n';
-  const rows = runs.map((r) => [r.runId, r.fetcher, r.pool, r.status, r.exitCode === null ? '-' : String(r.exitCode), r.startedAt ?? r.enqueuedAt, runMemory(r), r.cpuSeconds == null ? '-' : r.cpuSeconds.toFixed(1), reasonCell(r, waitText(r))]);
+  const rows = runs.map((r) => [r.runId, r.fetcher, r.pool, r.status, r.exitCode === null ? '-' : String(r.exitCode), moment(r.startedAt ?? r.enqueuedAt), runMemory(r), r.cpuSeconds == null ? '-' : r.cpuSeconds.toFixed(1), reasonCell(r, waitText(r))]);
   const head = ['RUN', 'FETCHER', 'POOL', 'STATUS', 'EXIT', 'SINCE', 'MEM MB', 'CPU S', 'REASON'];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
   const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd();
@@ -26,7 +27,7 @@ export function formatRuns(runs: RunInfo[]): string {
 
 export function formatStatus(s: Snapshot, remote: boolean): string {
   const out: string[] = [];
-  out.push(`agent: ${remote ? `running, pid ${s.agent.pid} since ${s.agent.startedAt}` : 'not running (this view is read by the CLI itself)'}; mode ${s.agent.mode}`);
+  out.push(`agent: ${remote ? `running, pid ${s.agent.pid} since ${moment(s.agent.startedAt)}` : 'not running (this view is read by the CLI itself)'}; mode ${s.agent.mode}`);
   out.push(`data: ${s.agent.dataDir}   locks: ${s.agent.lockDir}`);
   const other = s.agent.otherMode;
   if (other) {
@@ -51,7 +52,7 @@ export function formatStatus(s: Snapshot, remote: boolean): string {
   }
   if (s.spool) {
     const sp = s.spool;
-    out.push(`telemetry: ${sp.pending} spooled, database ${sp.database}${sp.lastFlushAt ? `, last flush ${sp.lastFlushAt}` : ''}${sp.lastFlushError ? `, last error: ${sp.lastFlushError}` : ''}${sp.lost > 0 ? `, ${sp.lost} EVENTS LOST` : ''}`);
+    out.push(`telemetry: ${sp.pending} spooled, database ${sp.database}${sp.lastFlushAt ? `, last flush ${moment(sp.lastFlushAt)}` : ''}${sp.lastFlushError ? `, last error: ${sp.lastFlushError}` : ''}${sp.lost > 0 ? `, ${sp.lost} EVENTS LOST` : ''}`);
   }
   out.push(formatSlots(s.pools).trimEnd());
   const active = s.runs.filter((r) => r.status === 'waiting' || r.status === 'running');
@@ -63,7 +64,7 @@ export function formatStatus(s: Snapshot, remote: boolean): string {
   }
   if (s.schedule) {
     const next = s.schedule.entries.filter((e) => e.nextDue && !e.paused).sort((a, b) => a.nextDue!.localeCompare(b.nextDue!)).slice(0, 5);
-    out.push(`schedule: ${s.schedule.paused ? 'PAUSED' : 'active'}; next: ${next.map((e) => `${e.fetcher} ${e.nextDue}`).join(', ') || 'none'}`);
+    out.push(`schedule: ${s.schedule.paused ? 'PAUSED' : 'active'}; next: ${next.map((e) => `${e.fetcher} ${moment(e.nextDue!)}`).join(', ') || 'none'}`);
   }
   return `${out.join('\n')}\n`;
 }
@@ -90,26 +91,16 @@ export function runMemory(r: RunInfo): string {
   return '-';
 }
 
-function waitText(r: RunInfo): string | null {
+/** What a waiting run waits for, in words; null when it waits for nothing in particular. */
+export function waitText(r: RunInfo): string | null {
   const w = r.wait;
   if (!w) return null;
   switch (w.kind) {
     case 'pool': return `waiting for a slot, position ${w.position}`;
     case 'disk': return `disk ${w.state}: ${w.freeGb ?? '?'} GB free, resumes at ${w.resumeGb} GB`;
     case 'admission': return `admission: ${w.freeGb} GB free, ${w.reservedGb} GB reserved`;
-    case 'hibernating': return `hibernating until ${w.until}`;
-    case 'retry': return `try ${w.attempt} at ${w.until}`;
+    case 'hibernating': return `hibernating until ${moment(w.until)}`;
+    case 'retry': return `try ${w.attempt} at ${moment(w.until)}`;
     case 'slot-backend': return w.cause === 'connection-cap' ? 'slot database at its connection cap' : 'slot database unreachable';
   }
-}
-
-export function formatSchedule(schedule: ScheduleStatus | null): string {
-  if (!schedule) return 'no schedule\n';
-  const rows = [...schedule.entries]
-    .sort((a, b) => (a.nextDue ?? '~').localeCompare(b.nextDue ?? '~'))
-    .map((e) => [e.fetcher, e.cron ?? '-', e.timezone ?? 'local', e.paused ? 'paused' : e.nextDue ?? '-', e.lastRunAt ?? 'never']);
-  const head = ['FETCHER', 'CRON', 'ZONE', 'NEXT', 'LAST RUN'];
-  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd();
-  return `schedule: ${schedule.paused ? 'PAUSED' : 'active'}, catch-up ${schedule.catchUp ? 'on' : 'off'}\n${[line(head), ...rows.map(line)].join('\n')}\n`;
 }

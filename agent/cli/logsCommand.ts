@@ -40,7 +40,7 @@ export function registerLogsCommand(program: Command, setExit: (code: number) =>
     .description("a run's log; with --follow, what it prints until it ends (like journalctl -f)")
     .argument('<target>', 'run id, or a fetcher name for its newest run')
     .option('-f, --follow', 'keep printing what the run writes until it ends')
-    .option('-n, --lines <n>', 'start with the last N lines (default 10; 0 prints only new output)', parseLines, 10)
+    .option('-n, --lines <n>', 'start with the last N lines (0 prints only new output)', parseLines, 10)
     .action(async (target: string, opts: { follow?: boolean; lines: number }) => {
       const config = loadConfig();
       const source = await openSource(config);

@@ -1,7 +1,8 @@
 import { ResponseError } from 'vscode-jsonrpc/node';
 import { ErrorCodes } from '../../shared/protocol';
 import type { AgentClient } from '../client/agentClient';
-import { ClientError } from '../errors';
+import { FETCHER_NAME } from '../catalog/catalog';
+import { ClientError, UnknownFetcherError } from '../errors';
 import { ExitCode } from '../exitCodes';
 import { AgentLostError, type AgentLink } from './agentLink';
 
@@ -18,15 +19,22 @@ export function remoteLink(client: AgentClient): AgentLink {
       throw toClientError(err);
     }
   };
+  // The protocol refuses a name no catalog can hold (`Comex`, `a/b`) as malformed params; to the
+  // person who typed it, it is a name the catalog does not have, listed as for any other.
+  const named = async (fetcher: string | undefined): Promise<void> => {
+    if (fetcher === undefined || FETCHER_NAME.test(fetcher)) return;
+    const { catalog } = await call(() => client.getSnapshot());
+    throw new UnknownFetcherError(fetcher, catalog.map((e) => e.name));
+  };
   return {
     remote: true,
-    run: (fetcher, args) => call(() => client.run(fetcher, args, 'cli')),
+    run: async (fetcher, args) => { await named(fetcher); return call(() => client.run(fetcher, args, 'cli')); },
     waitRun: (runId) => call(() => client.waitRun(runId)),
-    cancel: (target) => call(() => client.cancel(target)),
+    cancel: async (target) => { await named(target.fetcher); return call(() => client.cancel(target)); },
     snapshot: () => call(() => client.getSnapshot()),
     listRuns: (limit) => call(() => client.listRuns(limit)),
     flush: (onProgress) => call(() => client.flush((p) => onProgress(p.sent, p.remaining))),
-    setSchedulePaused: (paused, fetcher) => call(() => client.setSchedulePaused(paused, fetcher)),
+    setSchedulePaused: async (paused, fetcher) => { await named(fetcher); return call(() => client.setSchedulePaused(paused, fetcher)); },
     close: () => client.close(),
   };
 }

@@ -28,23 +28,21 @@ import { runExitCode } from './runExitCode';
 import { waitWithCancelOnSignal } from './waitWithCancelOnSignal';
 import { cliVersion } from './cliVersion';
 import { cancelCommand } from './cancelCommand';
+import { makeStrict } from './strictCommands';
 import { ConnectionFileError } from '../../shared/node/connectionFile';
 
 
 /** Parses argv, runs one command and returns the process exit code (documented in the README). */
 export async function runCli(argv: string[]): Promise<number> {
   let exitCode: number = ExitCode.ok;
-  const program = new Command('quantilica')
+  const program = makeStrict(new Command('quantilica').exitOverride())
     .description("Quantilica collection orchestrator: pools of slots, disk backpressure, schedule, telemetry")
-    .exitOverride()
-    .configureOutput({ writeErr: (s) => process.stderr.write(s) })
     .version(cliVersion(), '--version', 'print the version')
+    // Commander leaves `help <command>` out of a program that also acts alone (--flush).
+    .helpCommand('help [command]', 'the help of a command')
     // The operations standard's own argument (`cron_fetch.sh --flush`); the same as `quantilica flush`.
     .option('--flush', 'send spooled telemetry to PostgreSQL now (same as `quantilica flush`)')
-    .action(async (opts: { flush?: boolean }, command: Command) => {
-      if (command.args.length > 0) {
-        throw new ClientError(0, ExitCode.usage, `unknown command ${JSON.stringify(command.args[0])}; see \`quantilica --help\``);
-      }
+    .action(async (opts: { flush?: boolean }) => {
       if (opts.flush) await flushAction();
       else program.help({ error: true });
     });
@@ -155,7 +153,7 @@ export async function runCli(argv: string[]): Promise<number> {
         return ExitCode.ok;
       });
     });
-  program.command('slots').description('who holds which slot (the runbook\'s fuser view)').addOption(jsonOption())
+  program.command('slots').description('who holds which slot (what `fuser` on the lock files would say)').addOption(jsonOption())
     .action(async (opts: { json?: boolean }) => {
       exitCode = await withLink(async (link) => {
         const { pools } = await link.snapshot();
@@ -217,7 +215,7 @@ export async function runCli(argv: string[]): Promise<number> {
     process.stdout.write(`flush: ${result.sent} sent, ${result.remaining} remaining${result.error ? `; error: ${redactCredentials(result.error)}` : ''}\n`);
     exitCode = result.error ? ExitCode.agentUnavailable : ExitCode.ok;
   }
-  program.command('flush').description('send spooled telemetry to PostgreSQL now (the seed\'s --flush)').action(flushAction);
+  program.command('flush').description('send spooled telemetry to PostgreSQL now (the same as `quantilica --flush`)').action(flushAction);
   const telemetry = program.command('telemetry').description('run telemetry: emit events from scripts, flush the spool');
   telemetry.command('flush').description('send spooled telemetry to PostgreSQL now').action(flushAction);
   telemetry.command('emit')
@@ -237,7 +235,8 @@ export async function runCli(argv: string[]): Promise<number> {
       const spool = new Spool({ path: config.telemetrySpool, logger });
       try {
         const result = emitFromCli(event, opts, spool);
-        (result.ok ? process.stdout : process.stderr).write(`${result.message}\n`);
+        if (result.ok) process.stdout.write(`${result.message}\n`);
+        else process.stderr.write(`quantilica: ${result.message}\n`);
         exitCode = result.ok ? ExitCode.ok : result.exitCode === 2 ? ExitCode.usage : 1;
       } finally {
         spool.close();
@@ -286,8 +285,10 @@ function parseLimit(value: string): number {
 
 function reportError(err: unknown): number {
   if (err instanceof CommanderError) {
-    // Help and version are "errors" to commander; they already printed what they had to.
-    if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help') return ExitCode.ok;
+    // Help and version are "errors" to commander; they already printed what they had to. Help shown
+    // because a command is incomplete (`quantilica telemetry`) is a usage error.
+    if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') return ExitCode.ok;
+    if (err.code === 'commander.help') return err.exitCode === 0 ? ExitCode.ok : ExitCode.usage;
     return ExitCode.usage;
   }
   const message = err instanceof Error ? err.message : String(err);

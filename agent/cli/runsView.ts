@@ -2,6 +2,7 @@ import type { RunInfo, RunStatus } from '../../shared/protocol';
 import { ClientError } from '../errors';
 import { ExitCode } from '../exitCodes';
 import { reasonCell, runMemory } from './format';
+import { humanDuration, moment } from './timeText';
 
 const STATUSES: readonly RunStatus[] = ['waiting', 'running', 'completed', 'failed', 'cancelled', 'skipped'];
 
@@ -31,24 +32,6 @@ export function filterRuns(runs: RunInfo[], f: RunsFilter): RunInfo[] {
     && (!f.since || Date.parse(r.startedAt ?? r.enqueuedAt) >= f.since.getTime()));
 }
 
-/** "42 s", "3 min 5 s", "2 h 5 min", "3 d 4 h". */
-export function humanDuration(ms: number): string {
-  const s = Math.max(0, Math.round(ms / 1000));
-  if (s < 60) return `${s} s`;
-  const m = Math.floor(s / 60);
-  if (m < 60) return `${m} min${s % 60 ? ` ${s % 60} s` : ''}`;
-  const h = Math.floor(m / 60);
-  if (h < 48) return `${h} h${m % 60 ? ` ${m % 60} min` : ''}`;
-  return `${Math.floor(h / 24)} d${h % 24 ? ` ${h % 24} h` : ''}`;
-}
-
-/** "5 min ago", "in 2 h 10 min". */
-export function relativeTime(iso: string, now = Date.now()): string {
-  const ms = Date.parse(iso) - now;
-  if (Math.abs(ms) < 1000) return 'now';
-  return ms < 0 ? `${humanDuration(-ms)} ago` : `in ${humanDuration(ms)}`;
-}
-
 /** Colour only on a terminal, and never with NO_COLOR set (https://no-color.org). */
 export function useColour(stream: NodeJS.WriteStream = process.stdout, env: NodeJS.ProcessEnv = process.env): boolean {
   return stream.isTTY === true && (env.NO_COLOR === undefined || env.NO_COLOR === '') && env.TERM !== 'dumb';
@@ -56,13 +39,13 @@ export function useColour(stream: NodeJS.WriteStream = process.stdout, env: Node
 
 const COLOURS: Record<RunStatus, string> = { waiting: '33', running: '36', completed: '32', failed: '31', cancelled: '35', skipped: '90' };
 
-/** The human table of `quantilica runs`: relative start times, durations, status in colour on a terminal. */
+/** The human table of `quantilica runs`: start times (local, with the zone), durations, status in colour on a terminal. */
 export function formatRunsTable(runs: RunInfo[], colour: boolean, now = Date.now()): string {
   if (runs.length === 0) return 'no runs\n';
   const rows = runs.map((r) => [
     r.runId, r.fetcher, r.pool, r.status,
     r.exitCode === null ? (r.signal ?? '-') : String(r.exitCode),
-    relativeTime(r.startedAt ?? r.enqueuedAt, now),
+    moment(r.startedAt ?? r.enqueuedAt),
     r.startedAt ? humanDuration((r.finishedAt ? Date.parse(r.finishedAt) : now) - Date.parse(r.startedAt)) : '-',
     r.trigger,
     runMemory(r),

@@ -1,27 +1,39 @@
 import type { ScheduleStatus } from '../../shared/protocol';
-import { relativeTime } from './runsView';
+import { moment, spanSince, spanUntil } from './timeText';
 
-/** `quantilica schedule`, read like `systemctl list-timers`: NEXT, LEFT, LAST, PASSED, FETCHER, CRON. */
+/**
+ * `quantilica schedule`, read like `systemctl list-timers`: when each fetcher runs next and how soon
+ * (IN), when it last started and how long ago (AGO). A footer counts what will run and what will not.
+ */
 export function formatScheduleTable(schedule: ScheduleStatus | null, now = Date.now()): string {
   if (!schedule) return 'no schedule\n';
-  const local = (iso: string) => new Date(iso).toLocaleString(undefined, { weekday: 'short', year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit', timeZoneName: 'short' });
   const entries = [...schedule.entries].sort((a, b) => (a.nextDue ?? '~').localeCompare(b.nextDue ?? '~'));
   const rows = entries.map((e) => {
     const paused = e.paused || schedule.paused;
     return [
-      paused ? 'paused' : e.nextDue ? local(e.nextDue) : '-',
-      paused || !e.nextDue ? '-' : relativeTime(e.nextDue, now).replace(/^in /, ''),
-      e.lastRunAt ? local(e.lastRunAt) : 'never',
-      e.lastRunAt ? relativeTime(e.lastRunAt, now) : '-',
+      paused ? 'paused' : e.nextDue ? moment(e.nextDue) : e.cron ? '-' : 'not scheduled',
+      paused || !e.nextDue ? '-' : spanUntil(e.nextDue, now),
+      e.lastRunAt ? moment(e.lastRunAt) : 'never',
+      e.lastRunAt ? spanSince(e.lastRunAt, now) : '-',
       e.fetcher,
       e.cron ? `${e.cron}${e.timezone ? ` (${e.timezone})` : ''}` : '-',
     ];
   });
-  const head = ['NEXT', 'LEFT', 'LAST', 'PASSED', 'FETCHER', 'CRON'];
+  const head = ['NEXT', 'IN', 'LAST', 'AGO', 'FETCHER', 'CRON'];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd();
-  const due = entries.filter((e) => e.nextDue && !e.paused && !schedule.paused).length;
-  return `${[line(head), ...rows.map(line)].join('\n')}\n\n${entries.length} fetchers listed, ${due} due${schedule.paused ? '; the whole schedule is PAUSED' : ''}; catch-up ${schedule.catchUp ? 'on' : 'off'}.\n`;
+  const unscheduled = entries.filter((e) => !e.cron).length;
+  const paused = schedule.paused ? entries.length - unscheduled : entries.filter((e) => e.cron && e.paused).length;
+  const scheduled = entries.length - unscheduled - paused;
+  const counts = [
+    `${scheduled} will run at their NEXT time`,
+    paused > 0 ? `${paused} paused${schedule.paused ? ' (the whole schedule is PAUSED)' : ''}` : '',
+    unscheduled > 0 ? `${unscheduled} without a schedule (run by hand only)` : '',
+  ].filter((c) => c !== '');
+  const catchUp = schedule.catchUp
+    ? 'catch-up on: at start, a fetcher whose last run is older than its period runs once'
+    : 'catch-up off: times missed while no agent ran are skipped';
+  return `${[line(head), ...rows.map(line)].join('\n')}\n\n${entries.length} fetcher${entries.length === 1 ? '' : 's'}: ${counts.join(', ')}; ${catchUp}.\n`;
 }
 
 /** A one-line progress bar for a long flush on a terminal: `[########------------]  40%  400/1000`. */

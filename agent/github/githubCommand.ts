@@ -11,7 +11,7 @@ import { openGithubStore } from './store/openGithubStore';
 
 /** Registers `github sync` and `github status` (one line in runCli). */
 export function registerGithubCommands(program: Command, setExitCode: (code: number) => void): void {
-  const github = program.command('github').description('GitHub sync (ADR 0006): pull requests, workflow runs and jobs into the github schema');
+  const github = program.command('github').description('GitHub sync: pull requests, workflow runs and jobs into the github schema');
   github.command('sync')
     .description("run the catalog's github-sync entry in the agent (or follow its active run); with --wait, stay until it ends")
     .option('--repos <list>', "owner/name,owner/name (instead of the entry's)")

@@ -1,6 +1,6 @@
 import pino from 'pino';
 import { redactCredentials } from '../config/redact';
-import { humanLine } from './humanLine';
+import { humanLine, type HumanLineStyle } from './humanLine';
 
 /** The logging surface modules take as a parameter, so tests can capture what a module logs. */
 export interface Logger {
@@ -14,13 +14,13 @@ export type LogFormat = 'auto' | 'json' | 'human';
 
 /**
  * JSON lines on stderr (stdout stays free for CLI output), or one human line per record when the
- * format says so (`auto`: human when stderr is a terminal). Credentials in URLs are redacted from
- * every message and every string field, whatever module logs them.
+ * format says so (`auto`: human when stderr is a terminal), in the given style. Credentials in URLs
+ * are redacted from every message and every string field, whatever module logs them.
  */
-export function createLogger(name: string, level = process.env.QUANTILICA_LOG_LEVEL ?? 'info', format: LogFormat = 'json'): Logger {
+export function createLogger(name: string, level = process.env.QUANTILICA_LOG_LEVEL ?? 'info', format: LogFormat = 'json', style: HumanLineStyle = {}): Logger {
   const human = format === 'human' || (format === 'auto' && process.stderr.isTTY === true);
   const destination = human
-    ? { write: (line: string) => { process.stderr.write(humanLine(line)); } }
+    ? { write: (line: string) => { process.stderr.write(humanLine(line, style)); } }
     : pino.destination(2);
   return pino({
     name,

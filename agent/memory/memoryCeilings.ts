@@ -68,11 +68,20 @@ export class MemoryCeilings implements RunMemory {
     this.support = support;
     this.layout = layout;
     this.budgetWarning = memoryBudgetWarning([...opts.pools.values()], opts.reserveMb);
-    if (this.budgetWarning) opts.logger.warn({ reserveMb: opts.reserveMb }, `MEMORY BUDGET: ${this.budgetWarning}`);
+  }
+
+  /**
+   * Says how memory is limited here, and warns when the budget overcommits the machine. The agent
+   * says it once, at start; a CLI call does not (a cron line would mail it on every call): `status`
+   * shows it to whoever asks.
+   */
+  logEnforcement(logger: Logger): void {
+    const support = this.support;
+    if (this.budgetWarning) logger.warn({ reserveMb: this.opts.reserveMb }, `MEMORY BUDGET: ${this.budgetWarning}`);
     if (support.kind === 'not-enforced') {
-      opts.logger.warn({ reason: support.reason }, `MEMORY CEILINGS ARE NOT ENFORCED (${support.reason}): runs are not limited; their memory is sampled from /proc`);
+      logger.warn({ reason: support.reason }, `MEMORY CEILINGS ARE NOT ENFORCED (${support.reason}): runs are not limited; their memory is sampled from /proc`);
     } else {
-      opts.logger.info({ kind: support.kind, base: support.base }, 'memory ceilings enforced by cgroups');
+      logger.info({ kind: support.kind, base: support.base }, 'memory ceilings enforced by cgroups');
     }
   }
 

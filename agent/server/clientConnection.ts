@@ -81,7 +81,7 @@ export class ClientConnection {
     ws.on('error', (err) => logger.warn({ client: id, err: err.message }, 'client socket error'));
     this.closedPromise = new Promise((resolve) => {
       ws.once('close', (code: number, reason: Buffer) => {
-        logger.info({ client: id, code, reason: reason.toString('utf8') }, 'client disconnected');
+        logger.debug({ client: id, code, reason: reason.toString('utf8') }, 'client disconnected');
         this.dispose();
         reader.closed();
         resolve();

@@ -169,7 +169,7 @@ export async function startAgentServer(control: AgentControl, opts: AgentServerO
   const accept = (ws: WebSocket, socket: Duplex) => {
     const client = new ClientConnection(ws, control, handlers, logger, limits, nextId++, socket);
     clients.add(client);
-    logger.info({ client: client.id, clients: clients.size }, 'client connected');
+    logger.debug({ client: client.id, clients: clients.size }, 'client connected');
     void client.whenClosed().then(() => clients.delete(client));
   };
   server.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {

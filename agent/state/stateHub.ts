@@ -21,6 +21,7 @@ export class StateHub {
     this.version += 1;
     const params: ChangedParams = { version: this.version, change };
     this.emitter.emit('change', params);
+    this.emitter.emit('observe', params);
   }
 
   /** True when someone listens; lets a publisher skip building a change nobody will see. */
@@ -35,5 +36,14 @@ export class StateHub {
   onChange(listener: (params: ChangedParams) => void): () => void {
     this.emitter.on('change', listener);
     return () => this.emitter.off('change', listener);
+  }
+
+  /**
+   * Hears every change published, without counting as a listener for `hasListeners`: for one that
+   * reads only changes always published (runs), so that pools' pictures are not built for it alone.
+   */
+  observe(listener: (params: ChangedParams) => void): () => void {
+    this.emitter.on('observe', listener);
+    return () => this.emitter.off('observe', listener);
   }
 }

@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { makeTestEnv, runCli } from '../support/harness';
+import { makeTestEnv, runCli, startAgent } from '../support/harness';
 
 const catalog = [{ name: 'ok', pool: 'network-light' as const, argv: ['true'] }];
 
@@ -67,4 +67,89 @@ test('usage errors exit 64', async () => {
   assert.equal((await runCli(t, ['run'])).code, 64);
   assert.equal((await runCli(t, ['runs', '--limit', 'many'])).code, 64);
   assert.equal((await runCli(t, ['frobnicate'])).code, 64);
+});
+
+/** What a usage error must look like: exit 64, one `quantilica:` message, and nothing done. */
+async function assertUsage(t: ReturnType<typeof makeTestEnv>, args: string[], message: RegExp) {
+  const r = await runCli(t, args);
+  assert.equal(r.code, 64, `${args.join(' ')}: exit ${r.code}; stdout ${r.stdout}; stderr ${r.stderr}`);
+  assert.equal(r.stdout, '', `${args.join(' ')} printed nothing on stdout`);
+  assert.match(r.stderr, /^quantilica: /, `${args.join(' ')}: ${r.stderr}`);
+  assert.match(r.stderr, message, args.join(' '));
+}
+
+test('mistyped subcommands and stray arguments exit 64 naming the closest word, and change nothing', async () => {
+  const t = makeTestEnv(catalog);
+  await assertUsage(t, ['schedule', 'puase', 'ok'], /unknown command 'puase' for 'schedule'; did you mean pause\?/);
+  await assertUsage(t, ['schedule', 'resmue'], /did you mean resume\?/);
+  await assertUsage(t, ['schedule', 'foo'], /unknown command 'foo' for 'schedule'; allowed: pause, resume/);
+  await assertUsage(t, ['schedule', 'pause', 'ok', 'extra'], /'schedule pause' takes at most 1 argument \(fetcher\); unexpected 'extra'/);
+  await assertUsage(t, ['status', 'extra'], /'status' takes no arguments; unexpected 'extra'/);
+  await assertUsage(t, ['runs', 'extra'], /'runs' takes no arguments; unexpected 'extra'/);
+  await assertUsage(t, ['runs', '--limit', '5', 'extra', 'more'], /unexpected 'extra' 'more'/);
+  await assertUsage(t, ['statsu'], /unknown command 'statsu'; did you mean status\?/);
+  await assertUsage(t, ['frobnicate'], /unknown command 'frobnicate'; allowed: agent, run, /);
+  await assertUsage(t, ['service', 'instal'], /did you mean install\?/);
+  // Commander's own errors, in the same voice.
+  await assertUsage(t, ['runs', '--statsu', 'failed'], /^quantilica: unknown option '--statsu'; did you mean --status\?\n$/);
+  await assertUsage(t, ['run'], /^quantilica: missing required argument 'fetcher'\n$/);
+  await assertUsage(t, ['telemetry', 'emit', 'finish'], /^quantilica: --run-id: Required; --status: Required\n$/);
+  await assertUsage(t, ['telemetry', 'emit', 'bogus'], /^quantilica: unknown event "bogus"; allowed: start, heartbeat, finish\n$/);
+  // Nothing was paused, run or recorded.
+  assertNothingRecorded(t.home);
+  const schedule = await runCli(t, ['schedule', '--json']);
+  assert.equal(schedule.code, 0, schedule.stderr);
+  const status = (JSON.parse(schedule.stdout) as { schedule: { paused: boolean; entries: Array<{ paused: boolean }> } }).schedule;
+  assert.equal(status.paused, false);
+  assert.ok(status.entries.every((e) => !e.paused), 'no fetcher was paused');
+});
+
+test('through an agent, a fetcher name the protocol cannot carry is an unknown name (65) with the valid names', async () => {
+  const t = makeTestEnv(catalog);
+  const agent = await startAgent(t);
+  try {
+    for (const args of [['run', 'Ok'], ['run', '../x'], ['schedule', 'pause', 'Ok'], ['cancel', '--fetcher', 'OK']]) {
+      const r = await runCli(t, args);
+      assert.equal(r.code, 65, `${args.join(' ')}: ${r.stderr}`);
+      assert.match(r.stderr, /^quantilica: unknown fetcher ".*"; valid names: ok\n$/, args.join(' '));
+      assert.doesNotMatch(r.stderr, /quantilica\/|params/, 'no protocol method or params in the message');
+    }
+    const r = await runCli(t, ['run', 'nosuch']);
+    assert.equal(r.code, 65, r.stderr);
+    assert.match(r.stderr, /^quantilica: unknown fetcher "nosuch"; valid names: ok\n$/);
+    const runs = await runCli(t, ['runs', '--json']);
+    assert.deepEqual(JSON.parse(runs.stdout), { runs: [] });
+  } finally {
+    agent.child.kill('SIGTERM');
+    await new Promise((resolve) => agent.child.once('exit', resolve));
+  }
+});
+
+/** Every visible command's help, read from the help itself (`schedule pause`, `telemetry emit`, …). */
+async function helpTexts(t: ReturnType<typeof makeTestEnv>, prefix: string[] = []): Promise<Array<[string, string]>> {
+  const r = await runCli(t, [...prefix, '--help']);
+  assert.equal(r.code, 0, `${prefix.join(' ')} --help: ${r.stderr}`);
+  const section = /\nCommands:\n([\s\S]*?)(\n\n|$)/.exec(r.stdout)?.[1] ?? '';
+  const names = [...section.matchAll(/^ {2}(\S+)/gm)].map((m) => m[1] ?? '').filter((n) => n !== 'help');
+  const texts: Array<[string, string]> = [[prefix.join(' '), r.stdout]];
+  for (const name of names) texts.push(...await helpTexts(t, [...prefix, name]));
+  return texts;
+}
+
+test('--help of every command has no internal words and no default said twice', async () => {
+  const t = makeTestEnv(catalog);
+  const texts = await helpTexts(t);
+  assert.ok(texts.length >= 20, `every command is reached: ${texts.map(([p]) => p).join(', ')}`);
+  for (const [command, help] of texts) {
+    assert.doesNotMatch(help, /\bADR\b|\bseed\b|\bissue \d|runbook/i, `${command} --help: ${help}`);
+    // One option's text, its wrapped lines joined: a default in the words and commander's "(default: …)".
+    const entries = help.replace(/\n {10,}/g, ' ').split('\n');
+    for (const entry of entries) assert.doesNotMatch(entry, /default[^:][\s\S]*\(default: /, `${command}: ${entry}`);
+  }
+  const named = await runCli(t, ['help', 'schedule']);
+  assert.equal(named.code, 0, named.stderr);
+  assert.match(named.stdout, /^Usage: quantilica schedule /);
+  const bare = await runCli(t, []);
+  assert.equal(bare.code, 64, 'no command at all is a usage error (the help goes to stderr)');
+  assert.match(bare.stderr, /^Usage: quantilica/);
 });

@@ -53,7 +53,7 @@ test('status and slots on any station show the holders of every station', { time
     assert.deepEqual({ station: holder.station, runId: holder.runId, pid: holder.pid, foreign: holder.foreign }, { station: 'station-a', runId: run.runId, pid, foreign: true });
     const status = await runCli(b, ['status']);
     assert.equal(status.code, 0, status.stderr);
-    assert.match(status.stdout, new RegExp(`postgres:core.pool/heavy-io/\\d+ +pid ${pid} until-file run ${run.runId} since \\S+ on station-a`));
+    assert.match(status.stdout, new RegExp(`postgres:core.pool/heavy-io/\\d+ +pid ${pid} until-file run ${run.runId} since \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d \\S+ on station-a`));
     fs.writeFileSync(release, '');
     assert.equal((await client.waitRun(run.runId)).status, 'completed');
     // A cron-style CLI run with no agent on station b takes a shared slot in-process and exits.
