@@ -1,7 +1,7 @@
 import type { RunInfo, RunStatus } from '../../shared/protocol';
 import { ClientError } from '../errors';
 import { ExitCode } from '../exitCodes';
-import { runMemory } from './format';
+import { runMemory, withPolicy } from './format';
 
 const STATUSES: readonly RunStatus[] = ['waiting', 'running', 'completed', 'failed', 'cancelled', 'skipped'];
 
@@ -66,7 +66,7 @@ export function formatRunsTable(runs: RunInfo[], colour: boolean, now = Date.now
     r.startedAt ? humanDuration((r.finishedAt ? Date.parse(r.finishedAt) : now) - Date.parse(r.startedAt)) : '-',
     r.trigger,
     runMemory(r),
-    r.reason ?? '',
+    withPolicy(r, r.reason ?? ''),
   ]);
   const head = ['RUN', 'FETCHER', 'POOL', 'STATUS', 'EXIT', 'STARTED', 'DURATION', 'TRIGGER', 'MEM MB', 'REASON'];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? '').length)));
