@@ -512,16 +512,18 @@ export class RunManager {
     const next = (run.attempt ?? 1) + 1;
     const until = new Date(this.deps.clock.now().getTime() + retryDelayMs(state.policy, next, this.deps.random ? () => this.deps.random!() : undefined)).toISOString();
     const hadSlot = run.slot !== null;
-    await this.named(state, 'retryWait', {
+    // The move applies at once: from here a cancel finds the run waiting for its retry.
+    const recorded = this.named(state, 'retryWait', {
       reason: 'retry-backoff', wait: { kind: 'retry', until, attempt: next }, exitCode: exit.exitCode, signal: exit.signal, slot: null, pid: null, startTime: null,
       statusFile: null, deadline: null, stalledSince: null, memoryMb: null, ...(final ? { peakMemoryMb: final.peakMemoryMb, cpuSeconds: final.cpuSeconds } : {}),
     }, { failedFor: reason, until, ...(message ? { message } : {}) });
-    this.deps.logger.info({ runId: run.runId, fetcher: run.fetcher, attempt: next - 1, attempts: state.policy.attempts, exitCode: exit.exitCode, reason, until }, `try ${next - 1} of ${state.policy.attempts} failed; the next at ${until}`);
     this.deps.gate.runEnded(run.runId);
     if (hadSlot) this.deps.pools.get(run.pool)?.released();
     state.ending = false;
     state.lingering = [];
     state.driving = this.backoff(state);
+    await recorded;
+    this.deps.logger.info({ runId: run.runId, fetcher: run.fetcher, attempt: next - 1, attempts: state.policy.attempts, exitCode: exit.exitCode, reason, until }, `try ${next - 1} of ${state.policy.attempts} failed; the next at ${until}`);
   }
 
   private async finish(state: ActiveRun, status: RunStatus, reason: RunReason | null, exit: ExitInfo, message?: string, usage?: FinalUsage | null): Promise<void> {
