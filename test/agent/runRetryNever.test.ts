@@ -94,7 +94,7 @@ test('bad policy values are refused at start (exit 78), each with its field name
     [{ onStall: 'explode' }, /fetchers\.0\.onStall/],
   ];
   for (const [policy, field] of cases) {
-    const t = makeTestEnv([{ name: 'x', pool: 'heavy-io', argv: ['true'], ...policy } as FetcherSpec]);
+    const t = makeTestEnv([{ name: 'x', pool: 'heavy-io', argv: ['true'], ...policy }]);
     stations.push(t);
     for (const command of [['status'], ['agent']]) {
       const r = await runCli(t, command);
