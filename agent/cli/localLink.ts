@@ -35,6 +35,9 @@ export async function localLink(config: Config, logger: Logger): Promise<AgentLi
     if (ownerOf(stored) === 'gone') {
       await orchestrator.runs.adoptLeftovers();
       if (orchestrator.runs.isOwnRun(runId)) return orchestrator.runs.cancel(runId);
+      // A run an agent left queued for the next agent: cancelled here, it never starts.
+      const kept = await orchestrator.runs.cancelKept(runId);
+      if (kept) return kept;
     }
     if (!signalOwner(stored)) {
       throw new ClientError(ErrorCodes.unavailable, ExitCode.agentUnavailable, `run ${runId} is managed by the agent (pid ${stored.ownerPid}), which does not answer; try again when it does`);

@@ -177,6 +177,21 @@ export class RunManager {
   }
 
   /**
+   * Cancels a waiting run an agent left while no agent runs (a CLI working in-process): it ends
+   * `cancelled` here, never started. Null when the run is not such a run.
+   */
+  async cancelKept(runId: string): Promise<RunInfo | null> {
+    const stored = this.deps.journal.get(runId);
+    if (!stored || !isKeptInQueue(stored) || this.active.has(runId) || this.deps.spawner.ownerAlive(stored)) return null;
+    const entry = this.entryOf(stored);
+    const state = newActiveRun({ ...stored }, entry, this.policyOf(entry, stored.pool));
+    this.active.set(runId, state);
+    void this.deps.journal.record({ runId, event: 'cancel-requested', task: stored.fetcher, pool: stored.pool, payload: {} });
+    await this.finish(state, 'cancelled', 'cancelled', { exitCode: stored.exitCode, signal: stored.signal });
+    return toRunInfo(state.run);
+  }
+
+  /**
    * Stops taking new runs; running fetchers go on unless `stopFetchers`. An agent's waiting runs
    * (queued, at the disk gate, in a retry backoff) stay waiting, durably, for the next agent to resume
    * in their order: the queue is work someone asked for. With `cancelWaiting` (and always for a CLI's

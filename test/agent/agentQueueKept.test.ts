@@ -120,6 +120,33 @@ for (const stop of ['SIGTERM', 'SIGKILL'] as const) {
   });
 }
 
+test('without an agent, `quantilica cancel` ends a run the stopped agent left queued; the next agent never starts it', { timeout: 120000 }, async () => {
+  const t = station();
+  let agent = await startAgent(t);
+  try {
+    const holder = await detach(t, 'holder');
+    await waitFor(async () => (await runs(t)).find((r) => r.runId === holder)?.status === 'running', { what: 'the holder to take the only slot', timeoutMs: 30000 });
+    const [gone, kept] = [await detach(t, 'queued'), await detach(t, 'queued')];
+    await waitFor(async () => (await runs(t)).filter((r) => (r.runId === gone || r.runId === kept) && r.wait?.kind === 'pool').length === 2, { what: 'both runs queued', timeoutMs: 30000 });
+    agent.child.kill('SIGTERM');
+    assert.equal(await exited(agent.child), 0);
+    const cancelled = await runCli(t, ['cancel', gone]);
+    assert.equal(cancelled.code, 0, cancelled.stderr);
+    const end = (await runs(t)).find((r) => r.runId === gone)!;
+    assert.deepEqual([end.status, end.reason, end.startedAt], ['cancelled', 'cancelled', null]);
+    agent = await startAgent(t);
+    fs.writeFileSync(path.join(t.dataDir, 'go'), '');
+    await waitFor(async () => (await runs(t)).find((r) => r.runId === kept)?.status === 'completed', { what: 'the other queued run to complete', timeoutMs: 30000 });
+    assert.deepEqual(fs.readFileSync(path.join(t.dataDir, 'order'), 'utf8').trim().split('\n'), [kept], 'the cancelled run never ran');
+  } finally {
+    fs.writeFileSync(path.join(t.dataDir, 'go'), '');
+    if (agent.child.exitCode === null) {
+      agent.child.kill('SIGTERM');
+      await exited(agent.child);
+    }
+  }
+});
+
 test('a run whose wait limit passed while no agent ran ends wait-timeout when the next agent starts; the others are not touched', { timeout: 120000 }, async () => {
   const t = station({ CRON_POOL_CPU_ANALYSIS_TIMEOUT: '3' });
   let agent = await startAgent(t);
