@@ -200,9 +200,10 @@ export class RunManager {
    */
   async shutdown(stopFetchers: boolean, cancelWaiting = false): Promise<void> {
     this.intake = false;
-    const keep = !cancelWaiting && this.deps.self.role === 'agent';
     const drives: Array<Promise<void>> = [];
     for (const state of this.active.values()) {
+      // An agent's run stays in the agent's queue, also while a CLI took it over (a retry of a run it adopted).
+      const keep = !cancelWaiting && state.run.ownerRole === 'agent';
       // A hibernating sync stays as it is: the next agent wakes it at its time (it holds nothing now).
       if (state.run.status === 'waiting' && state.run.reason === 'hibernating') continue;
       if (state.run.status === 'waiting' || isGithubSync(state.entry)) {
@@ -259,7 +260,7 @@ export class RunManager {
     const entry = this.entryOf(stored);
     const state = newActiveRun({ ...stored }, entry, this.policyOf(entry, stored.pool));
     const { run } = state;
-    const own = { ownerPid: this.deps.self.pid, ownerStartTime: this.deps.self.startTime };
+    const own = { ownerPid: this.deps.self.pid, ownerStartTime: this.deps.self.startTime, ...(this.deps.self.role === 'agent' ? { ownerRole: 'agent' as const } : {}) };
     if (isGithubSync(entry) && (run.status === 'running' || run.reason === 'hibernating')) {
       // A sync left by a dead agent: its next leg (now, or at its wake-up time) is this agent's.
       if (!this.deps.github?.adopts) return;
