@@ -32,8 +32,8 @@ export interface OpenedAgent {
   start(): Promise<void>;
   /** Stops what makes new runs (the schedule): first thing on shutdown. */
   stopIntake(): void;
-  /** Closes everything in the reverse order; running fetchers go on unless `stopFetchers`. */
-  close(stopFetchers?: boolean): Promise<void>;
+  /** Closes everything in the reverse order; running fetchers go on unless `stopFetchers`, waiting runs wait for the next agent unless `cancelWaiting`. */
+  close(stopFetchers?: boolean, cancelWaiting?: boolean): Promise<void>;
 }
 
 /**
@@ -103,14 +103,14 @@ function build(config: Config, logger: Logger, role: OpenAgentOptions['role'], p
       }
     },
     stopIntake: () => schedule.close(),
-    close: async (stopFetchers = false) => {
+    close: async (stopFetchers = false, cancelWaiting = false) => {
       stopSampler?.();
       if (history) {
         setHistoryStore(null);
         history.close();
       }
       schedule.close();
-      await control.close(stopFetchers);
+      await control.close(stopFetchers, cancelWaiting);
       await gate.close();
       stopSpoolStatus?.();
       await flusher.close();

@@ -127,7 +127,9 @@ export class Orchestrator implements AgentControl {
       // The agent spawns from a worker thread (the hot path, issue 10); a one-run CLI needs no thread.
       spawner: this.spawner,
       clock: systemClock,
-      self: { pid: process.pid, startTime: readProcInfo(process.pid)?.startTime ?? 0 },
+      self: { pid: process.pid, startTime: readProcInfo(process.pid)?.startTime ?? 0, role: parts.role ?? 'cli' },
+      runTimeoutOf: (pool) => (config.pools[pool as keyof Config['pools']] ?? config.pools['heavy-io']).runTimeoutSeconds,
+      diskMaxWaitSeconds: config.disk.maxWaitSeconds,
       logger,
       wrapperPath: distFile('runWrapper.sh'),
       memory: this.memory,
@@ -268,9 +270,9 @@ export class Orchestrator implements AgentControl {
     };
   }
 
-  async close(stopFetchers = false): Promise<void> {
+  async close(stopFetchers = false, cancelWaiting = false): Promise<void> {
     this.foreign.close();
-    await this.runs.shutdown(stopFetchers);
+    await this.runs.shutdown(stopFetchers, cancelWaiting);
     await this.github.close();
     this.retention?.close();
     this.cancelPoolPublish();

@@ -10,8 +10,40 @@ export const FETCHER_NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 
 const nameSchema = z.string().regex(FETCHER_NAME, 'lowercase letters, digits, ".", "_" or "-", at most 64, starting with a letter or digit');
 
+// Run policies of an entry: retries, a timeout, the stall watchdog (agent/runs/runPolicy.ts applies
+// them). Bad values are refused at start, each with its field named.
+export const RETRY_DEFAULTS = { backoffSeconds: 30, maxBackoffSeconds: 3600 } as const;
+
+const retrySchema = z.object({
+  /** Every try counts, the first included. */
+  attempts: z.number().int().min(1).max(20),
+  backoffSeconds: z.number().nonnegative().max(7 * 86400).optional(),
+  maxBackoffSeconds: z.number().nonnegative().max(7 * 86400).optional(),
+  /** The exit codes that retry; default any non-zero exit but 126 and 127 (the program cannot run). */
+  exitCodes: z.array(z.number().int().min(1).max(255)).min(1).max(255).optional(),
+}).strict().superRefine((r, ctx) => {
+  const first = r.backoffSeconds ?? RETRY_DEFAULTS.backoffSeconds;
+  if ((r.maxBackoffSeconds ?? Math.max(first, RETRY_DEFAULTS.maxBackoffSeconds)) < first) {
+    ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['maxBackoffSeconds'], message: `must be at least the first delay (backoffSeconds ${first})` });
+  }
+});
+
+const policyFields = {
+  retry: retrySchema.optional(),
+  /** A run the OOM killer ended at its ceiling is retried too (not by default). */
+  retryMemoryLimit: z.boolean().optional(),
+  /** A run ended by its timeout is retried too (not by default). */
+  retryOnTimeout: z.boolean().optional(),
+  /** Seconds a try may run; wins over CRON_POOL_<POOL>_RUN_TIMEOUT. 0: none. */
+  timeoutSeconds: z.number().int().min(0).max(30 * 86400).optional(),
+  /** Seconds without log growth after which the run is stalled; `onStall: cancel` then cancels it. */
+  stallSeconds: z.number().int().min(1).max(30 * 86400).optional(),
+  onStall: z.enum(['mark', 'cancel']).optional(),
+};
+
 const entrySchema = z.object({
   kind: z.literal('fetcher').optional(),
+  ...policyFields,
   name: nameSchema,
   pool: z.enum(POOL_NAMES as [string, ...string[]]),
   argv: z.array(z.string().min(1)).min(1, 'argv needs at least the program'),

@@ -10,9 +10,10 @@ import { startSummary } from './startSummary';
 /**
  * The foreground agent. It holds the single-instance lock, adopts runs a previous agent left, serves
  * the protocol, and on SIGTERM/SIGINT/SIGHUP stops taking runs while running fetchers go on (they keep their
- * slots and the next agent adopts them) unless told to stop them.
+ * slots and the next agent adopts them) unless told to stop them; waiting runs stay queued, in order,
+ * for the next agent unless told to cancel them.
  */
-export async function agentCommand(config: Config, stopFetchersFlag: boolean): Promise<number> {
+export async function agentCommand(config: Config, stopFetchersFlag: boolean, cancelWaitingFlag = false): Promise<number> {
   // Human lines on a terminal (QUANTILICA_LOG_FORMAT=auto), JSON lines otherwise: the extension and
   // a service read the agent's log from a file.
   const logger = createLogger('quantilica-agent', config.logLevel ?? 'info', config.logFormat, { clock: true });
@@ -26,12 +27,14 @@ export async function agentCommand(config: Config, stopFetchersFlag: boolean): P
   // Listen for the stop signals before saying ready: a signal sent on the ready line must stop the
   // agent in order, never meet the default action (an instant exit).
   const stopFetchers = stopFetchersFlag || config.stopFetchersOnExit;
+  // Waiting runs stay queued for the next agent unless told otherwise.
+  const cancelWaiting = cancelWaitingFlag || config.cancelWaitingOnExit;
   const stopped = new Promise<void>((resolve) => {
     let stopping = false;
     const stop = (signal: NodeJS.Signals) => {
       if (stopping) return;
       stopping = true;
-      logger.info({ signal, stopFetchers }, 'agent stopping');
+      logger.info({ signal, stopFetchers, cancelWaiting }, 'agent stopping');
       resolve();
     };
     process.once('SIGTERM', stop);
@@ -54,7 +57,7 @@ export async function agentCommand(config: Config, stopFetchersFlag: boolean): P
   await stopped;
   await server.close();
   agent.stopIntake();
-  await agent.close(stopFetchers);
+  await agent.close(stopFetchers, cancelWaiting);
   stopRunLines();
   logger.info({}, 'agent stopped');
   stopLogCap();

@@ -1,5 +1,6 @@
 import type { PoolState, RunInfo, Snapshot } from '../../shared/protocol';
 import { oomWarning } from '../memory/oomWarning';
+import { runPolicyText } from './runPolicyText';
 import { moment } from './timeText';
 
 /** Human-readable views of the state; `--json` prints the protocol types instead. */
@@ -18,7 +19,7 @@ export function formatSlots(pools: PoolState[]): string {
 
 export function formatRuns(runs: RunInfo[]): string {
   if (runs.length === 0) return 'no runs\n';
-  const rows = runs.map((r) => [r.runId, r.fetcher, r.pool, r.status, r.exitCode === null ? '-' : String(r.exitCode), moment(r.startedAt ?? r.enqueuedAt), runMemory(r), r.cpuSeconds == null ? '-' : r.cpuSeconds.toFixed(1), reasonCell(r, waitText(r))]);
+  const rows = runs.map((r) => [r.runId, r.fetcher, r.pool, r.status, r.exitCode === null ? '-' : String(r.exitCode), moment(r.startedAt ?? r.enqueuedAt), runMemory(r), r.cpuSeconds == null ? '-' : r.cpuSeconds.toFixed(1), withPolicy(r, reasonCell(r, waitText(r)))]);
   const head = ['RUN', 'FETCHER', 'POOL', 'STATUS', 'EXIT', 'SINCE', 'MEM MB', 'CPU S', 'REASON'];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
   const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd();
@@ -89,6 +90,15 @@ export function runMemory(r: RunInfo): string {
   if (r.status === 'running' && r.memoryMb != null) return `${mark}${Math.round(r.memoryMb)}${limit}`;
   if (r.peakMemoryMb != null) return `${mark}peak ${Math.round(r.peakMemoryMb)}${limit}`;
   return '-';
+}
+
+/** A run's reason (or wait) followed by what its retries, timeout and stall watchdog say. */
+export function withPolicy(r: RunInfo, text: string): string {
+  const policy = runPolicyText(r);
+  if (policy === '') return text;
+  // The policy's words already say what a retry wait, a timeout or a stall is.
+  const said = r.wait?.kind === 'retry' || r.reason === 'retry-backoff' || r.reason === 'timeout' || r.reason === 'stalled';
+  return said || text === '' ? policy : `${text} · ${policy}`;
 }
 
 /** What a waiting run waits for, in words; null when it waits for nothing in particular. */

@@ -60,10 +60,11 @@ export async function runCli(argv: string[]): Promise<number> {
   program.command('agent')
     .description('run the agent in the foreground (what `npm start` runs)')
     .option('--stop-fetchers-on-exit', 'cancel running fetchers when the agent gets SIGTERM or SIGINT')
-    .action(async (opts: { stopFetchersOnExit?: boolean }) => {
+    .option('--cancel-waiting-on-exit', 'cancel waiting runs when the agent stops (by default the next agent resumes them)')
+    .action(async (opts: { stopFetchersOnExit?: boolean; cancelWaitingOnExit?: boolean }) => {
       const config = loadConfig();
       checkSettingPaths(config);
-      exitCode = await agentCommand(config, opts.stopFetchersOnExit === true);
+      exitCode = await agentCommand(config, opts.stopFetchersOnExit === true, opts.cancelWaitingOnExit === true);
     });
 
   program.command('run')

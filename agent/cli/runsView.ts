@@ -1,7 +1,7 @@
 import type { RunInfo, RunStatus } from '../../shared/protocol';
 import { ClientError } from '../errors';
 import { ExitCode } from '../exitCodes';
-import { reasonCell, runMemory } from './format';
+import { reasonCell, runMemory, withPolicy } from './format';
 import { humanDuration, moment } from './timeText';
 
 const STATUSES: readonly RunStatus[] = ['waiting', 'running', 'completed', 'failed', 'cancelled', 'skipped'];
@@ -49,7 +49,7 @@ export function formatRunsTable(runs: RunInfo[], colour: boolean, now = Date.now
     r.startedAt ? humanDuration((r.finishedAt ? Date.parse(r.finishedAt) : now) - Date.parse(r.startedAt)) : '-',
     r.trigger,
     runMemory(r),
-    reasonCell(r, null),
+    withPolicy(r, reasonCell(r, null)),
   ]);
   const head = ['RUN', 'FETCHER', 'POOL', 'STATUS', 'EXIT', 'STARTED', 'DURATION', 'TRIGGER', 'MEM MB', 'REASON'];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? '').length)));

@@ -11,6 +11,8 @@ export interface PoolConfig {
   waitTimeoutSeconds: number;
   /** memory ceilings (issue 12): the pool's ceiling, all its runs together. */
   memoryMb: number;
+  /** CRON_POOL_<POOL>_RUN_TIMEOUT: seconds one try may run (0: none); a catalog entry's timeoutSeconds wins. */
+  runTimeoutSeconds: number;
 }
 
 export interface DiskConfig {
@@ -36,6 +38,8 @@ export interface Config {
   catalogPath: string | null;
   cancelGraceSeconds: number;
   stopFetchersOnExit: boolean;
+  /** Waiting runs end `cancelled` (agent-stopping) at an agent stop instead of waiting for the next agent. */
+  cancelWaitingOnExit: boolean;
   telemetrySpool: string;
   databaseUrl: string | null;
   heartbeatSeconds: number;
@@ -106,6 +110,7 @@ export function loadConfig(env: Env = process.env): Config {
         slots: get<number>(`CRON_POOL_${key}_SLOTS`),
         waitTimeoutSeconds: get<number>(`CRON_POOL_${key}_TIMEOUT`),
         memoryMb: Math.round(get<number>(`CRON_POOL_${key}_MEMORY_GB`) * 1024), // memory ceilings (issue 12)
+        runTimeoutSeconds: get<number>(`CRON_POOL_${key}_RUN_TIMEOUT`),
       }];
     }),
   ) as Record<PoolName, PoolConfig>;
@@ -128,6 +133,7 @@ export function loadConfig(env: Env = process.env): Config {
     catalogPath: get('QUANTILICA_CATALOG'),
     cancelGraceSeconds: get('QUANTILICA_CANCEL_GRACE_SECONDS'),
     stopFetchersOnExit: get('QUANTILICA_STOP_FETCHERS_ON_EXIT'),
+    cancelWaitingOnExit: get('QUANTILICA_CANCEL_WAITING_ON_EXIT'),
     telemetrySpool: get<string | null>('QUANTILICA_TELEMETRY_SPOOL') ?? path.join(homeDir, 'telemetry_spool.db'),
     databaseUrl: get('QUANTILICA_DATABASE_URL'),
     heartbeatSeconds: get('QUANTILICA_HEARTBEAT_SECONDS'),

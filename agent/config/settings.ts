@@ -114,6 +114,7 @@ const stationName = (text: string): Parsed => {
 const poolSettings = (key: string, slots: number): Setting[] => [
   { name: `CRON_POOL_${key}_SLOTS`, default: String(slots), description: `slots of the pool`, parse: number(1, 256, true) },
   { name: `CRON_POOL_${key}_TIMEOUT`, default: '21600', description: 'seconds a run waits for a slot before failing', parse: number(1, 7 * 86400, true) },
+  { name: `CRON_POOL_${key}_RUN_TIMEOUT`, default: '0', description: "seconds one try of a run may take before it is stopped (failed, timeout); 0: none; a catalog entry's timeoutSeconds wins", parse: number(0, 30 * 86400, true) },
 ];
 
 // memory ceilings (issue 12)
@@ -154,6 +155,7 @@ export const SETTINGS = [
   { name: 'QUANTILICA_CATALOG', default: '', description: 'the fetcher catalog (JSON); empty runs the demo catalog', parse: optionalDir },
   { name: 'QUANTILICA_CANCEL_GRACE_SECONDS', default: '30', description: 'seconds between SIGTERM and SIGKILL on cancel', parse: number(0, 3600, false) },
   { name: 'QUANTILICA_STOP_FETCHERS_ON_EXIT', default: 'false', description: 'cancel running fetchers when the agent gets SIGTERM', parse: bool },
+  { name: 'QUANTILICA_CANCEL_WAITING_ON_EXIT', default: 'false', description: 'cancel waiting runs when the agent stops (by default the next agent resumes them in order)', parse: bool },
   { name: 'QUANTILICA_TELEMETRY_SPOOL', default: '', description: 'the SQLite spool (default QUANTILICA_HOME/telemetry_spool.db)', parse: optionalDir },
   { name: 'QUANTILICA_DATABASE_URL', default: '', description: 'PostgreSQL for telemetry; empty keeps events in the spool', parse: optionalUrl, secret: true },
   { name: 'QUANTILICA_SLOT_BACKEND', default: 'file', description: 'where slots live: file (flock on this station) or postgres (advisory locks shared by stations)', parse: slotBackend },

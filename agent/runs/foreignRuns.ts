@@ -58,6 +58,9 @@ export class ForeignRuns {
     if (owner === 'gone') {
       await this.deps.runs.adoptLeftovers();
       if (this.deps.runs.isOwnRun(runId)) return this.deps.runs.cancel(runId);
+      // A run an agent left queued for the next agent: cancelled here, it never starts.
+      const kept = await this.deps.runs.cancelKept(runId);
+      if (kept) return kept;
     }
     const state = owner === 'cli' ? readProcInfo(stored.ownerPid)?.state : undefined;
     if (state === 'T' || state === 't') {

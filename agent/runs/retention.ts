@@ -23,7 +23,7 @@ const RETENTION_INTERVAL_MS = 3600_000;
 
 /** Only files the agent made are touched: a run id is `<base36 time>-<8 hex>` (newRunId). */
 const LOG_FILE = /-([0-9a-z]+-[0-9a-f]{8})\.log$/;
-const STATUS_FILE = /^([0-9a-z]+-[0-9a-f]{8})\.exit$/;
+const STATUS_FILE = /^([0-9a-z]+-[0-9a-f]{8})(?:\.\d+)?\.exit$/;
 
 /**
  * Keeps the history of ended runs bounded: their log files, exit-status files and rows in the run

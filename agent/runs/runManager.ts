@@ -11,12 +11,13 @@ import { oomWarning } from '../memory/oomWarning';
 import { fetcherEnv } from './fetcherEnv';
 import { tailFd, tailFile } from './logCap';
 import { createRunLog, logDirSetting, openRunLog } from './runLogFile';
-import { CancelledError, groupOf, newActiveRun, type ActiveRun } from './activeRun';
+import { CancelledError, groupOf, newActiveRun, ParkedError, sleepUntil, type ActiveRun } from './activeRun';
 import { newRunId } from './newRunId';
 import type { ExitInfo } from './runProcess';
 import type { Clock, HeldSlot, RunJournal, RunSpawner, SlotSource } from './runPorts';
 import { toRunInfo, type StoredRun } from './runStore';
-import { enter, FINAL_STATES, transition, type MoveDetail, type RunFields, type TransitionPorts } from './runTransitions';
+import { enter, FINAL_STATES, named, transition, type MoveDetail, type NamedMove, type RunFields, type TransitionPorts } from './runTransitions';
+import { isRetryable, retryDelayMs, runPolicy, type RunPolicy } from './runPolicy';
 import type { InAgentWork, RunMoves } from './runMoves';
 import { RunUpkeep } from './runUpkeep';
 import { RunRefusedError } from '../errors';
@@ -34,8 +35,14 @@ export interface RunManagerDeps {
   clock: Clock;
   logger: Logger;
   wrapperPath: string;
-  /** This process (agent or CLI), recorded as the owner of its runs. */
-  self: { pid: number; startTime: number };
+  /** This process (agent or CLI), recorded as the owner of its runs. An agent's waiting runs outlive it (the next agent resumes them). */
+  self: { pid: number; startTime: number; role?: 'agent' | 'cli' };
+  /** CRON_POOL_<POOL>_RUN_TIMEOUT of a pool (0: none); absent: no pool default. */
+  runTimeoutOf?(pool: string): number;
+  /** How long a run may wait at the disk gate (CRON_DISK_MAX_WAIT_SECONDS): a next agent counts a resumed wait against it. */
+  diskMaxWaitSeconds?: number;
+  /** The jitter of retry delays (tests may fix it). */
+  random?(): number;
   /** memory ceilings (issue 12): each run's cgroup, or /proc sampling; absent: no figures at all. */
   memory?: RunMemory;
   /** Called after every durable change of a run, and of a pool's occupancy (for the state hub). */
@@ -87,6 +94,8 @@ export class RunManager {
       record: (event) => { if (!this.closed) void deps.journal.record(event); },
       onLingering: (state, pids) => this.onLingering(state, pids),
       onEnded: (state, exit) => this.onExit(state, exit),
+      onDeadline: (state) => this.onDeadline(state),
+      onStall: (state, stalled) => this.onStall(state, stalled),
     });
   }
 
@@ -96,7 +105,7 @@ export class RunManager {
     const entry = this.deps.catalog.resolve(fetcher);
     validateArgs(args, entry);
     const run = this.newRun(entry, 'waiting', trigger, args, null);
-    const state = newActiveRun(run, entry);
+    const state = newActiveRun(run, entry, this.policyOf(entry, run.pool));
     this.active.set(run.runId, state);
     const recorded = enter(this.ports, run);
     // The wait starts at once: a free slot's `starting` intent joins the same group commit.
@@ -182,26 +191,43 @@ export class RunManager {
   }
 
   /**
-   * Stops taking new runs; running fetchers go on unless `stopFetchers`. Runs still waiting end
-   * `cancelled` with reason `agent-stopping` (state, telemetry and waiting clients all learn it) before
-   * the manager closes: a queued run belongs to whoever asked for it, and starting it later, when a
-   * next agent happens to come up, could run a fetcher hours after its requester gave up on it.
-   * A run between its slot grant and its spawn is either stopped there or started and left running.
+   * Cancels a waiting run an agent left while no agent runs (a CLI working in-process): it ends
+   * `cancelled` here, never started. Null when the run is not such a run.
    */
-  async shutdown(stopFetchers: boolean): Promise<void> {
+  async cancelKept(runId: string): Promise<RunInfo | null> {
+    const stored = this.deps.journal.get(runId);
+    if (!stored || !isKeptInQueue(stored) || this.active.has(runId) || this.deps.spawner.ownerAlive(stored)) return null;
+    const entry = this.entryOf(stored);
+    const state = newActiveRun({ ...stored }, entry, this.policyOf(entry, stored.pool));
+    this.active.set(runId, state);
+    void this.deps.journal.record({ runId, event: 'cancel-requested', task: stored.fetcher, pool: stored.pool, payload: {} });
+    await this.finish(state, 'cancelled', 'cancelled', { exitCode: stored.exitCode, signal: stored.signal });
+    return toRunInfo(state.run);
+  }
+
+  /**
+   * Stops taking new runs; running fetchers go on unless `stopFetchers`. An agent's waiting runs
+   * (queued, at the disk gate, in a retry backoff) stay waiting, durably, for the next agent to resume
+   * in their order: the queue is work someone asked for. With `cancelWaiting` (and always for a CLI's
+   * own runs, which no later agent resumes) they end `cancelled` with reason `agent-stopping`.
+   * A run between its slot grant and its spawn is either put back in the queue or started and left running.
+   */
+  async shutdown(stopFetchers: boolean, cancelWaiting = false): Promise<void> {
     this.intake = false;
     const drives: Array<Promise<void>> = [];
     for (const state of this.active.values()) {
+      // An agent's run stays in the agent's queue, also while a CLI took it over (a retry of a run it adopted).
+      const keep = !cancelWaiting && state.run.ownerRole === 'agent';
       // A hibernating sync stays as it is: the next agent wakes it at its time (it holds nothing now).
       if (state.run.status === 'waiting' && state.run.reason === 'hibernating') continue;
       if (state.run.status === 'waiting' || isGithubSync(state.entry)) {
         // A sync working inside the agent cannot outlive it: it ends `cancelled` (agent-stopping).
-        state.abort.abort(new CancelledError('agent-stopping', 'the agent stopped while the run waited'));
+        state.abort.abort(keep && state.run.status === 'waiting' ? new ParkedError() : new CancelledError('agent-stopping', 'the agent stopped while the run waited'));
         if (state.driving) drives.push(state.driving);
       } else if (stopFetchers) this.cancel(state.run.runId);
     }
     await Promise.all(drives);
-    if (stopFetchers) await Promise.all([...this.active.values()].filter((s) => s.run.reason !== 'hibernating').map((s) => this.waitRun(s.run.runId)));
+    if (stopFetchers) await Promise.all([...this.active.values()].filter((s) => s.run.status === 'running').map((s) => this.waitRun(s.run.runId)));
     this.upkeep.close();
     if (this.shiftTimer) clearTimeout(this.shiftTimer);
     this.shiftTimer = null;
@@ -222,21 +248,33 @@ export class RunManager {
     const moves: Array<Promise<void>> = [];
     for (const stored of this.deps.journal.active()) {
       if (this.active.has(stored.runId) || this.deps.spawner.ownerAlive(stored)) continue;
+      if (isKeptInQueue(stored)) {
+        // Waiting runs an agent left are the next agent's, in their order: a CLI leaves them be.
+        if (this.deps.self.role === 'agent') this.resumeWaiting(stored);
+        continue;
+      }
       moves.push(this.adopt(stored));
     }
     await Promise.all(moves);
   }
 
-  private async adopt(stored: StoredRun): Promise<void> {
-    let entry: CatalogEntry;
+  private entryOf(stored: StoredRun): CatalogEntry {
     try {
-      entry = this.deps.catalog.resolve(stored.fetcher);
+      return this.deps.catalog.resolve(stored.fetcher);
     } catch {
-      entry = { name: stored.fetcher, pool: stored.pool, argv: ['?'], demo: false };
+      return { name: stored.fetcher, pool: stored.pool, argv: ['?'], demo: false };
     }
-    const state = newActiveRun({ ...stored }, entry);
+  }
+
+  private policyOf(entry: CatalogEntry, pool: string): RunPolicy {
+    return runPolicy(entry, this.deps.runTimeoutOf?.(pool) ?? 0);
+  }
+
+  private async adopt(stored: StoredRun): Promise<void> {
+    const entry = this.entryOf(stored);
+    const state = newActiveRun({ ...stored }, entry, this.policyOf(entry, stored.pool));
     const { run } = state;
-    const own = { ownerPid: this.deps.self.pid, ownerStartTime: this.deps.self.startTime };
+    const own = { ownerPid: this.deps.self.pid, ownerStartTime: this.deps.self.startTime, ...(this.deps.self.role === 'agent' ? { ownerRole: 'agent' as const } : {}) };
     if (isGithubSync(entry) && (run.status === 'running' || run.reason === 'hibernating')) {
       // A sync left by a dead agent: its next leg (now, or at its wake-up time) is this agent's.
       if (!this.deps.github?.adopts) return;
@@ -274,15 +312,71 @@ export class RunManager {
     }
   }
 
-  private async drive(state: ActiveRun, recorded: Promise<void>): Promise<void> {
+  /**
+   * A run an agent left waiting (queued, at the disk gate, in its retry backoff): taken over as it was,
+   * with its enqueue time, trigger and attempt, and queued again now (the caller goes in the store's
+   * order, so the queue keeps its order). A wait whose limit passed while no agent ran ends it.
+   */
+  private resumeWaiting(stored: StoredRun): void {
+    const entry = this.entryOf(stored);
+    const state = newActiveRun({ ...stored }, entry, this.policyOf(entry, stored.pool));
+    const { run } = state;
+    this.active.set(run.runId, state);
+    const own = { ownerPid: this.deps.self.pid, ownerStartTime: this.deps.self.startTime, ownerRole: 'agent' as const };
+    this.deps.logger.info({ runId: run.runId, fetcher: run.fetcher, wait: run.wait }, 'resumed a run a previous agent left waiting');
+    if (run.reason === 'retry-backoff') {
+      const recorded = this.named(state, 'resume', own);
+      state.driving = recorded.then(() => this.backoff(state));
+      return;
+    }
+    const limit = this.waitLimit(run);
+    if (limit !== null && limit.leftMs <= 0) {
+      state.driving = this.finish(state, 'failed', limit.reason, { exitCode: null, signal: null }, `the run's wait limit (${limit.seconds} s) passed while no agent ran`);
+      return;
+    }
+    state.driving = this.drive(state, this.named(state, 'resume', own), limit ?? undefined);
+  }
+
+  /** What is left of a waiting run's present wait, by the limit of the kind of wait it is in. */
+  private waitLimit(run: StoredRun): StageLimit | null {
+    const since = run.waitSince ? Date.parse(run.waitSince) : NaN;
+    if (!Number.isFinite(since) || run.wait === null) return null;
+    const elapsed = this.deps.clock.now().getTime() - since;
+    if (run.wait.kind === 'pool') {
+      const seconds = this.deps.pools.get(run.pool)?.waitTimeoutSeconds;
+      return seconds === undefined ? null : { stage: 'pool', seconds, leftMs: seconds * 1000 - elapsed, reason: 'wait-timeout' };
+    }
+    if (run.wait.kind === 'disk' || run.wait.kind === 'admission') {
+      const seconds = this.deps.diskMaxWaitSeconds;
+      return seconds === undefined ? null : { stage: 'gate', seconds, leftMs: seconds * 1000 - elapsed, reason: 'disk-backpressure-timeout' };
+    }
+    return null;
+  }
+
+  /** The backoff before a run's next try; then the try queues like a new run (the disk gate, a slot). */
+  private async backoff(state: ActiveRun): Promise<void> {
+    const { wait } = state.run;
+    if (wait?.kind !== 'retry') return;
+    try {
+      await sleepUntil(Date.parse(wait.until), state.abort.signal);
+    } catch (err) {
+      if (err instanceof ParkedError) return;
+      await this.finish(state, 'cancelled', err instanceof CancelledError ? err.reason : 'cancelled', { exitCode: state.run.exitCode, signal: state.run.signal });
+      return;
+    }
+    const recorded = this.named(state, 'retryWake', { reason: null, wait: null, attempt: wait.attempt, waitSince: this.deps.clock.now().toISOString() });
+    await this.drive(state, recorded);
+  }
+
+  private async drive(state: ActiveRun, recorded: Promise<void>, resumed?: StageLimit): Promise<void> {
     const { run, entry } = state;
     const request: GateRequest = { runId: run.runId, fetcher: run.fetcher, expectedBytes: !isGithubSync(entry) && entry.expectedSizeMb !== undefined ? entry.expectedSizeMb * 1024 * 1024 : null };
     const pool = this.deps.pools.get(run.pool);
     let grant: HeldSlot | null = null;
     try {
       if (!pool) throw new RunRefusedError('no-such-pool', `pool ${run.pool} is not configured`);
-      await this.deps.gate.waitToStart(request, state.abort.signal, (reason) => this.setWait(state, reason));
-      grant = await pool.acquire(run.runId, state.abort.signal, (position) => this.setWait(state, { kind: 'pool', position }), (cause) => this.setWait(state, { kind: 'slot-backend', cause }));
+      await withStageLimit(state.abort.signal, resumed?.stage === 'gate' ? resumed : undefined, (signal) => this.deps.gate.waitToStart(request, signal, (reason) => this.setWait(state, reason)));
+      grant = await withStageLimit(state.abort.signal, resumed?.stage === 'pool' ? resumed : undefined, (signal) => pool.acquire(run.runId, signal, (position) => this.setWait(state, { kind: 'pool', position }), (cause) => this.setWait(state, { kind: 'slot-backend', cause })));
       this.throwIfCancelled(state);
       if (isGithubSync(entry)) {
         await recorded;
@@ -296,7 +390,9 @@ export class RunManager {
       // by its id (the spawn's environment) or its status file, never a `waiting` run that ran.
       // Commits keep their order, so this one also waits for the enqueue's; with a free slot both go
       // in one transaction (one fsync before the spawn, not two).
-      const statusFile = path.join(this.statusDir(), `${run.runId}.exit`);
+      // Each try has its own status file: a later agent must never read an earlier try's exit.
+      const attempt = run.attempt ?? 1;
+      const statusFile = path.join(this.statusDir(), attempt === 1 ? `${run.runId}.exit` : `${run.runId}.${attempt}.exit`);
       const logPath = path.join(this.deps.config.logDir, `${run.fetcher}-${run.runId}.log`);
       await this.move(state, 'waiting', { reason: 'starting', wait: null, slot: grant.index, statusFile, logPath });
       this.throwIfCancelled(state);
@@ -314,6 +410,11 @@ export class RunManager {
       }
       // The slot, if any, is already given back: the run's end must not release it twice.
       state.run.slot = state.run.pid === null ? null : state.run.slot;
+      if (err instanceof ParkedError) {
+        // Kept for the next agent; a run that had its slot already goes back to the queue's head.
+        if (state.run.reason === 'starting') await this.named(state, 'park', { reason: null, slot: null, statusFile: null, wait: { kind: 'pool', position: 1 } });
+        return;
+      }
       if (err instanceof CancelledError) await this.finish(state, 'cancelled', err.reason, { exitCode: null, signal: null });
       else if (err instanceof RunRefusedError) await this.finish(state, 'failed', err.reason, { exitCode: null, signal: null }, err.message);
       else await this.finish(state, 'failed', 'start-error', { exitCode: null, signal: null }, (err as Error).message);
@@ -327,7 +428,7 @@ export class RunManager {
   private throwIfCancelled(state: ActiveRun): void {
     if (!state.abort.signal.aborted && !state.cancelRequested) return;
     const reason: unknown = state.abort.signal.reason;
-    throw reason instanceof CancelledError ? reason : new CancelledError('cancelled', 'cancelled while waiting');
+    throw reason instanceof CancelledError || reason instanceof ParkedError ? reason : new CancelledError('cancelled', 'cancelled while waiting');
   }
 
   /** The moves of in-agent work (runMoves.ts): each goes through `transition` like a fetcher's. */
@@ -344,7 +445,10 @@ export class RunManager {
     const { run, entry } = state;
     if (isGithubSync(entry)) throw new Error('a GitHub sync has no process to start');
     const { config } = this.deps;
-    const logFd = createRunLog(config.logDir, path.basename(run.logPath!), logDirSetting(config.logDir, config.dataDir));
+    // A later try appends to the log its first try made (checked again on its descriptor, never through a
+    // link); only a first try, or a log removed meanwhile, creates it.
+    const logFd = ((run.attempt ?? 1) > 1 ? openRunLog(run.logPath!, true) : null)
+      ?? createRunLog(config.logDir, path.basename(run.logPath!), logDirSetting(config.logDir, config.dataDir));
     const argv = [...entry.argv, ...run.args];
     let proc;
     try {
@@ -370,7 +474,13 @@ export class RunManager {
     } finally {
       grant.lock.closeOwnCopy();
     }
-    const running = this.move(state, 'running', { reason: null, startedAt: this.deps.clock.now().toISOString(), pid: proc.pid, startTime: proc.startTime }, { argv });
+    const now = this.deps.clock.now();
+    const { timeoutSeconds } = state.policy;
+    // A later try keeps the run's first start: the run's duration is all of its tries.
+    const running = this.move(state, 'running', {
+      reason: null, startedAt: run.startedAt ?? now.toISOString(), pid: proc.pid, startTime: proc.startTime, exitCode: null, signal: null,
+      deadline: timeoutSeconds === null ? null : new Date(now.getTime() + timeoutSeconds * 1000).toISOString(), logGrewAt: now.toISOString(), stalledSince: null,
+    }, { argv, ...(timeoutSeconds === null ? {} : { timeoutSeconds }) });
     this.deps.memory?.track(run.runId, run.pool, groupOf(run)); // memory ceilings (issue 12)
     this.upkeep.follow(state, proc.exited, logFd);
     if (state.cancelRequested) this.upkeep.terminate(state);
@@ -384,6 +494,8 @@ export class RunManager {
    */
   private onLingering(state: ActiveRun, pids: number[]): void {
     if (this.closed || state.ending) return;
+    // A run being stopped for its deadline or a stall keeps that reason: it is how it will end.
+    if (state.run.reason === 'timeout' || state.run.reason === 'stalled') return;
     void this.move(state, 'running', { reason: 'lingering' }, { lingering: pids });
     this.deps.logger.warn({ runId: state.run.runId, fetcher: state.run.fetcher, lingering: pids }, `the run's wrapper has ended but ${pids.length} of its processes still live and hold its slot; the run ends when they do (cancel stops them)`);
   }
@@ -395,6 +507,14 @@ export class RunManager {
       void this.finish(state, 'cancelled', 'cancelled', exit);
       return;
     }
+    if (state.run.reason === 'timeout') {
+      void this.finish(state, 'failed', 'timeout', exit, `the run passed its timeout (${state.policy.timeoutSeconds ?? '?'} s) and was stopped`);
+      return;
+    }
+    if (state.run.reason === 'stalled') {
+      void this.finish(state, 'cancelled', 'stalled', exit, `the run's log did not grow for ${state.policy.stallSeconds ?? '?'} s; cancelled (onStall: cancel)`);
+      return;
+    }
     // memory ceilings (issue 12): a run whose process the OOM killer took at its (or its pool's) ceiling failed
     // for that reason, told by the cgroup's counter, not guessed from a SIGKILL.
     const usage = this.deps.memory?.release(state.run.runId) ?? null;
@@ -403,8 +523,60 @@ export class RunManager {
     else void this.finish(state, exit.exitCode === 0 ? 'completed' : 'failed', exit.exitCode === 0 ? null : exit.signal ? 'signal' : 'exit-code', exit, undefined, usage);
   }
 
+  /** The try passed its deadline: its group gets TERM now, KILL after the grace; it ends `failed` (timeout). */
+  private onDeadline(state: ActiveRun): void {
+    if (this.closed || state.ending || state.cancelRequested || state.run.status !== 'running') return;
+    this.deps.logger.warn({ runId: state.run.runId, fetcher: state.run.fetcher, deadline: state.run.deadline }, `the run passed its timeout (${state.policy.timeoutSeconds ?? '?'} s); stopping it`);
+    void this.named(state, 'deadline', { reason: 'timeout' });
+    this.upkeep.terminate(state);
+  }
+
+  /** The stall watchdog: marks the run stalled (or no longer), and cancels it when its policy says so. */
+  private onStall(state: ActiveRun, stalled: boolean): void {
+    if (this.closed || state.ending || state.run.status !== 'running') return;
+    if (!stalled) {
+      void this.named(state, 'unstall', { stalledSince: null });
+      return;
+    }
+    void this.named(state, 'stall', { stalledSince: this.deps.clock.now().toISOString() }, { stallSeconds: state.policy.stallSeconds });
+    this.deps.logger.warn({ runId: state.run.runId, fetcher: state.run.fetcher, logGrewAt: state.run.logGrewAt }, `the run's log has not grown for ${state.policy.stallSeconds ?? '?'} s`);
+    if (state.policy.onStall !== 'cancel' || state.cancelRequested || state.run.reason === 'timeout') return;
+    void this.named(state, 'stallCancel', { reason: 'stalled' });
+    this.upkeep.terminate(state);
+  }
+
+  /**
+   * A try failed and its policy retries it: the slot is given back now, the run waits its backoff
+   * (reason `retry-backoff`, the wake-up time recorded, so a next agent keeps it), then queues again.
+   */
+  private async retry(state: ActiveRun, reason: RunReason | null, exit: ExitInfo, message?: string, usage?: FinalUsage | null): Promise<void> {
+    state.ending = true;
+    const { run } = state;
+    this.upkeep.stop(state);
+    const final = usage === undefined ? this.deps.memory?.release(run.runId) ?? null : usage;
+    const next = (run.attempt ?? 1) + 1;
+    const until = new Date(this.deps.clock.now().getTime() + retryDelayMs(state.policy, next, this.deps.random ? () => this.deps.random!() : undefined)).toISOString();
+    const hadSlot = run.slot !== null;
+    // The move applies at once: from here a cancel finds the run waiting for its retry.
+    const recorded = this.named(state, 'retryWait', {
+      reason: 'retry-backoff', wait: { kind: 'retry', until, attempt: next }, exitCode: exit.exitCode, signal: exit.signal, slot: null, pid: null, startTime: null,
+      statusFile: null, deadline: null, stalledSince: null, memoryMb: null, ...(final ? { peakMemoryMb: final.peakMemoryMb, cpuSeconds: final.cpuSeconds } : {}),
+    }, { failedFor: reason, until, ...(message ? { message } : {}) });
+    this.deps.gate.runEnded(run.runId);
+    if (hadSlot) this.deps.pools.get(run.pool)?.released();
+    state.ending = false;
+    state.lingering = [];
+    state.driving = this.backoff(state);
+    await recorded;
+    this.deps.logger.info({ runId: run.runId, fetcher: run.fetcher, attempt: next - 1, attempts: state.policy.attempts, exitCode: exit.exitCode, reason, until }, `try ${next - 1} of ${state.policy.attempts} failed; the next at ${until}`);
+  }
+
   private async finish(state: ActiveRun, status: RunStatus, reason: RunReason | null, exit: ExitInfo, message?: string, usage?: FinalUsage | null): Promise<void> {
     if (this.closed || state.ending) return;
+    if (status !== 'completed' && (state.run.attempt ?? 1) < state.policy.attempts && isRetryable(state.policy, { status, reason, exitCode: exit.exitCode })) {
+      await this.retry(state, reason, exit, message, usage);
+      return;
+    }
     state.ending = true;
     const { run } = state;
     this.upkeep.stop(state);
@@ -432,7 +604,7 @@ export class RunManager {
   }
 
   private setWait(state: ActiveRun, reason: WaitReason): void {
-    if (state.run.status !== 'waiting' || state.ending || state.run.reason === 'starting') return;
+    if (state.run.status !== 'waiting' || state.ending || state.run.reason === 'starting' || state.run.reason === 'retry-backoff') return;
     const before = state.run.wait;
     if (JSON.stringify(before) === JSON.stringify(reason)) return;
     if (before?.kind === 'pool' && reason.kind === 'pool') {
@@ -446,7 +618,8 @@ export class RunManager {
       this.shiftTimer ??= setTimeout(() => this.publishShifts(), POSITION_PUBLISH_GAP_MS).unref();
       return;
     }
-    void this.move(state, 'waiting', { wait: reason });
+    // A new kind of wait starts its own limit: a next agent counts what is left of it from here.
+    void this.move(state, 'waiting', { wait: reason, ...(before?.kind !== reason.kind ? { waitSince: this.deps.clock.now().toISOString() } : {}) });
   }
 
   private publishShifts(): void {
@@ -461,16 +634,51 @@ export class RunManager {
     return transition(this.ports, state.run, to, fields, detail);
   }
 
+  private named(state: ActiveRun, name: NamedMove, fields: RunFields, detail?: MoveDetail): Promise<void> {
+    return named(this.ports, state.run, name, fields, detail);
+  }
+
   private newRun(entry: CatalogEntry, status: RunStatus, trigger: RunTrigger, args: string[], reason: RunReason | null): StoredRun {
+    const pool = this.deps.poolOf(entry);
+    const now = this.deps.clock.now().toISOString();
     return {
-      runId: newRunId(), fetcher: entry.name, pool: this.deps.poolOf(entry), status, trigger, args,
-      enqueuedAt: this.deps.clock.now().toISOString(), startedAt: null, finishedAt: null, slot: null, pid: null,
+      runId: newRunId(), fetcher: entry.name, pool, status, trigger, args,
+      enqueuedAt: now, startedAt: null, finishedAt: null, slot: null, pid: null,
       exitCode: null, signal: null, reason, wait: null, logPath: null, startTime: null, statusFile: null,
-      ownerPid: this.deps.self.pid, ownerStartTime: this.deps.self.startTime,
+      ownerPid: this.deps.self.pid, ownerStartTime: this.deps.self.startTime, ownerRole: this.deps.self.role ?? 'cli',
+      attempt: 1, attempts: this.policyOf(entry, pool).attempts, waitSince: now,
     };
   }
 
   statusDir(): string {
     return path.join(this.deps.config.homeDir, 'runs');
+  }
+}
+
+/** One stage of a resumed run's wait (the disk gate or the pool) and what is left of its limit. */
+interface StageLimit {
+  stage: 'gate' | 'pool';
+  seconds: number;
+  leftMs: number;
+  reason: 'wait-timeout' | 'disk-backpressure-timeout';
+}
+
+/** A waiting run an agent left, which the next agent resumes (a run at its spawn is adopted instead). */
+function isKeptInQueue(run: StoredRun): boolean {
+  return run.status === 'waiting' && run.ownerRole === 'agent' && run.reason !== 'starting' && run.reason !== 'hibernating';
+}
+
+/** Runs a wait under the run's signal and, for a resumed wait, what is left of its limit. */
+async function withStageLimit<T>(signal: AbortSignal, limit: StageLimit | undefined, wait: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  if (limit === undefined) return wait(signal);
+  const bounded = new AbortController();
+  const follow = () => bounded.abort(signal.reason);
+  signal.addEventListener('abort', follow, { once: true });
+  const timer = setTimeout(() => bounded.abort(new RunRefusedError(limit.reason, `the run's wait limit (${limit.seconds} s) passed`)), Math.max(0, limit.leftMs));
+  try {
+    return await wait(bounded.signal);
+  } finally {
+    clearTimeout(timer);
+    signal.removeEventListener('abort', follow);
   }
 }

@@ -19,6 +19,10 @@ export interface StoredRun extends RunInfo {
   /** The process (agent or CLI) that manages the run, and its start time. */
   ownerPid: number;
   ownerStartTime: number;
+  /** Whether the owner is an agent (whose waiting runs the next agent resumes) or a CLI; absent: a CLI. */
+  ownerRole?: 'agent' | 'cli';
+  /** When the run began its present wait (the disk gate, a slot): a next agent counts its limit from there. */
+  waitSince?: string | null;
 }
 
 /** What status and the log can say about the store: a write that failed, a file moved aside. */
@@ -37,7 +41,7 @@ const silent: Logger = { debug: () => {}, info: () => {}, warn: () => {}, error:
 
 /** What clients see of a stored run: without the fields only a later agent needs to adopt it. */
 export function toRunInfo(run: StoredRun): RunInfo {
-  const { startTime: _s, statusFile: _f, ownerPid: _p, ownerStartTime: _o, ...info } = run;
+  const { startTime: _s, statusFile: _f, ownerPid: _p, ownerStartTime: _o, ownerRole: _r, waitSince: _w, ...info } = run;
   return info;
 }
 

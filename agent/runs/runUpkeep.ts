@@ -1,3 +1,4 @@
+import * as fs from 'node:fs';
 import type { Logger } from '../log/logger';
 import type { RunMemory } from '../memory/runMemory';
 import type { NewTelemetryEvent } from '../telemetry/telemetrySink';
@@ -25,12 +26,20 @@ export interface RunUpkeepDeps {
   onLingering(state: ActiveRun, pids: number[]): void;
   /** No process of the run is left: its exit. */
   onEnded(state: ActiveRun, exit: ExitInfo): void;
+  /** The try passed its deadline (RunInfo.deadline). */
+  onDeadline(state: ActiveRun): void;
+  /** The log has not grown for the policy's stallSeconds (true), or grew again after that (false). */
+  onStall(state: ActiveRun, stalled: boolean): void;
 }
+
+/** The most often the stall watchdog looks at a log: a stat per run per second costs next to nothing. */
+const STALL_CHECK_MS = 1000;
 
 /**
  * The side concerns of a running run, kept out of the run manager: its heartbeat, its log cap, the
- * watch that follows its process group to the end (also of a run adopted from an earlier agent), and
- * the TERM-then-KILL of a cancel. Everything here runs on a timer that `stop` ends with the run.
+ * watch that follows its process group to the end (also of a run adopted from an earlier agent), the
+ * TERM-then-KILL of a cancel, the try's deadline and the stall watchdog (the log's growth). Everything
+ * here runs on a timer that `stop` ends with the run.
  */
 export class RunUpkeep {
   private readonly logCapper: LogCapper;
@@ -56,6 +65,39 @@ export class RunUpkeep {
     });
     state.watch = watch;
     void watch.ended.then((exit) => this.deps.onEnded(state, exit));
+    this.watchPolicy(state);
+  }
+
+  /** The deadline's timer (an adopted run's too, from its recorded deadline) and the stall watchdog. */
+  private watchPolicy(state: ActiveRun): void {
+    const { run, policy } = state;
+    state.logSize = logSize(run.logPath);
+    if (run.deadline) {
+      state.deadlineTimer = setTimeout(() => {
+        state.deadlineTimer = null;
+        this.deps.onDeadline(state);
+      }, Math.max(0, Date.parse(run.deadline) - Date.now()));
+      state.deadlineTimer.unref();
+    }
+    if (policy.stallSeconds !== null) {
+      state.stallTimer = setInterval(() => this.checkLog(state), Math.min(STALL_CHECK_MS, policy.stallSeconds * 250));
+      state.stallTimer.unref();
+    }
+  }
+
+  /** Notes the log's growth (RunInfo.logGrewAt) and tells when it stalls or grows again. */
+  private checkLog(state: ActiveRun): void {
+    const { run, policy } = state;
+    const size = logSize(run.logPath);
+    const now = Date.now();
+    if (size !== state.logSize) {
+      state.logSize = size;
+      run.logGrewAt = new Date(now).toISOString();
+      if (run.stalledSince) this.deps.onStall(state, false);
+      return;
+    }
+    const grewAt = Date.parse(run.logGrewAt ?? run.startedAt ?? '') || now;
+    if (policy.stallSeconds !== null && !run.stalledSince && now - grewAt >= policy.stallSeconds * 1000) this.deps.onStall(state, true);
   }
 
   /**
@@ -108,6 +150,10 @@ export class RunUpkeep {
     this.stopLateCancel(state);
     if (state.heartbeat) clearInterval(state.heartbeat);
     state.heartbeat = null;
+    if (state.deadlineTimer) clearTimeout(state.deadlineTimer);
+    state.deadlineTimer = null;
+    if (state.stallTimer) clearInterval(state.stallTimer);
+    state.stallTimer = null;
     if (state.grace) clearTimeout(state.grace);
     state.grace = null;
     state.watch?.stop();
@@ -128,10 +174,21 @@ export class RunUpkeep {
   private beat(state: ActiveRun): void {
     const { run } = state;
     if (state.lingering.length > 0) state.lingering = this.deps.spawner.members(groupOf(run));
+    // The heartbeat says when the log last grew, not only that the run is alive (the watchdog's clock).
+    if (state.stallTimer === null) this.checkLog(state);
     // memory ceilings (issue 12): the run's memory and CPU so far ride on each heartbeat, and clients see them.
     const usage = this.deps.memory?.usage(run.runId);
-    const payload = { ...(state.lingering.length > 0 ? { pid: run.pid, lingering: state.lingering } : { pid: run.pid }), ...usage };
+    const payload = { ...(state.lingering.length > 0 ? { pid: run.pid, lingering: state.lingering } : { pid: run.pid }), logGrewAt: run.logGrewAt ?? null, attempt: run.attempt ?? 1, ...usage };
     this.deps.record({ runId: run.runId, event: 'heartbeat', task: run.fetcher, pool: run.pool, payload });
     if (usage) this.deps.publish?.(state);
+  }
+}
+
+function logSize(file: string | null): number {
+  if (file === null) return -1;
+  try {
+    return fs.statSync(file).size;
+  } catch {
+    return -1;
   }
 }

@@ -34,6 +34,8 @@ folded AS (
     (array_agg(nullif(task, '') ORDER BY spool_seq DESC) FILTER (WHERE task <> ''))[1] AS task,
     (array_agg(nullif(pool, '') ORDER BY spool_seq DESC) FILTER (WHERE pool <> ''))[1] AS pool,
     max(at) FILTER (WHERE event = 'heartbeat') AS last_heartbeat_at,
+    -- Retries: the highest try a start or finish names (migration 005).
+    coalesce(max(core.jsonb_int(payload->'attempt')) FILTER (WHERE event IN ('start', 'finish')), 1) AS attempts,
     max(at) AS last_event_at,
     count(*) AS event_count
   FROM classified GROUP BY run_id
@@ -41,7 +43,7 @@ folded AS (
 upserted AS (
 INSERT INTO core.task_run AS t (run_id, task, pool, status, status_rank, status_at, exit_code, signal, reason,
   started_at, finished_at, duration_seconds, last_heartbeat_at, last_event_at, event_count, slot, argv, host, pid,
-  peak_memory_mb, cpu_seconds)
+  peak_memory_mb, cpu_seconds, attempts)
 SELECT f.run_id, f.task, f.pool, coalesce(top.status, 'unknown'), coalesce(top.rank, 0), coalesce(top.at, '-infinity'),
   CASE WHEN top.rank = 3 THEN core.jsonb_int(top.payload->'exitCode') END,
   CASE WHEN top.rank = 3 THEN core.jsonb_text(top.payload->'signal') END,
@@ -56,7 +58,8 @@ SELECT f.run_id, f.task, f.pool, coalesce(top.status, 'unknown'), coalesce(top.r
   core.jsonb_int(s.payload->'pid'),
   -- memory ceilings (issue 12): the finish carries the run's peak memory and CPU time (migration 002).
   CASE WHEN top.rank = 3 THEN core.jsonb_num(top.payload->'peakMemoryMb') END,
-  CASE WHEN top.rank = 3 THEN core.jsonb_num(top.payload->'cpuSeconds') END
+  CASE WHEN top.rank = 3 THEN core.jsonb_num(top.payload->'cpuSeconds') END,
+  f.attempts
 FROM folded f LEFT JOIN top USING (run_id) LEFT JOIN started s USING (run_id)
 ON CONFLICT (run_id) DO UPDATE SET
   task = coalesce(EXCLUDED.task, t.task),
@@ -82,6 +85,7 @@ ON CONFLICT (run_id) DO UPDATE SET
   pid = coalesce(EXCLUDED.pid, t.pid),
   peak_memory_mb = coalesce(EXCLUDED.peak_memory_mb, t.peak_memory_mb),
   cpu_seconds = coalesce(EXCLUDED.cpu_seconds, t.cpu_seconds),
+  attempts = greatest(t.attempts, EXCLUDED.attempts),
   updated_at = now()
 RETURNING 1
 )

@@ -31,7 +31,7 @@ function noNul(text: string): string {
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const KINDS = new Set(['start', 'heartbeat', 'finish', 'waiting', 'skipped', 'reclaimed', 'cancel-requested', 'hibernated', 'resumed']);
+const KINDS = new Set(['start', 'heartbeat', 'finish', 'waiting', 'skipped', 'reclaimed', 'cancel-requested', 'hibernated', 'resumed', 'stalled']);
 const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})$/;
 const MAX_TEXT = 1_000;
 

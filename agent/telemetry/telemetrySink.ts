@@ -1,5 +1,7 @@
 /** What the agent records about runs; the spool stores it durably and the flush carries it to PostgreSQL. */
-export type TelemetryEventKind = 'start' | 'heartbeat' | 'finish' | 'waiting' | 'skipped' | 'reclaimed' | 'cancel-requested' | 'hibernated' | 'resumed';
+export type TelemetryEventKind = 'start' | 'heartbeat' | 'finish' | 'waiting' | 'skipped' | 'reclaimed' | 'cancel-requested' | 'hibernated' | 'resumed'
+  // The stall watchdog: a run's log stopped growing for its stallSeconds.
+  | 'stalled';
 
 export interface TelemetryEvent {
   /** Given when the event is made, so a flush that is repeated cannot duplicate it. */

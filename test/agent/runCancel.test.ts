@@ -89,7 +89,7 @@ test('exit codes and signals are recorded as the fetcher ended', async () => {
     assert.equal(ok.status, 'completed');
     // The documented RunInfo shape, and nothing of the agent's internal bookkeeping.
     // (The memory fields: peak memory and CPU of the run, its ceiling, the OOM kills its cgroup counted.)
-    assert.deepEqual(Object.keys(ok).sort(), ['args', 'cpuSeconds', 'enqueuedAt', 'exitCode', 'fetcher', 'finishedAt', 'logPath', 'memoryLimitMb', 'memoryMb', 'memorySource', 'oomKills', 'peakMemoryMb', 'pid', 'pool', 'reason', 'runId', 'signal', 'slot', 'startedAt', 'status', 'trigger', 'wait']);
+    assert.deepEqual(Object.keys(ok).sort(), ['args', 'attempt', 'attempts', 'cpuSeconds', 'deadline', 'enqueuedAt', 'exitCode', 'fetcher', 'finishedAt', 'logGrewAt', 'logPath', 'memoryLimitMb', 'memoryMb', 'memorySource', 'oomKills', 'peakMemoryMb', 'pid', 'pool', 'reason', 'runId', 'signal', 'slot', 'stalledSince', 'startedAt', 'status', 'trigger', 'wait']);
     assert.deepEqual(Object.keys(orchestrator.listRuns(10)[0]).sort(), Object.keys(ok).sort());
     assert.equal(missing.status, 'failed');
     assert.equal(missing.exitCode, 127);

@@ -27,6 +27,13 @@ export interface FetcherSpec {
   passEnv?: string[];
   /** memory ceilings (issue 12) */
   memoryMb?: number;
+  /** Run policies (catalog.ts): retries, timeout, stall watchdog. */
+  retry?: { attempts: number; backoffSeconds?: number; maxBackoffSeconds?: number; exitCodes?: number[] };
+  retryMemoryLimit?: boolean;
+  retryOnTimeout?: boolean;
+  timeoutSeconds?: number;
+  stallSeconds?: number;
+  onStall?: 'mark' | 'cancel';
 }
 
 export interface TestEnv {

@@ -8,7 +8,7 @@ const base = { HOME: '/home/op', QUANTILICA_CONFIG: undefined };
 test('defaults follow the seed', () => {
   const config = loadConfig({ ...base });
   assert.equal(config.usePools, false);
-  assert.deepEqual(config.pools['heavy-io'], { slots: 3, waitTimeoutSeconds: 21600, memoryMb: 12288 });
+  assert.deepEqual(config.pools['heavy-io'], { slots: 3, waitTimeoutSeconds: 21600, memoryMb: 12288, runTimeoutSeconds: 0 });
   assert.equal(config.pools['cpu-analysis'].slots, 2);
   assert.equal(config.pools['network-light'].slots, 6);
   assert.deepEqual(config.disk, { warnGb: 25, pauseGb: 10, resumeGb: 35, pollSeconds: 15, maxWaitSeconds: 3600 });
