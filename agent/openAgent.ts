@@ -13,6 +13,12 @@ import { Schedule } from './schedule/schedule';
 import type { ScheduleTarget } from './schedule/scheduleTarget';
 import { StateHub, type SnapshotParts } from './state/stateHub';
 import { Flusher } from './telemetry/flusher';
+import { SERIAL_POOL, type DiskStatus, type OperatorEvent, type RunInfo, type ScheduleStatus, type SpoolStatus } from '../shared/protocol';
+import { cliVersion } from './cli/cliVersion';
+import { EventHook } from './events/eventHook';
+import { EventRing } from './events/eventRing';
+import { OperatorEvents } from './events/operatorEvents';
+import { AgentMetrics, type MetricsSources } from './metrics/agentMetrics';
 import { Spool } from './telemetry/spool';
 import { publishSpoolStatus } from './telemetry/spoolStatusPublisher';
 
@@ -77,10 +83,26 @@ function build(config: Config, logger: Logger, role: OpenAgentOptions['role'], p
       return { sent, remaining, error };
     },
     setSchedulePaused: (paused, fetcher) => schedule.setPaused(paused, fetcher === undefined ? undefined : control.catalog.resolve(fetcher).name),
+    listEvents: role === 'agent' ? (params, abort) => ring.wait(params.after, params.limit ?? DEFAULT_EVENTS, params.waitMs ?? 0, abort) : undefined,
+    metrics: async () => ({ contentType: metrics.contentType, text: await metrics.text() }),
   });
   // 5. The schedule. A CLI builds it too, to show next due times and to record a pause for the next
   //    agent; only the agent starts it.
   const schedule: Schedule = new Schedule({ fetchers: control.catalog.entries, target: scheduleTarget(control), logger, homeDir: config.homeDir, catchUp: config.scheduleCatchUp, hub });
+  // 6. Operator events (the hook, `quantilica events`) and the metrics, from what the hub publishes.
+  const ring = new EventRing();
+  const hook = role === 'agent' && config.onEvent !== null ? new EventHook({ program: config.onEvent, logger }) : null;
+  const metrics = new AgentMetrics(metricsSources(control, () => gate.status(), () => spool.status(), () => schedule.status()));
+  const stopObserving = observeOperatorEvents(hub, new OperatorEvents({ poolOf: (f) => poolOf(control, f), lastOutcomes: control.store.lastOutcomes() }), (event) => {
+    ring.push(event);
+    hook?.send(event);
+    logger.info({ event: 'operator-event', operatorEvent: event.event, runId: event.runId, fetcher: event.fetcher, reason: event.reason }, `event ${event.event}${event.fetcher ? ` ${event.fetcher}` : ''}${event.runId ? ` run ${event.runId}` : ''}${event.reason ? ` (${event.reason})` : ''}`);
+  }, (run) => {
+    metrics.observe(run);
+    // A run's end can clear (or, failing past a deadline, keep) its entry's lateness: the schedule
+    // re-reads it on the next turn, outside the hub's delivery of this change.
+    if (TERMINAL.has(run.status)) setImmediate(() => schedule.refresh());
+  });
   // The Station panel's disk history: kept by the agent only (a CLI run is too short to matter).
   const history = role === 'agent' ? new HistoryStore(path.join(config.homeDir, 'history.db')) : null;
 
@@ -104,6 +126,8 @@ function build(config: Config, logger: Logger, role: OpenAgentOptions['role'], p
     },
     stopIntake: () => schedule.close(),
     close: async (stopFetchers = false) => {
+      stopObserving();
+      hook?.close();
       stopSampler?.();
       if (history) {
         setHistoryStore(null);
@@ -126,5 +150,41 @@ function scheduleTarget(control: Orchestrator): ScheduleTarget {
     enqueue: (fetcher, trigger) => { control.run(fetcher, [], trigger).catch(() => { /* refused: the schedule logged its attempt */ }); },
     recordSkipped: (fetcher, reason, trigger, message) => { void control.runs.recordSkipped(fetcher, reason, trigger, { message }); },
     lastStartedAt: (fetcher) => control.store.lastStartedAt(fetcher),
+    lastSucceededAt: (fetcher) => control.store.lastSucceededAt(fetcher),
+    firstRecordedAt: (fetcher) => control.store.firstRecordedAt(fetcher),
+  };
+}
+
+const TERMINAL = new Set<RunInfo['status']>(['completed', 'failed', 'cancelled', 'skipped']);
+/** Events `quantilica events` lists without --limit. */
+const DEFAULT_EVENTS = 100;
+
+function poolOf(control: Orchestrator, fetcher: string): string | null {
+  try {
+    const entry = control.catalog.resolve(fetcher);
+    return control.config.usePools ? entry.pool : SERIAL_POOL;
+  } catch {
+    return null;
+  }
+}
+
+/** Feeds every published change to the derivation, and each run to `onRun`; returns the unsubscribe. */
+function observeOperatorEvents(hub: StateHub, events: OperatorEvents, onEvent: (event: OperatorEvent) => void, onRun: (run: RunInfo) => void): () => void {
+  return hub.observe(({ change }) => {
+    for (const event of events.derive(change)) onEvent(event);
+    if (change.kind === 'run') onRun(change.run);
+  });
+}
+
+function metricsSources(control: Orchestrator, disk: () => DiskStatus | null, spool: () => SpoolStatus | null, schedule: () => ScheduleStatus): MetricsSources {
+  return {
+    version: cliVersion(),
+    pools: () => control.poolStates(),
+    activeRuns: () => control.runs.activeRuns(),
+    schedule,
+    disk,
+    spool,
+    sync: () => control.github.info(),
+    finished: () => control.store.finishedFigures(),
   };
 }

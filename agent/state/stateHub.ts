@@ -21,6 +21,7 @@ export class StateHub {
     this.version += 1;
     const params: ChangedParams = { version: this.version, change };
     this.emitter.emit('change', params);
+    this.emitter.emit('observe', params);
   }
 
   /** True when someone listens; lets a publisher skip building a change nobody will see. */
@@ -30,6 +31,15 @@ export class StateHub {
 
   snapshot(): Snapshot {
     return { version: this.version, ...this.collect() };
+  }
+
+  /**
+   * Like onChange, for the agent's own derivations (operator events, metrics): they see every change
+   * but do not count as a listener, so publishers still skip what only a client would look at.
+   */
+  observe(listener: (params: ChangedParams) => void): () => void {
+    this.emitter.on('observe', listener);
+    return () => this.emitter.off('observe', listener);
   }
 
   onChange(listener: (params: ChangedParams) => void): () => void {
