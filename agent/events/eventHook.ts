@@ -66,8 +66,10 @@ export class EventHook {
   send(event: OperatorEvent): void {
     if (this.closed) return;
     this.queue.push(event);
-    if (this.queue.length > this.maxQueued) {
-      const dropped = this.queue.shift();
+    // Those a free run takes on the next turn are not waiting: only the rest count against the bound.
+    const free = Math.max(0, this.maxRunning - this.running.size);
+    if (this.queue.length - free > this.maxQueued) {
+      const [dropped] = this.queue.splice(free, 1);
       this.trouble('dropped', `queue full (${this.maxQueued}): dropped the oldest event ${dropped?.event ?? ''}${dropped?.fetcher ? ` of ${dropped.fetcher}` : ''}`);
     }
     setImmediate(() => this.drain());
