@@ -6,23 +6,11 @@ import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as net from 'node:net';
 import * as path from 'node:path';
 import type { NumberedOperatorEvent, ScheduleStatus } from '../../shared/protocol';
 import { AGENT_JS, makeTestEnv, runCli, startAgent, type TestEnv } from '../support/harness';
+import { freePort } from '../support/prometheus';
 import { waitFor } from '../support/waitFor';
-
-/** A loopback port free right now (the agent binds it a moment later). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 function station(hookBody: string, metricsPort: number) {
   const t = makeTestEnv(null);
