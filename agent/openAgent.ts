@@ -88,7 +88,8 @@ function build(config: Config, logger: Logger, role: OpenAgentOptions['role'], p
   });
   // 5. The schedule. A CLI builds it too, to show next due times and to record a pause for the next
   //    agent; only the agent starts it.
-  const schedule: Schedule = new Schedule({ fetchers: control.catalog.entries, target: scheduleTarget(control), logger, homeDir: config.homeDir, catchUp: config.scheduleCatchUp, hub });
+  const successes = new LastSuccessMemo((fetcher) => control.store.lastSucceededAt(fetcher));
+  const schedule: Schedule = new Schedule({ fetchers: control.catalog.entries, target: scheduleTarget(control, successes), logger, homeDir: config.homeDir, catchUp: config.scheduleCatchUp, hub });
   // 6. Operator events (the hook, `quantilica events`) and the metrics, from what the hub publishes.
   const ring = new EventRing();
   const hook = role === 'agent' && config.onEvent !== null ? new EventHook({ program: config.onEvent, logger }) : null;
@@ -99,6 +100,7 @@ function build(config: Config, logger: Logger, role: OpenAgentOptions['role'], p
     logger.info({ event: 'operator-event', operatorEvent: event.event, runId: event.runId, fetcher: event.fetcher, reason: event.reason }, `event ${event.event}${event.fetcher ? ` ${event.fetcher}` : ''}${event.runId ? ` run ${event.runId}` : ''}${event.reason ? ` (${event.reason})` : ''}`);
   }, (run) => {
     metrics.observe(run);
+    if (TERMINAL.has(run.status)) successes.forget(run.fetcher);
     // A run's end can clear (or, failing past a deadline, keep) its entry's lateness: the schedule
     // re-reads it on the next turn, outside the hub's delivery of this change.
     if (TERMINAL.has(run.status)) setImmediate(() => schedule.refresh());
@@ -144,15 +146,35 @@ function build(config: Config, logger: Logger, role: OpenAgentOptions['role'], p
   };
 }
 
-function scheduleTarget(control: Orchestrator): ScheduleTarget {
+function scheduleTarget(control: Orchestrator, successes: LastSuccessMemo): ScheduleTarget {
   return {
     isActive: (fetcher) => control.runs.activeRunOf(fetcher) !== null,
     enqueue: (fetcher, trigger) => { control.run(fetcher, [], trigger).catch(() => { /* refused: the schedule logged its attempt */ }); },
     recordSkipped: (fetcher, reason, trigger, message) => { void control.runs.recordSkipped(fetcher, reason, trigger, { message }); },
     lastStartedAt: (fetcher) => control.store.lastStartedAt(fetcher),
-    lastSucceededAt: (fetcher) => control.store.lastSucceededAt(fetcher),
+    lastSucceededAt: (fetcher) => successes.get(fetcher),
     firstRecordedAt: (fetcher) => control.store.firstRecordedAt(fetcher),
   };
+}
+
+/**
+ * Each fetcher's last success, read from the run store at most every few seconds: the schedule's
+ * status (every snapshot, every scrape) asks it for every entry. A run of this agent that ends
+ * forgets its fetcher's at once; one another process records is seen within the period.
+ */
+class LastSuccessMemo {
+  private readonly known = new Map<string, { at: number; value: Date | null }>();
+  constructor(private readonly read: (fetcher: string) => Date | null, private readonly periodMs = 10_000) {}
+  get(fetcher: string): Date | null {
+    const hit = this.known.get(fetcher);
+    if (hit !== undefined && Date.now() - hit.at < this.periodMs) return hit.value;
+    const value = this.read(fetcher);
+    this.known.set(fetcher, { at: Date.now(), value });
+    return value;
+  }
+  forget(fetcher: string): void {
+    this.known.delete(fetcher);
+  }
 }
 
 const TERMINAL = new Set<RunInfo['status']>(['completed', 'failed', 'cancelled', 'skipped']);
