@@ -27,6 +27,12 @@ test('a QUANTILICA_ON_EVENT that is not an absolute executable file, or an unpar
     assert.match(r.stderr, message);
     assert.ok(!fs.existsSync(path.join(t.home, '.quantilica', 'agent.json')), 'no agent started');
   }
+  // Events are the running agent's: without one, said so (exit 69), nothing started in-process.
+  const events = await runCli(t, ['events']);
+  assert.equal(events.code, 69, events.stderr);
+  assert.match(events.stderr, /quantilica: no agent is running: operator events are kept by the running agent only/);
+  const usage = await runCli(t, ['events', '--limit', '0']);
+  assert.equal(usage.code, 64, usage.stderr);
 });
 
 test('a bad lateAfterMinutes is refused at start with its field named', async () => {
