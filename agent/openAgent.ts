@@ -13,6 +13,12 @@ import { Schedule } from './schedule/schedule';
 import type { ScheduleTarget } from './schedule/scheduleTarget';
 import { StateHub, type SnapshotParts } from './state/stateHub';
 import { Flusher } from './telemetry/flusher';
+import { SERIAL_POOL, type DiskStatus, type OperatorEvent, type RunInfo, type ScheduleStatus, type SpoolStatus } from '../shared/protocol';
+import { cliVersion } from './cli/cliVersion';
+import { EventHook } from './events/eventHook';
+import { EventRing } from './events/eventRing';
+import { OperatorEvents } from './events/operatorEvents';
+import { AgentMetrics, type MetricsSources } from './metrics/agentMetrics';
 import { Spool } from './telemetry/spool';
 import { publishSpoolStatus } from './telemetry/spoolStatusPublisher';
 
@@ -77,10 +83,28 @@ function build(config: Config, logger: Logger, role: OpenAgentOptions['role'], p
       return { sent, remaining, error };
     },
     setSchedulePaused: (paused, fetcher) => schedule.setPaused(paused, fetcher === undefined ? undefined : control.catalog.resolve(fetcher).name),
+    listEvents: role === 'agent' ? (params, abort) => ring.wait(params.after, params.limit ?? DEFAULT_EVENTS, params.waitMs ?? 0, abort) : undefined,
+    metrics: async () => ({ contentType: metrics.contentType, text: await metrics.text() }),
   });
   // 5. The schedule. A CLI builds it too, to show next due times and to record a pause for the next
   //    agent; only the agent starts it.
-  const schedule: Schedule = new Schedule({ fetchers: control.catalog.entries, target: scheduleTarget(control), logger, homeDir: config.homeDir, catchUp: config.scheduleCatchUp, hub });
+  const successes = new LastSuccessMemo((fetcher) => control.store.lastSucceededAt(fetcher));
+  const schedule: Schedule = new Schedule({ fetchers: control.catalog.entries, target: scheduleTarget(control, successes), logger, homeDir: config.homeDir, catchUp: config.scheduleCatchUp, hub });
+  // 6. Operator events (the hook, `quantilica events`) and the metrics, from what the hub publishes.
+  const ring = new EventRing();
+  const hook = role === 'agent' && config.onEvent !== null ? new EventHook({ program: config.onEvent, logger }) : null;
+  const metrics = new AgentMetrics(metricsSources(control, () => gate.status(), () => spool.status(), () => schedule.status()));
+  const stopObserving = observeOperatorEvents(hub, new OperatorEvents({ poolOf: (f) => poolOf(control, f), lastOutcomes: control.store.lastOutcomes() }), (event) => {
+    ring.push(event);
+    hook?.send(event);
+    logger.info({ event: 'operator-event', operatorEvent: event.event, runId: event.runId, fetcher: event.fetcher, reason: event.reason }, `event ${event.event}${event.fetcher ? ` ${event.fetcher}` : ''}${event.runId ? ` run ${event.runId}` : ''}${event.reason ? ` (${event.reason})` : ''}`);
+  }, (run) => {
+    metrics.observe(run);
+    if (TERMINAL.has(run.status)) successes.forget(run.fetcher);
+    // A run's end can clear (or, failing past a deadline, keep) its entry's lateness: the schedule
+    // re-reads it on the next turn, outside the hub's delivery of this change.
+    if (TERMINAL.has(run.status)) setImmediate(() => schedule.refresh());
+  });
   // The Station panel's disk history: kept by the agent only (a CLI run is too short to matter).
   const history = role === 'agent' ? new HistoryStore(path.join(config.homeDir, 'history.db')) : null;
 
@@ -104,6 +128,8 @@ function build(config: Config, logger: Logger, role: OpenAgentOptions['role'], p
     },
     stopIntake: () => schedule.close(),
     close: async (stopFetchers = false, cancelWaiting = false) => {
+      stopObserving();
+      hook?.close();
       stopSampler?.();
       if (history) {
         setHistoryStore(null);
@@ -120,11 +146,67 @@ function build(config: Config, logger: Logger, role: OpenAgentOptions['role'], p
   };
 }
 
-function scheduleTarget(control: Orchestrator): ScheduleTarget {
+function scheduleTarget(control: Orchestrator, successes: LastSuccessMemo): ScheduleTarget {
   return {
     isActive: (fetcher) => control.runs.activeRunOf(fetcher) !== null,
     enqueue: (fetcher, trigger) => { control.run(fetcher, [], trigger).catch(() => { /* refused: the schedule logged its attempt */ }); },
     recordSkipped: (fetcher, reason, trigger, message) => { void control.runs.recordSkipped(fetcher, reason, trigger, { message }); },
     lastStartedAt: (fetcher) => control.store.lastStartedAt(fetcher),
+    lastSucceededAt: (fetcher) => successes.get(fetcher),
+    firstRecordedAt: (fetcher) => control.store.firstRecordedAt(fetcher),
+  };
+}
+
+/**
+ * Each fetcher's last success, read from the run store at most every few seconds: the schedule's
+ * status (every snapshot, every scrape) asks it for every entry. A run of this agent that ends
+ * forgets its fetcher's at once; one another process records is seen within the period.
+ */
+class LastSuccessMemo {
+  private readonly known = new Map<string, { at: number; value: Date | null }>();
+  constructor(private readonly read: (fetcher: string) => Date | null, private readonly periodMs = 10_000) {}
+  get(fetcher: string): Date | null {
+    const hit = this.known.get(fetcher);
+    if (hit !== undefined && Date.now() - hit.at < this.periodMs) return hit.value;
+    const value = this.read(fetcher);
+    this.known.set(fetcher, { at: Date.now(), value });
+    return value;
+  }
+  forget(fetcher: string): void {
+    this.known.delete(fetcher);
+  }
+}
+
+const TERMINAL = new Set<RunInfo['status']>(['completed', 'failed', 'cancelled', 'skipped']);
+/** Events `quantilica events` lists without --limit. */
+const DEFAULT_EVENTS = 100;
+
+function poolOf(control: Orchestrator, fetcher: string): string | null {
+  try {
+    const entry = control.catalog.resolve(fetcher);
+    return control.config.usePools ? entry.pool : SERIAL_POOL;
+  } catch {
+    return null;
+  }
+}
+
+/** Feeds every published change to the derivation, and each run to `onRun`; returns the unsubscribe. */
+function observeOperatorEvents(hub: StateHub, events: OperatorEvents, onEvent: (event: OperatorEvent) => void, onRun: (run: RunInfo) => void): () => void {
+  return hub.observe(({ change }) => {
+    for (const event of events.derive(change)) onEvent(event);
+    if (change.kind === 'run') onRun(change.run);
+  });
+}
+
+function metricsSources(control: Orchestrator, disk: () => DiskStatus | null, spool: () => SpoolStatus | null, schedule: () => ScheduleStatus): MetricsSources {
+  return {
+    version: cliVersion(),
+    pools: () => control.poolStates(),
+    activeRuns: () => control.runs.activeRuns(),
+    schedule,
+    disk,
+    spool,
+    sync: () => control.github.info(),
+    finished: () => control.store.finishedFigures(),
   };
 }

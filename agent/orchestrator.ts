@@ -1,6 +1,6 @@
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { PROTOCOL_VERSION, SERIAL_POOL, type AgentInfo, type PoolState, type RunInfo, type ScheduleStatus } from '../shared/protocol';
+import { PROTOCOL_VERSION, SERIAL_POOL, type AgentInfo, type GetMetrics, type ListEvents, type PoolState, type RunInfo, type ScheduleStatus } from '../shared/protocol';
 import { Catalog } from './catalog/catalog';
 import { GithubRuns } from './github/githubRuns';
 import { demoCatalog } from './catalog/demoCatalog';
@@ -49,6 +49,9 @@ export interface AgentParts {
   telemetry: Spool;
   flush?: (onProgress: (sent: number, remaining: number) => void) => Promise<FlushResult>;
   setSchedulePaused?: (paused: boolean, fetcher?: string) => ScheduleStatus;
+  /** The operator events and the metrics (agent/events, agent/metrics), made by the composition root. */
+  listEvents?: AgentControl['listEvents'];
+  metrics?: AgentControl['metrics'];
   /** The agent adopts GitHub syncs a dead agent left; an in-process CLI (the default) does not. */
   role?: 'agent' | 'cli';
 }
@@ -233,6 +236,16 @@ export class Orchestrator implements AgentControl {
   setSchedulePaused(paused: boolean, fetcher?: string): ScheduleStatus {
     if (!this.parts.setSchedulePaused) throw new InvalidArgumentError('the schedule runs only in the agent');
     return this.parts.setSchedulePaused(paused, fetcher);
+  }
+
+  listEvents(params: ListEvents.Params, abort: (stop: () => void) => void): Promise<ListEvents.Result> {
+    if (!this.parts.listEvents) throw new InvalidArgumentError('operator events are kept only by the agent');
+    return this.parts.listEvents(params, abort);
+  }
+
+  metrics(): Promise<GetMetrics.Result> {
+    if (!this.parts.metrics) throw new InvalidArgumentError('metrics are not available in this process');
+    return this.parts.metrics();
   }
 
   poolStates(): PoolState[] {

@@ -526,6 +526,30 @@ export namespace GetHistory {
   export const type = new RequestType<Params | undefined, Result, void>(method);
 }
 
+/** An operator event as `quantilica/events` lists it: with its place in the agent's ring of recent events. */
+export interface NumberedOperatorEvent extends OperatorEvent {
+  seq: number;
+}
+
+export namespace ListEvents {
+  // client → agent: the operator events after `after` (a `seq`; absent: the most recent `limit`), oldest
+  // first. With `waitMs` and nothing newer yet, the agent holds the answer until an event arrives or
+  // `waitMs` passes (long poll: `quantilica events --follow` resumes from `next`).
+  export const method = 'quantilica/events' as const;
+  export interface Params { after?: number; limit?: number; waitMs?: number }
+  /** `next`: the `after` of the next call. */
+  export interface Result { events: NumberedOperatorEvent[]; next: number }
+  /** Params may be left out: the most recent events, no wait. */
+  export const type = new RequestType<Params | undefined, Result, void>(method);
+}
+
+export namespace GetMetrics {
+  // client → agent: the Prometheus text the metrics listener serves (`quantilica metrics`).
+  export const method = 'quantilica/metrics' as const;
+  export interface Result { contentType: string; text: string }
+  export const type = new RequestType0<Result, void>(method);
+}
+
 /** Every request the agent answers, by method: the server's dispatch table and schemas are keyed by it. */
 export const requestTypes = {
   [Initialize.method]: Initialize.type,
@@ -541,6 +565,8 @@ export const requestTypes = {
   [SetSchedulePaused.method]: SetSchedulePaused.type,
   [GetHistory.method]: GetHistory.type,
   [ReadLog.method]: ReadLog.type,
+  [ListEvents.method]: ListEvents.type,
+  [GetMetrics.method]: GetMetrics.type,
 } as const;
 
 export type RequestMethod = keyof typeof requestTypes;

@@ -41,6 +41,14 @@ const policyFields = {
   onStall: z.enum(['mark', 'cancel']).optional(),
 };
 
+/**
+ * The dead man's switch of a scheduled entry: a due time with no completed run within this many minutes
+ * after it makes the entry late until its next success (agent/schedule/lateness.ts). Fractions allowed.
+ */
+const lateness = {
+  lateAfterMinutes: z.number().positive().max(366 * 24 * 60).optional(),
+};
+
 const entrySchema = z.object({
   kind: z.literal('fetcher').optional(),
   ...policyFields,
@@ -57,6 +65,7 @@ const entrySchema = z.object({
   /** A cron expression (5 or 6 fields) for the 24-hour schedule, and its time zone. */
   schedule: z.string().min(1).optional(),
   timezone: z.string().min(1).optional(),
+  ...lateness,
   /** Extra arguments clients may append: false (none, the default), true (any), or a pattern each must match. */
   extraArgs: z.union([z.boolean(), z.string().min(1).max(512).refine(isPattern, 'a valid regular expression')]).optional(),
   /** The agent's secrets (QUANTILICA_DATABASE_URL, GITHUB_TOKEN…) this fetcher gets; none by default. */
@@ -89,6 +98,7 @@ const githubSyncSchema = z.object({
   aliases: z.array(z.string().regex(FETCHER_NAME)).optional(),
   schedule: z.string().min(1).optional(),
   timezone: z.string().min(1).optional(),
+  ...lateness,
   /** Tasks at once (ADR item 3); defaults to GITHUB_SYNC_CONCURRENCY. */
   concurrency: z.number().int().min(1).max(50).optional(),
 }).strict().refine((e) => (e.repos === undefined) !== (e.reposFile === undefined), 'give exactly one of repos and reposFile');

@@ -6,6 +6,8 @@ import { startAgentServer } from '../server/startAgentServer';
 import { capStderrLog } from '../log/stderrLogCap';
 import { logRunLines } from './runLines';
 import { startSummary } from './startSummary';
+import { checkEventHook } from '../events/checkEventHook';
+import { startMetricsServer } from '../metrics/metricsServer';
 
 /**
  * The foreground agent. It holds the single-instance lock, adopts runs a previous agent left, serves
@@ -17,6 +19,7 @@ export async function agentCommand(config: Config, stopFetchersFlag: boolean, ca
   // Human lines on a terminal (QUANTILICA_LOG_FORMAT=auto), JSON lines otherwise: the extension and
   // a service read the agent's log from a file.
   const logger = createLogger('quantilica-agent', config.logLevel ?? 'info', config.logFormat, { clock: true });
+  checkEventHook(config.onEvent);
   const stopLogCap = capStderrLog(config.agentLogCapBytes);
   const agent = openAgent(config, logger, { role: 'agent' });
   const { control } = agent;
@@ -24,6 +27,7 @@ export async function agentCommand(config: Config, stopFetchersFlag: boolean, ca
   const stopRunLines = logRunLines(control.hub, logger);
   await agent.start();
   const server = await startAgentServer(control, { port: config.port, connectionFile: config.connectionFile, logger });
+  const metricsServer = config.metricsListen === null ? null : await startMetricsServer(config.metricsListen, () => control.metrics(), logger);
   // Listen for the stop signals before saying ready: a signal sent on the ready line must stop the
   // agent in order, never meet the default action (an instant exit).
   const stopFetchers = stopFetchersFlag || config.stopFetchersOnExit;
@@ -48,13 +52,14 @@ export async function agentCommand(config: Config, stopFetchersFlag: boolean, ca
   });
   // The ready line is what scripts and tests wait for: it comes after the agent can serve. A person
   // at a terminal gets a short summary instead.
-  const ready = { ready: true, pid: process.pid, port: server.port, mode: config.usePools ? 'pools' : 'serial', catalog: control.catalog.source };
+  const ready = { ready: true, pid: process.pid, port: server.port, mode: config.usePools ? 'pools' : 'serial', catalog: control.catalog.source, ...(metricsServer ? { metricsPort: metricsServer.port } : {}) };
   if (process.stdout.isTTY) process.stdout.write(startSummary(config, ready, control.catalog.entries));
   else {
     process.stdout.write(`${JSON.stringify(ready)}\n`);
     logger.info({ pid: process.pid, lockDir: config.lockDir, dataDir: config.dataDir }, 'agent ready');
   }
   await stopped;
+  await metricsServer?.close();
   await server.close();
   agent.stopIntake();
   await agent.close(stopFetchers, cancelWaiting);

@@ -1,4 +1,4 @@
-import type { RunInfo, ScheduleStatus, Snapshot } from '../../shared/protocol';
+import type { GetMetrics, ListEvents, RunInfo, ScheduleStatus, Snapshot } from '../../shared/protocol';
 import type { FlushResult } from '../server/agentControl';
 
 /**
@@ -14,6 +14,10 @@ export interface AgentLink {
   listRuns(limit: number): Promise<RunInfo[]>;
   flush(onProgress: (sent: number, remaining: number) => void): Promise<FlushResult>;
   setSchedulePaused(paused: boolean, fetcher?: string): Promise<ScheduleStatus>;
+  /** The agent's recent operator events (only a running agent keeps them). */
+  listEvents(params: ListEvents.Params): Promise<ListEvents.Result>;
+  /** The Prometheus text: the agent's, or without one computed here from the run store and the station. */
+  metrics(): Promise<GetMetrics.Result>;
   close(): Promise<void>;
 }
 

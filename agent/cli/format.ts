@@ -66,6 +66,8 @@ export function formatStatus(s: Snapshot, remote: boolean): string {
   if (s.schedule) {
     const next = s.schedule.entries.filter((e) => e.nextDue && !e.paused).sort((a, b) => a.nextDue!.localeCompare(b.nextDue!)).slice(0, 5);
     out.push(`schedule: ${s.schedule.paused ? 'PAUSED' : 'active'}; next: ${next.map((e) => `${e.fetcher} ${moment(e.nextDue!)}`).join(', ') || 'none'}`);
+    const late = s.schedule.entries.filter((e) => e.lateSince);
+    if (late.length > 0) out.push(`late: ${late.map((e) => `${e.fetcher} LATE since ${moment(e.lateSince!)} (no completed run within ${e.lateAfterMinutes} min of a due time; last success ${e.lastSuccessAt ? moment(e.lastSuccessAt) : 'never'})`).join('; ')}`);
   }
   return `${out.join('\n')}\n`;
 }

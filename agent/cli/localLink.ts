@@ -35,6 +35,8 @@ export async function localLink(config: Config, logger: Logger): Promise<AgentLi
     listRuns: (limit) => Promise.resolve(orchestrator.listRuns(limit)),
     flush: (onProgress) => orchestrator.flush(onProgress),
     setSchedulePaused: (paused, fetcher) => Promise.resolve(orchestrator.setSchedulePaused(paused, fetcher)),
+    listEvents: () => Promise.reject(new ClientError(ErrorCodes.unavailable, ExitCode.agentUnavailable, 'no agent is running: operator events are kept by the running agent only (start it with `quantilica agent`)')),
+    metrics: () => orchestrator.metrics(),
     close: () => agent.close(false),
   };
 }

@@ -35,6 +35,8 @@ export function remoteLink(client: AgentClient): AgentLink {
     listRuns: (limit) => call(() => client.listRuns(limit)),
     flush: (onProgress) => call(() => client.flush((p) => onProgress(p.sent, p.remaining))),
     setSchedulePaused: async (paused, fetcher) => { await named(fetcher); return call(() => client.setSchedulePaused(paused, fetcher)); },
+    listEvents: (params) => call(() => client.listEvents(params)),
+    metrics: () => call(() => client.metrics()),
     close: () => client.close(),
   };
 }

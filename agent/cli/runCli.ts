@@ -16,6 +16,7 @@ import type { AgentLink } from './agentLink';
 import { agentCommand } from './agentCommand';
 import { registerCompletionCommands } from './completionCommand';
 import { registerLogsCommand } from './logsCommand';
+import { registerOperatorCommands } from './operatorCommands';
 import { registerServiceCommand } from './serviceCommand';
 import { filterRuns, formatRunsTable, parseSince, parseStatus, useColour } from './runsView';
 import { formatScheduleTable, progressBar } from './scheduleTable';
@@ -246,6 +247,10 @@ export async function runCli(argv: string[]): Promise<number> {
 
   registerGithubCommands(program, (code) => { exitCode = code; }); // GitHub sync (issue 11)
   registerLogsCommand(program, (code) => { exitCode = code; });
+  registerOperatorCommands(program, {
+    remote: (json) => { const { config, logger } = prepare(json); return openRemoteLink(config, logger); },
+    any: (json) => { const { config, logger } = prepare(json); return openLink(config, logger); },
+  }, (code) => { exitCode = code; });
   registerCompletionCommands(program);
   registerServiceCommand(program, (code) => { exitCode = code; });
 

@@ -4,8 +4,10 @@ import {
   CancelRun,
   Changed,
   FlushTelemetry,
+  GetMetrics,
   GetSnapshot,
   Hello,
+  ListEvents,
   ListRuns,
   ReadLog,
   PROTOCOL_VERSION,
@@ -136,6 +138,14 @@ export class AgentClient {
   async setSchedulePaused(paused: boolean, fetcher?: string): Promise<ScheduleStatus> {
     const params: SetSchedulePaused.Params = fetcher === undefined ? { paused } : { paused, fetcher };
     return (await this.rpc.sendRequest(SetSchedulePaused.type, params)).schedule;
+  }
+
+  listEvents(params: ListEvents.Params = {}): Promise<ListEvents.Result> {
+    return this.rpc.sendRequest(ListEvents.type, params);
+  }
+
+  metrics(): Promise<GetMetrics.Result> {
+    return this.rpc.sendRequest(GetMetrics.type);
   }
 
   /** Closes the socket and waits until it is closed. */

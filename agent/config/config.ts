@@ -59,6 +59,9 @@ export interface Config {
   slots: { backend: 'file' | 'postgres'; databaseUrl: string | null; station: string };
   /** Issue 10: who forks the agent's fetchers (runs/nativeSpawner.ts). */
   spawner: 'native' | 'thread';
+  /** The operator event hook (QUANTILICA_ON_EVENT) and the Prometheus listener (QUANTILICA_METRICS_LISTEN). */
+  onEvent: string | null;
+  metricsListen: { host: string; port: number; explicit: boolean } | null;
   /** Where the values came from, for `quantilica status`. */
   configFile: string | null;
 }
@@ -148,6 +151,8 @@ export function loadConfig(env: Env = process.env): Config {
     memory: { reserveMb: Math.round(get<number>('QUANTILICA_MEMORY_RESERVE_GB') * 1024), cgroupName: get('QUANTILICA_CGROUP_NAME'), enforce: get('QUANTILICA_MEMORY_ENFORCE') }, // memory ceilings (issue 12)
     slots: { backend: slotBackend, databaseUrl: slotBackend === 'postgres' ? slotDatabaseUrl : null, station: get<string | null>('QUANTILICA_STATION') ?? os.hostname() },
     spawner: get<'native' | 'thread'>('QUANTILICA_SPAWNER'),
+    onEvent: get('QUANTILICA_ON_EVENT'),
+    metricsListen: get('QUANTILICA_METRICS_LISTEN'),
     configFile: fromFile.used ? configFile : null,
   };
 }

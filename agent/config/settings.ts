@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import * as path from 'node:path';
 import { hasControlCharacter } from './hasControlCharacter';
 
@@ -128,6 +129,29 @@ const cgroupName = (text: string): Parsed => {
   return { ok: true, value: t };
 };
 
+// The operator event hook: an absolute path (that it is an executable file is checked at start,
+// agent/events/checkEventHook.ts).
+const optionalProgram = (text: string): Parsed => {
+  const t = text.trim();
+  if (t === '') return { ok: true, value: null };
+  if (t.includes('\0') || !path.isAbsolute(t)) return { ok: false, error: 'allowed: an absolute path to an executable file (run with no shell and no arguments)' };
+  return { ok: true, value: path.normalize(t) };
+};
+
+// The Prometheus listener: HOST:PORT or a port alone (then 127.0.0.1); an IPv6 host in brackets.
+const optionalListen = (text: string): Parsed => {
+  const t = text.trim();
+  if (t === '') return { ok: true, value: null };
+  const allowed = 'allowed: PORT, HOST:PORT or [IPV6]:PORT (an IP address; PORT from 0 to 65535, 0 picks a free one), e.g. 127.0.0.1:9464';
+  const m = /^(?:(\[[0-9A-Fa-f:.]+\]|[0-9.]+):)?(\d{1,5})$/.exec(t);
+  if (!m) return { ok: false, error: allowed };
+  const port = Number(m[2]);
+  if (port > 65535) return { ok: false, error: allowed };
+  const host = m[1] === undefined ? '127.0.0.1' : m[1].replace(/^\[|\]$/g, '');
+  if (isIP(host) === 0) return { ok: false, error: allowed };
+  return { ok: true, value: { host, port, explicit: m[1] !== undefined } };
+};
+
 /** Every setting the agent reads, from the environment or the config file, with its default. */
 export const SETTINGS = [
   { name: 'CRON_USE_POOLS', default: 'false', description: 'use the three pools; false is the serial compatibility mode (one global lock)', parse: bool },
@@ -175,6 +199,8 @@ export const SETTINGS = [
   { name: 'GITHUB_TOKEN', default: '', description: "the GitHub sync's token (read from the environment)", parse: optionalSecret, secret: true, envOnly: true },
   { name: 'PGPASSWORD', default: '', description: 'the password pg uses when a database URL has none (read from the environment by pg)', parse: optionalSecret, secret: true, envOnly: true },
   { name: 'QUANTILICA_TEST_DATABASE_URL', default: '', description: "the test suite's PostgreSQL (test/support/postgres.ts); the agent never uses it, and never hands it on", parse: optionalSecret, secret: true, envOnly: true },
+  { name: 'QUANTILICA_ON_EVENT', default: '', description: 'a program run (no shell, no arguments, 30 s at most) for each operator event: failed, retrying, timeout, stalled, late, recovered, disk-paused, disk-resumed, sync-hibernated, sync-not-reached', parse: optionalProgram },
+  { name: 'QUANTILICA_METRICS_LISTEN', default: '', description: 'where the agent serves Prometheus metrics (GET /metrics): PORT (on 127.0.0.1) or HOST:PORT; empty: not served', parse: optionalListen },
   { name: 'QUANTILICA_CONNECTION_FILE', default: '', description: 'port and token of the running agent (default QUANTILICA_HOME/agent.json)', parse: optionalDir },
 ] as const satisfies readonly Setting[];
 

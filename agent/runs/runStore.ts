@@ -140,6 +140,34 @@ export class RunStore {
     return removed ?? 0;
   }
 
+  /** When the fetcher's most recent completed run finished (lateness, the metrics). */
+  lastSucceededAt(fetcher: string): Date | null {
+    const row = this.spool.withDatabase((db) => db.prepare(`SELECT max(json_extract(body, '$.finishedAt')) AS at FROM runs WHERE fetcher = ? AND status = 'completed'`).get(fetcher) as { at: string | null });
+    let latest = row?.at ?? null;
+    for (const r of this.unsaved().values()) if (r.fetcher === fetcher && r.status === 'completed' && r.finishedAt && (!latest || r.finishedAt > latest)) latest = r.finishedAt;
+    return latest ? new Date(latest) : null;
+  }
+
+  /** When the fetcher's earliest recorded run was queued (lateness of an entry that never completed). */
+  firstRecordedAt(fetcher: string): Date | null {
+    const row = this.spool.withDatabase((db) => db.prepare(`SELECT min(enqueued_at) AS at FROM runs WHERE fetcher = ?`).get(fetcher) as { at: string | null });
+    return row?.at ? new Date(row.at) : null;
+  }
+
+  /** Each fetcher's last run that completed or failed, and which (`recovered` after a restart). */
+  lastOutcomes(): Map<string, 'completed' | 'failed'> {
+    const rows = this.spool.withDatabase((db) => db.prepare(`SELECT fetcher, status FROM runs r WHERE status IN ('completed', 'failed')
+      AND enqueued_at = (SELECT max(enqueued_at) FROM runs WHERE fetcher = r.fetcher AND status IN ('completed', 'failed'))`).all() as Array<{ fetcher: string; status: 'completed' | 'failed' }>) ?? [];
+    return new Map(rows.map((r) => [r.fetcher, r.status]));
+  }
+
+  /** Every finished run's figures the metrics' counters start from (so an agent restart is no counter reset). */
+  finishedFigures(): Array<{ fetcher: string; status: string; startedAt: string | null; finishedAt: string | null; attempt: number | null }> {
+    return this.spool.withDatabase((db) => db.prepare(`SELECT fetcher, status, json_extract(body, '$.startedAt') AS startedAt,
+      json_extract(body, '$.finishedAt') AS finishedAt, json_extract(body, '$.attempt') AS attempt FROM runs WHERE status NOT IN ('waiting', 'running')`)
+      .all() as Array<{ fetcher: string; status: string; startedAt: string | null; finishedAt: string | null; attempt: number | null }>) ?? [];
+  }
+
   /** The newest unsaved state of each run (held in memory or queued for the next commit). */
   private unsaved(): Map<string, StoredRun> {
     const map = new Map<string, StoredRun>();

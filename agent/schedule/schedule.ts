@@ -5,6 +5,7 @@ import { UnknownFetcherError } from '../errors';
 import type { Logger } from '../log/logger';
 import { systemClock, type Clock, type Timer } from './clock';
 import { cronPeriod } from './cronPeriod';
+import { lateness, type Lateness } from './lateness';
 import { ScheduleStateFile, type PausedState } from './scheduleStateFile';
 import type { ScheduleTarget } from './scheduleTarget';
 
@@ -13,6 +14,7 @@ export interface ScheduledFetcher {
   name: string;
   schedule?: string;
   timezone?: string;
+  lateAfterMinutes?: number;
 }
 
 export interface ScheduleOptions {
@@ -33,6 +35,7 @@ interface Entry {
   timezone: string | null;
   cron: Cron | null;
   nextDue: Date | null;
+  lateAfterMinutes: number | null;
 }
 
 /**
@@ -51,9 +54,14 @@ export class Schedule {
   private timer: Timer | null = null;
   private lastTick: Date | null = null;
   private running = false;
+  /** Lateness counts from here for an entry that has no run in the history. */
+  private readonly openedAt: Date;
+  /** The lateness last published, per fetcher: a refresh publishes only when it moved. */
+  private publishedLate = new Map<string, string | null>();
 
   constructor(private readonly options: ScheduleOptions) {
     this.clock = options.clock ?? systemClock;
+    this.openedAt = this.clock.now();
     this.entries = compile(options.fetchers);
     this.stateFile = new ScheduleStateFile(options.homeDir, options.logger);
     this.state = this.stateFile.load();
@@ -80,18 +88,45 @@ export class Schedule {
 
   status(): ScheduleStatus {
     const paused = new Set(this.state.pausedFetchers);
+    const now = this.clock.now();
     return {
       paused: this.state.paused,
       catchUp: this.options.catchUp,
-      entries: this.entries.map((e) => ({
-        fetcher: e.name,
-        cron: e.pattern,
-        timezone: e.timezone,
-        nextDue: e.nextDue?.toISOString() ?? null,
-        paused: paused.has(e.name),
-        lastRunAt: this.options.target.lastStartedAt(e.name)?.toISOString() ?? null,
-      })),
+      entries: this.entries.map((e) => {
+        const success = this.options.target.lastSucceededAt?.(e.name) ?? null;
+        return {
+          fetcher: e.name,
+          cron: e.pattern,
+          timezone: e.timezone,
+          nextDue: e.nextDue?.toISOString() ?? null,
+          paused: paused.has(e.name),
+          lastRunAt: this.options.target.lastStartedAt(e.name)?.toISOString() ?? null,
+          // Only for entries under a lateness check, and a success only when one is known: an entry
+          // without either reads as it always did.
+          ...(e.lateAfterMinutes === null ? {} : { lateAfterMinutes: e.lateAfterMinutes, lateSince: this.lateOf(e, success, now, paused).lateSince?.toISOString() ?? null }),
+          ...(success === null ? {} : { lastSuccessAt: success.toISOString() }),
+        };
+      }),
     };
+  }
+
+  /**
+   * Publishes the schedule when an entry's lateness moved (a run completed, a deadline passed): the
+   * agent calls it when a run of a scheduled fetcher ends, the timer when a deadline falls due.
+   */
+  refresh(): void {
+    if (!this.running) return;
+    const status = this.status();
+    if (status.entries.every((e) => (this.publishedLate.get(e.fetcher) ?? null) === (e.lateSince ?? null))) return;
+    this.publishStatus(status);
+    this.arm();
+  }
+
+  /** A paused entry (or schedule) is not late: the operator stopped it on purpose. */
+  private lateOf(e: Entry, success: Date | null, now: Date, paused: Set<string>): Lateness {
+    if (e.cron === null || e.lateAfterMinutes === null || this.state.paused || paused.has(e.name)) return { lateSince: null, lateAt: null };
+    const knownSince = this.options.target.firstRecordedAt?.(e.name) ?? this.openedAt;
+    return lateness({ cron: e.cron, lateAfterMinutes: e.lateAfterMinutes, lastSuccess: success, knownSince, now });
   }
 
   /**
@@ -148,6 +183,7 @@ export class Schedule {
       e.nextDue = e.cron?.nextRun(now) ?? null;
     }
     if (due.length > 0) this.publish();
+    else this.refresh();
     this.arm();
   }
 
@@ -202,12 +238,24 @@ export class Schedule {
     const now = this.clock.now().getTime();
     let earliest = Infinity;
     for (const e of this.entries) if (e.nextDue !== null) earliest = Math.min(earliest, e.nextDue.getTime());
+    // A lateness deadline wakes the schedule too, so `late` is seen when it falls, not up to a minute after.
+    const paused = new Set(this.state.pausedFetchers);
+    for (const e of this.entries) {
+      if (e.lateAfterMinutes === null) continue;
+      const lateAt = this.lateOf(e, this.options.target.lastSucceededAt?.(e.name) ?? null, new Date(now), paused).lateAt;
+      if (lateAt !== null) earliest = Math.min(earliest, lateAt.getTime());
+    }
     const delay = Math.min(MAX_TIMER_MS, Math.max(0, earliest - now));
     this.timer = this.clock.setTimer(() => this.tick(), delay);
   }
 
   private publish(): void {
-    this.options.hub?.publish({ kind: 'schedule', schedule: this.status() });
+    this.publishStatus(this.status());
+  }
+
+  private publishStatus(schedule: ScheduleStatus): void {
+    this.publishedLate = new Map(schedule.entries.map((e) => [e.fetcher, e.lateSince ?? null]));
+    this.options.hub?.publish({ kind: 'schedule', schedule });
   }
 }
 
@@ -215,8 +263,11 @@ export class Schedule {
 function compile(fetchers: readonly ScheduledFetcher[]): Entry[] {
   const problems: string[] = [];
   const entries = fetchers.map((f): Entry => {
-    const entry: Entry = { name: f.name, pattern: f.schedule ?? null, timezone: f.timezone ?? null, cron: null, nextDue: null };
-    if (f.schedule === undefined) return entry;
+    const entry: Entry = { name: f.name, pattern: f.schedule ?? null, timezone: f.timezone ?? null, cron: null, nextDue: null, lateAfterMinutes: f.lateAfterMinutes ?? null };
+    if (f.schedule === undefined) {
+      if (f.lateAfterMinutes !== undefined) problems.push(`catalog: fetcher ${f.name}: lateAfterMinutes needs a schedule (lateness counts from its due times)`);
+      return entry;
+    }
     try {
       // croner reads any string with ":" as a one-off date ("12:00" would run once, not daily).
       if (f.schedule.includes(':')) throw new Error('expected a cron expression of 5 or 6 fields, not a date or time');

@@ -13,4 +13,8 @@ export interface ScheduleTarget {
   recordSkipped(fetcher: string, reason: RunReason, trigger: 'schedule' | 'catch-up', message: string): void;
   /** When the fetcher's most recent run started (from the run history), for catch-up and status. */
   lastStartedAt(fetcher: string): Date | null;
+  /** When the fetcher's most recent completed run finished, for lateness (absent: never). */
+  lastSucceededAt?(fetcher: string): Date | null;
+  /** When the fetcher's earliest recorded run was queued: lateness counts from there when it never completed. */
+  firstRecordedAt?(fetcher: string): Date | null;
 }

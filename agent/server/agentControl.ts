@@ -1,4 +1,4 @@
-import type { FlushTelemetry, RunInfo, RunTrigger, ScheduleStatus } from '../../shared/protocol';
+import type { FlushTelemetry, GetMetrics, ListEvents, RunInfo, RunTrigger, ScheduleStatus } from '../../shared/protocol';
 import type { StateHub } from '../state/stateHub';
 
 export type FlushResult = FlushTelemetry.Result;
@@ -16,4 +16,8 @@ export interface AgentControl {
   tailLog(runId: string, maxBytes: number): Promise<{ path: string; text: string; truncated: boolean }>;
   flush(onProgress: (sent: number, remaining: number) => void): Promise<FlushResult>;
   setSchedulePaused(paused: boolean, fetcher?: string): ScheduleStatus;
+  /** The recent operator events (absent: this process keeps none); `abort` lets a waiting caller give up. */
+  listEvents?(params: ListEvents.Params, abort: (stop: () => void) => void): Promise<ListEvents.Result>;
+  /** The Prometheus text of the metrics. */
+  metrics?(): Promise<GetMetrics.Result>;
 }

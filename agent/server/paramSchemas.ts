@@ -3,6 +3,8 @@ import {
   CancelRun,
   FlushTelemetry,
   GetHistory,
+  GetMetrics,
+  ListEvents,
   GetSnapshot,
   Hello,
   Initialize,
@@ -54,6 +56,12 @@ export const paramSchemas = {
   [SetSchedulePaused.method]: z.object({ paused: z.boolean(), fetcher: fetcherName.optional() }).strict(),
   [GetHistory.method]: omittable(z.object({ hours: z.number().min(1).max(48).optional() }).strict()),
   [ReadLog.method]: z.object({ runId, offset: z.number().int().min(0), maxBytes: z.number().int().min(1).max(64 * 1024).optional(), waitMs: z.number().int().min(0).max(20_000).optional() }).strict(),
+  [ListEvents.method]: omittable(z.object({
+    after: z.number().int().min(0).optional(),
+    limit: z.number().int().min(1).max(1000).optional(),
+    waitMs: z.number().int().min(0).max(60_000).optional(),
+  }).strict()),
+  [GetMetrics.method]: noParams,
 } as const satisfies { [M in RequestMethod]: z.ZodType<ParamsOf<M>, z.ZodTypeDef, unknown> };
 // The `satisfies` above ties each schema's output to the params type its RequestType declares in
 // shared/protocol.ts: a schema and its message cannot drift apart unnoticed.

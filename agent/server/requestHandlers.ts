@@ -4,9 +4,11 @@ import {
   ErrorCodes,
   FlushTelemetry,
   GetHistory,
+  GetMetrics,
   GetSnapshot,
   Hello,
   Initialize,
+  ListEvents,
   ListRuns,
   ReadLog,
   PROTOCOL_VERSION,
@@ -109,6 +111,14 @@ export function requestHandlers(control: AgentControl): RequestHandlers {
     },
     [GetHistory.method]: (params): GetHistory.Result => stationHistory(control, params),
     [ReadLog.method]: (params, ctx): Promise<ReadLog.Result> => readLog(control, params, ctx.cancel),
+    [ListEvents.method]: (params, ctx): Promise<ListEvents.Result> => {
+      if (!control.listEvents) throw new ResponseError(ErrorCodes.unavailable, 'this agent keeps no operator events');
+      return control.listEvents(params ?? {}, (stop) => { ctx.cancel.onCancellationRequested(stop); });
+    },
+    [GetMetrics.method]: (): Promise<GetMetrics.Result> => {
+      if (!control.metrics) throw new ResponseError(ErrorCodes.unavailable, 'this agent has no metrics');
+      return control.metrics();
+    },
     [SetSchedulePaused.method]: (params): SetSchedulePaused.Result => ({
       schedule: control.setSchedulePaused(params.paused, params.fetcher),
     }),

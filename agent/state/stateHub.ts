@@ -33,17 +33,17 @@ export class StateHub {
     return { version: this.version, ...this.collect() };
   }
 
-  onChange(listener: (params: ChangedParams) => void): () => void {
-    this.emitter.on('change', listener);
-    return () => this.emitter.off('change', listener);
-  }
-
   /**
-   * Hears every change published, without counting as a listener for `hasListeners`: for one that
-   * reads only changes always published (runs), so that pools' pictures are not built for it alone.
+   * Like onChange, for the agent's own derivations (operator events, metrics): they see every change
+   * but do not count as a listener, so publishers still skip what only a client would look at.
    */
   observe(listener: (params: ChangedParams) => void): () => void {
     this.emitter.on('observe', listener);
     return () => this.emitter.off('observe', listener);
+  }
+
+  onChange(listener: (params: ChangedParams) => void): () => void {
+    this.emitter.on('change', listener);
+    return () => this.emitter.off('change', listener);
   }
 }

@@ -1,0 +1,139 @@
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { DiskGateState, DiskStatus, GithubSyncInfo, PoolState, RunInfo, ScheduleStatus, SpoolStatus } from '../../shared/protocol';
+
+/** What the metrics read at scrape time: the agent's state as it is now. */
+export interface MetricsSources {
+  version: string;
+  pools(): PoolState[];
+  activeRuns(): RunInfo[];
+  schedule(): ScheduleStatus | null;
+  disk(): DiskStatus | null;
+  spool(): SpoolStatus | null;
+  sync(): GithubSyncInfo | null;
+  /** Finished runs already in the run store: the counters start from them, so a restart is no reset. */
+  finished(): Array<{ fetcher: string; status: string; startedAt: string | null; finishedAt: string | null; attempt: number | null }>;
+}
+
+const TERMINAL = new Set<RunInfo['status']>(['completed', 'failed', 'cancelled', 'skipped']);
+const GATE_STATES: readonly DiskGateState[] = ['ok', 'warn', 'paused', 'unknown'];
+/** A fetcher runs from seconds to hours: buckets from 1 s to 12 h. */
+const DURATION_BUCKETS = [1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200];
+/** Finished runs remembered so a republished end is not counted twice. */
+const MAX_COUNTED = 4096;
+/** The disk gate reports GB of 10^9 bytes (diskProbe). */
+const GB = 1e9;
+
+/**
+ * The agent's Prometheus metrics, in a registry of its own (never prom-client's global one): counters
+ * and the duration histogram move as runs end (seeded from the run store at start), gauges are read
+ * from the agent's state at each scrape.
+ */
+export class AgentMetrics {
+  readonly registry = new Registry();
+  private readonly finished: Counter<'fetcher' | 'outcome'>;
+  private readonly duration: Histogram<'fetcher'>;
+  private readonly retries: Counter<'fetcher'>;
+  private readonly counted = new Set<string>();
+  /** Per GitHub sync, the requests and hibernations last seen, for the totals. */
+  private readonly syncs = new Map<string, { requests: number; hibernations: number }>();
+  private syncTotals = { requests: 0, hibernations: 0 };
+
+  constructor(private readonly sources: MetricsSources) {
+    const r = this.registry;
+    this.finished = new Counter({ name: 'quantilica_runs_finished_total', help: 'Runs that ended, by fetcher and outcome (completed, failed, cancelled, skipped).', labelNames: ['fetcher', 'outcome'], registers: [r] });
+    this.duration = new Histogram({ name: 'quantilica_run_duration_seconds', help: 'Wall time of ended runs, from start to finish.', labelNames: ['fetcher'], buckets: DURATION_BUCKETS, registers: [r] });
+    this.retries = new Counter({ name: 'quantilica_run_retries_total', help: 'Tries after the first of ended runs (a retry policy), by fetcher.', labelNames: ['fetcher'], registers: [r] });
+    for (const run of sources.finished()) this.count(run);
+    const s = sources;
+    const syncCounts = () => this.syncCounts();
+    gauge(r, 'quantilica_pool_slots', 'Slots of each pool.', ['pool'], (g) => { for (const p of s.pools()) g.set({ pool: p.name }, p.size); });
+    gauge(r, 'quantilica_pool_slots_used', 'Slots of each pool held now (by runs of this agent or any other holder).', ['pool'], (g) => { for (const p of s.pools()) g.set({ pool: p.name }, p.used); });
+    gauge(r, 'quantilica_runs_waiting', 'Runs waiting now, by pool and by what they wait for (pool, disk, admission, hibernating, retry, slot-backend).', ['pool', 'reason'], (g) => {
+      for (const p of s.pools()) g.set({ pool: p.name, reason: 'pool' }, 0);
+      const counts = new Map<string, { pool: string; reason: string; n: number }>();
+      for (const run of s.activeRuns()) {
+        if (run.status !== 'waiting') continue;
+        const reason = run.wait?.kind ?? run.reason ?? 'queued';
+        const key = `${run.pool}\0${reason}`;
+        const c = counts.get(key) ?? { pool: run.pool, reason, n: 0 };
+        c.n += 1;
+        counts.set(key, c);
+      }
+      for (const c of counts.values()) g.set({ pool: c.pool, reason: c.reason }, c.n);
+    });
+    gauge(r, 'quantilica_fetcher_late', '1 while a scheduled fetcher is late (no completed run within its lateAfterMinutes of a due time), else 0.', ['fetcher'], (g) => {
+      for (const e of s.schedule()?.entries ?? []) if (e.lateAfterMinutes != null) g.set({ fetcher: e.fetcher }, e.lateSince ? 1 : 0);
+    });
+    gauge(r, 'quantilica_fetcher_last_success_timestamp_seconds', 'When the fetcher last completed a run (Unix time).', ['fetcher'], (g) => {
+      for (const e of s.schedule()?.entries ?? []) if (e.lastSuccessAt) g.set({ fetcher: e.fetcher }, Date.parse(e.lastSuccessAt) / 1000);
+    });
+    gauge(r, 'quantilica_disk_free_bytes', 'Free bytes on the data folder\'s filesystem, as the disk gate last read them.', [], (g) => {
+      const free = s.disk()?.freeGb;
+      if (free != null) g.set(Math.round(free * GB));
+    });
+    gauge(r, 'quantilica_disk_gate', 'The disk gate\'s state: 1 for the current one.', ['state'], (g) => {
+      const state = s.disk()?.state ?? 'unknown';
+      for (const st of GATE_STATES) g.set({ state: st }, st === state ? 1 : 0);
+    });
+    gauge(r, 'quantilica_spool_events', 'Telemetry events in the spool, not yet in PostgreSQL.', [], (g) => g.set(s.spool()?.pending ?? 0));
+    gauge(r, 'quantilica_spool_oldest_event_age_seconds', 'Age of the oldest event in the spool (0 when empty).', [], (g) => g.set(s.spool()?.oldestAgeSeconds ?? 0));
+    gauge(r, 'quantilica_github_quota_remaining', 'Requests the GitHub API said are left in each budget at its last answer.', ['budget'], (g) => {
+      for (const [budget, q] of Object.entries(s.sync()?.quota ?? {})) if (q) g.set({ budget }, q.remaining);
+    });
+    new Counter({ name: 'quantilica_github_requests_total', help: 'Requests the GitHub syncs of this agent sent (all budgets together: budget="all").', labelNames: ['budget'], registers: [r],
+      collect() { this.reset(); this.inc({ budget: 'all' }, syncCounts().requests); } });
+    new Counter({ name: 'quantilica_github_hibernations_total', help: 'Rate-limit hibernations of the GitHub syncs of this agent.', registers: [r],
+      collect() { this.reset(); this.inc(syncCounts().hibernations); } });
+    new Gauge({ name: 'quantilica_agent_info', help: 'The agent\'s version (always 1).', labelNames: ['version'], registers: [r],
+      collect() { this.set({ version: s.version }, 1); } });
+  }
+
+  /** Counts a run that ended (each run once, however often its end is published). */
+  observe(run: RunInfo): void {
+    if (!TERMINAL.has(run.status) || this.counted.has(run.runId)) return;
+    this.counted.add(run.runId);
+    if (this.counted.size > MAX_COUNTED) this.counted.delete(this.counted.values().next().value as string);
+    this.count(run);
+  }
+
+  /** The Prometheus text exposition of every metric, as of now. */
+  text(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  private count(run: { fetcher: string; status: string; startedAt: string | null; finishedAt: string | null; attempt?: number | null }): void {
+    this.finished.inc({ fetcher: run.fetcher, outcome: run.status });
+    if (run.startedAt && run.finishedAt) {
+      const seconds = (Date.parse(run.finishedAt) - Date.parse(run.startedAt)) / 1000;
+      if (Number.isFinite(seconds) && seconds >= 0) this.duration.observe({ fetcher: run.fetcher }, seconds);
+    }
+    const retries = Math.max(0, (run.attempt ?? 1) - 1);
+    if (retries > 0) this.retries.inc({ fetcher: run.fetcher }, retries);
+    else if (run.status !== 'skipped') this.retries.inc({ fetcher: run.fetcher }, 0);
+  }
+
+  /** Requests and hibernations of every sync seen, from the latest counters of each. */
+  private syncCounts(): { requests: number; hibernations: number } {
+    const sync = this.sources.sync();
+    if (sync) {
+      const seen = this.syncs.get(sync.syncId);
+      const now = { requests: sync.counters.requests_made, hibernations: sync.counters.hibernations };
+      this.syncTotals = {
+        requests: this.syncTotals.requests + now.requests - (seen?.requests ?? 0),
+        hibernations: this.syncTotals.hibernations + now.hibernations - (seen?.hibernations ?? 0),
+      };
+      this.syncs.set(sync.syncId, now);
+      if (this.syncs.size > 64) this.syncs.delete(this.syncs.keys().next().value as string);
+    }
+    return this.syncTotals;
+  }
+}
+
+/** A gauge whose values are set afresh from the agent's state at each scrape. */
+function gauge<L extends string>(registry: Registry, name: string, help: string, labelNames: L[], fill: (g: Gauge<L>) => void): void {
+  new Gauge<L>({ name, help, labelNames, registers: [registry], collect() { this.reset(); fill(this); } });
+}
