@@ -1,3 +1,4 @@
+import { reasonWords } from '../../shared/humanWords';
 import type { PoolState, RunInfo, ScheduleStatus, Snapshot } from '../../shared/protocol';
 
 /** Human-readable views of the state; `--json` prints the protocol types instead. */
@@ -16,7 +17,7 @@ export function formatSlots(pools: PoolState[]): string {
 
 export function formatRuns(runs: RunInfo[]): string {
   if (runs.length === 0) return 'no runs\n';
-  const rows = runs.map((r) => [r.runId, r.fetcher, r.pool, r.status, r.exitCode === null ? '-' : String(r.exitCode), r.startedAt ?? r.enqueuedAt, runMemory(r), r.cpuSeconds == null ? '-' : r.cpuSeconds.toFixed(1), r.reason ?? waitText(r) ?? '']);
+  const rows = runs.map((r) => [r.runId, r.fetcher, r.pool, r.status, r.exitCode === null ? '-' : String(r.exitCode), r.startedAt ?? r.enqueuedAt, runMemory(r), r.cpuSeconds == null ? '-' : r.cpuSeconds.toFixed(1), reasonWords(r.reason) || waitText(r) || '']);
   const head = ['RUN', 'FETCHER', 'POOL', 'STATUS', 'EXIT', 'SINCE', 'MEM MB', 'CPU S', 'REASON'];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
   const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd();

@@ -1,3 +1,4 @@
+import { reasonWords } from '../../shared/humanWords';
 import type { RunInfo, RunStatus } from '../../shared/protocol';
 import { ClientError } from '../errors';
 import { ExitCode } from '../exitCodes';
@@ -66,7 +67,7 @@ export function formatRunsTable(runs: RunInfo[], colour: boolean, now = Date.now
     r.startedAt ? humanDuration((r.finishedAt ? Date.parse(r.finishedAt) : now) - Date.parse(r.startedAt)) : '-',
     r.trigger,
     runMemory(r),
-    r.reason ?? '',
+    reasonWords(r.reason),
   ]);
   const head = ['RUN', 'FETCHER', 'POOL', 'STATUS', 'EXIT', 'STARTED', 'DURATION', 'TRIGGER', 'MEM MB', 'REASON'];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? '').length)));
