@@ -9,6 +9,7 @@ import type { Logger } from '../log/logger';
 import type { FinalUsage, RunMemory } from '../memory/runMemory';
 import { fetcherEnv } from './fetcherEnv';
 import { CancelledError, groupOf, newActiveRun, type ActiveRun } from './activeRun';
+import { appendAgentLines, neverStartedLines, runLogPath } from './agentRunLog';
 import { newRunId } from './newRunId';
 import type { ExitInfo } from './runProcess';
 import type { Clock, HeldSlot, RunJournal, RunSpawner, SlotSource } from './runPorts';
@@ -272,7 +273,7 @@ export class RunManager {
       // Commits keep their order, so this one also waits for the enqueue's; with a free slot both go
       // in one transaction (one fsync before the spawn, not two).
       const statusFile = path.join(this.statusDir(), `${run.runId}.exit`);
-      const logPath = path.join(this.deps.config.logDir, `${run.fetcher}-${run.runId}.log`);
+      const logPath = runLogPath(this.deps.config.logDir, run.fetcher, run.runId);
       await this.move(state, 'waiting', { reason: 'starting', wait: null, slot: grant.index, statusFile, logPath });
       this.throwIfCancelled(state);
       await this.start(state, grant);
@@ -307,7 +308,8 @@ export class RunManager {
 
   /** The moves of in-agent work (runMoves.ts): each goes through `transition` like a fetcher's. */
   private readonly moves: RunMoves = {
-    running: (state, slot, detail) => this.move(state, 'running', { startedAt: state.run.startedAt ?? this.deps.clock.now().toISOString(), slot, pid: null, reason: null, wait: null }, detail),
+    // In-agent work (a GitHub sync) writes its progress into the run's own log.
+    running: (state, slot, detail) => this.move(state, 'running', { startedAt: state.run.startedAt ?? this.deps.clock.now().toISOString(), slot, pid: null, reason: null, wait: null, logPath: state.run.logPath ?? runLogPath(this.deps.config.logDir, state.run.fetcher, state.run.runId) }, detail),
     hibernating: (state, until, detail) => this.move(state, 'waiting', { slot: null, reason: 'hibernating', wait: { kind: 'hibernating', until: until.toISOString() } }, detail),
     setWait: (state, wait) => this.setWait(state, wait),
     heartbeat: (state, payload) => { if (!this.closed) void this.deps.journal.record({ runId: state.run.runId, event: 'heartbeat', task: state.run.fetcher, pool: state.run.pool, payload }); },
@@ -388,7 +390,9 @@ export class RunManager {
     const kept = final ? { ...figures, memoryMb: null, memoryLimitMb: final.memoryLimitMb } : {};
     // A run that ended while no agent watched it ended when its status file was written.
     const finishedAt = (exit.endedAt ?? this.deps.clock.now()).toISOString();
-    await this.move(state, status, { reason, exitCode: exit.exitCode, signal: exit.signal, finishedAt, wait: null, ...kept }, { ...(message ? { message } : {}), ...figures });
+    const neverStarted = run.startedAt === null && run.logPath === null ? runLogPath(this.deps.config.logDir, run.fetcher, run.runId) : null;
+    if (neverStarted !== null && !appendAgentLines(neverStarted, neverStartedLines(toRunInfo(run), status, reason, message))) this.deps.logger.warn({ runId: run.runId }, 'could not write why the run never started into its log');
+    await this.move(state, status, { reason, exitCode: exit.exitCode, signal: exit.signal, finishedAt, wait: null, ...kept, ...(neverStarted !== null ? { logPath: neverStarted } : {}) }, { ...(message ? { message } : {}), ...figures });
     if (message) this.deps.logger.warn({ runId: run.runId, fetcher: run.fetcher, reason }, message);
     this.active.delete(run.runId);
     this.deps.gate.runEnded(run.runId);
