@@ -75,6 +75,9 @@ async function setting(section: string, key: string, value: unknown): Promise<vo
 /** A when-clause of `key == value` / `key != value` terms joined by `&&`, with no context key set. */
 function holdsWithNoContext(when: string | undefined): boolean {
   return (when ?? '').split('&&').every((term) => {
+    // A bare key is false with no context set; its negation true.
+    const bare = /^\s*(!?)[\w.]+\s*$/.exec(term);
+    if (bare) return bare[1] === '!';
     const m = /^\s*[\w.]+\s*(==|!=)\s*\S+\s*$/.exec(term);
     assert.ok(m, `a clause this check understands: ${term}`);
     return m[1] === '!=';

@@ -457,8 +457,9 @@ describe('The workbench, second pass', () => {
         const pool = api.tree.getChildren().find((n) => n.kind === 'pool' && n.pool === 'cpu-analysis');
         const group = pool && api.tree.getChildren(pool).find((n) => n.kind === 'waiting');
         const row = group && api.tree.getChildren(group).find((n) => n.kind === 'waitingRun' && n.runId === queued.runId);
-        return row ? api.tree.getTreeItem(row) : undefined;
-      }, { what: 'the run waiting at the gate', timeoutMs: 10_000, intervalMs: 100 });
+        const item = row && api.tree.getTreeItem(row);
+        return item && /needs/.test(String(item.description)) ? item : undefined;
+      }, { what: 'the run waiting at the gate, and why', timeoutMs: 10_000, intervalMs: 100 });
       assert.match(String(waiting.description), /^waiting for free disk space: needs 100002 GB free, [\d.]+ GB now$/);
       assert.match(waiting.accessibilityInformation?.label ?? '', /needs 100002 GB free/);
       const failed = await waitFor(async () => (await agentRuns()).find((r) => r.runId === queued.runId && r.status === 'failed'), { what: 'the gate to fail the run', timeoutMs: 30_000, intervalMs: 200 });

@@ -135,7 +135,7 @@ describe('Quantilica extension', () => {
     const waiting = await waitFor(() => {
       const pool = render().find((p) => p.label === 'cpu-analysis');
       const group = pool?.children.find((c) => c.label === 'Waiting');
-      const settled = pool?.description.startsWith('2/2 slots · 1 waiting') && group?.children.length === 1 && group.children[0]?.description === 'position 1 in the pool';
+      const settled = pool?.description.startsWith('2/2 slots · 1 waiting') && group?.children.length === 1 && group.children[0]?.description === 'waiting for a slot (position 1)';
       return settled ? group : undefined;
     }, { what: 'the full pool with one run waiting, and why', timeoutMs: 15_000 });
     const [entry] = waiting.children;
