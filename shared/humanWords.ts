@@ -93,6 +93,8 @@ export function durationWords(totalSeconds: number): string {
  * below 1 GB (so 0.06 free and a 0.1 threshold do not both read "0.1 GB"), one below 10, whole above.
  */
 export function gbWords(gb: number): string {
+  // Something, however little, never reads "0 GB" (a fetcher's 4 MB peak).
+  if (gb > 0 && gb < 0.01) return 'under 0.01 GB';
   const text = gb < 1 ? String(Number(gb.toFixed(2))) : gb < 10 ? gb.toFixed(1) : Math.round(gb).toString();
   return `${text} GB`;
 }

@@ -160,7 +160,7 @@ describe('The operator’s day (issue 13)', () => {
     }, { what: 'the sleeper in a slot', timeoutMs: 15_000 });
     const i = api.tree.getTreeItem(slot);
     assert.equal(i.label, 'sleeper');
-    assert.match(String(i.description), /^slot \d+ · \d+ seconds?( · [\d.]+( of [\d.]+)? GB( \(sampled\))?)?$/);
+    assert.match(String(i.description), /^slot \d+ · \d+ seconds?( · (under )?[\d.]+( of [\d.]+)? GB( \(sampled\))?)?$/);
     const tooltip = text(i.tooltip);
     assert.match(tooltip, /^\*\*sleeper\*\*/, 'the tooltip starts with the fetcher');
     assert.doesNotMatch(tooltip, /\d{4}-\d\d-\d\dT\d\d:\d\d/, 'no UTC ISO time');

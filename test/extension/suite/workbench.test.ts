@@ -106,7 +106,7 @@ describe('Quantilica extension', () => {
     assert.ok(run, 'the command resolved with the run');
     const slot = await waitFor(() => render().find((p) => p.label === run.pool)?.children.find((s) => s.runId === run.runId), { what: `run ${run.runId} in a slot of the tree`, timeoutMs: 15_000 });
     assert.equal(slot.label, 'comex', 'the row leads with the fetcher');
-    assert.match(slot.description, /^slot \d+ · \d+ seconds?( · [\d.]+( of [\d.]+)? GB( \(sampled\))?)?$/);
+    assert.match(slot.description, /^slot \d+ · \d+ seconds?( · (under )?[\d.]+( of [\d.]+)? GB( \(sampled\))?)?$/);
     assert.equal(slot.contextValue, 'run.running', 'the inline Cancel and "Show run log" menus apply');
     const held = (await agentSnapshot()).pools.find((p) => p.name === run.pool)?.slots.find((s) => s.holder?.runId === run.runId);
     assert.ok(held, 'the agent reports the same run holding a slot');
