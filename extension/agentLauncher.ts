@@ -40,9 +40,11 @@ export class AgentLauncher {
         this.log.info(`stopping the agent (pid ${state.info.pid})`);
         report(`stopping pid ${state.info.pid} (its fetchers go on)…`);
         this.restarting = true;
+        this.session.stoppingOnPurpose = true;
         try {
           await stopAgent(state.info.pid);
         } catch (err) {
+          this.session.stoppingOnPurpose = false;
           reportError(this.log, 'Quantilica: the agent did not stop.', err);
           return undefined;
         } finally {
@@ -72,7 +74,9 @@ export class AgentLauncher {
     exitedEarly.catch(() => undefined);
     try {
       const pid = await launchAgent({ agentJs, nodePath, logFile: this.logFile }, (code, logTail) => {
-        this.log.warn(`agent exited (code ${code ?? 'null'}); its log is ${this.logFile}`);
+        // Exit 0 is an agent that was told to stop (Restart Agent, a SIGTERM): not a warning.
+        if (code === 0) this.log.info(`agent exited (code 0); its log is ${this.logFile}`);
+        else this.log.warn(`agent exited (code ${code ?? 'null'}); its log is ${this.logFile}`);
         agentExited(new Error(`the agent exited with code ${code ?? 'null'}:\n${logTail}`));
       });
       this.log.info(`started the agent: ${nodePath} ${agentJs} agent (pid ${pid}); its log is ${this.logFile}`);

@@ -189,8 +189,16 @@ export class AgentSession implements vscode.Disposable {
     if (gap && this.languageClient === client) void this.resync();
   }
 
+  /**
+   * Set when this window stops the agent on purpose (Restart Agent): the loss that follows is
+   * expected, an info line, not a warning. The loss consumes it.
+   */
+  stoppingOnPurpose = false;
+
   private lost(reason: string): void {
-    this.log.warn(`disconnected: ${reason}`);
+    if (this.stoppingOnPurpose) this.log.info(`disconnected while the agent stops on purpose: ${reason}`);
+    else this.log.warn(`disconnected: ${reason}`);
+    this.stoppingOnPurpose = false;
     this.dropConnection(reason);
     this.attempt = 0;
     this.scheduleRetry(reason);

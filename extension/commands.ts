@@ -10,11 +10,12 @@ import {
 import type { AgentLauncher } from './agentLauncher';
 import { AgentDownError, type AgentSession } from './agentSession';
 import { describeWait } from './describe';
+import { outcome } from './runPresentation';
 import { showDiskDetails, SHOW_DETAILS_COMMAND_ID } from './diskDetailsDocument';
 import { activeRunOf, fetcherPickItems } from './fetcherPick';
 import type { Notices } from './notices';
 import type { TreeNode } from './poolTreeProvider';
-import { runLogUri } from './runLogDocuments';
+import { moveToEnd, runLogUri } from './runLogDocuments';
 import type { RunsNode } from './runsTreeProvider';
 import { sendRequest } from './protocolCalls';
 
@@ -61,11 +62,11 @@ export function registerCommands(session: AgentSession, launcher: AgentLauncher,
       const slot = session.snapshot?.pools.find((p) => p.name === target.pool)?.slots.find((s) => s.index === target.index);
       return slot?.holder?.runId ?? undefined;
     }
-    const runs = (session.snapshot?.runs ?? []).filter((r) => !activeOnly || r.status === 'waiting' || r.status === 'running');
-    const pick = await vscode.window.showQuickPick(
-      runs.map((r) => ({ label: r.fetcher, description: `${r.status} · ${r.pool}`, detail: r.runId, runId: r.runId })),
-      { placeHolder, matchOnDetail: true },
-    );
+    const known = new Map((runsHistory?.() ?? []).map((r) => [r.runId, r]));
+    for (const r of session.snapshot?.runs ?? []) known.set(r.runId, r);
+    const runs = [...known.values()].filter((r) => !activeOnly || r.status === 'waiting' || r.status === 'running')
+      .sort((a, b) => (b.startedAt ?? b.enqueuedAt).localeCompare(a.startedAt ?? a.enqueuedAt));
+    const pick = await notices.pick(placeHolder, runs.map((r) => ({ label: r.fetcher, description: `${outcome(r)} · ${r.pool}`, detail: r.runId, runId: r.runId })));
     return pick?.runId;
   };
 
@@ -81,15 +82,19 @@ export function registerCommands(session: AgentSession, launcher: AgentLauncher,
     }
   };
 
-  const openLog = async (runId: string): Promise<vscode.TextEditor | undefined> => {
+  const openLog = async (runId: string, follow = false): Promise<vscode.TextEditor | undefined> => {
     const run = findRun(runId);
-    if (run?.status === 'waiting') {
-      void notices.show('info', `Quantilica: ${run.fetcher} has not started yet (${describeWait(run.wait)}), so it has no log yet.`);
+    // A waiting run has no log yet, unless it already worked (a sync hibernating between legs).
+    if (run?.status === 'waiting' && run.logPath === null) {
+      void notices.show('info', `Quantilica: ${run.fetcher} has not started yet (${describeWait(run.wait, run)}), so it has no log yet.`);
       return undefined;
     }
     try {
       const doc = await vscode.workspace.openTextDocument(runLogUri(runId, run?.fetcher ?? 'run'));
-      return await vscode.window.showTextDocument(doc, { preview: true });
+      const editor = await vscode.window.showTextDocument(doc, { preview: true });
+      // Following starts at the end, so the view keeps up with the tail from then on.
+      if (follow) moveToEnd(editor);
+      return editor;
     } catch (err) {
       return failed(`Quantilica: no log for ${run?.fetcher ?? `run ${runId}`}:`)(err);
     }
@@ -172,7 +177,16 @@ export function registerCommands(session: AgentSession, launcher: AgentLauncher,
     vscode.commands.registerCommand('quantilica.followRunLog', async (target?: RunTarget): Promise<vscode.TextEditor | undefined> => {
       if (!connected()) return undefined;
       const runId = await runIdOf(target, 'Follow the log of which run?', true);
-      return runId ? openLog(runId) : undefined;
+      return runId ? openLog(runId, true) : undefined;
+    }),
+
+    // The run id is what `quantilica logs`, `quantilica runs` and the telemetry tables are searched by.
+    vscode.commands.registerCommand('quantilica.copyRunId', async (target?: RunTarget): Promise<string | undefined> => {
+      const runId = await runIdOf(target, 'Copy the id of which run?', false);
+      if (!runId) return undefined;
+      await vscode.env.clipboard.writeText(runId);
+      vscode.window.setStatusBarMessage(`Quantilica: copied run id ${runId}`, 5000);
+      return runId;
     }),
 
     vscode.commands.registerCommand('quantilica.startAgent', () => launcher.start()),
@@ -184,8 +198,10 @@ export function registerCommands(session: AgentSession, launcher: AgentLauncher,
 
 /** Set by the extension: finds a run in the Runs view's history (older than the snapshot's). */
 let runsLookup: ((runId: string) => RunInfo | undefined) | undefined;
-export function setRunsLookup(lookup: (runId: string) => RunInfo | undefined): void {
+let runsHistory: (() => RunInfo[]) | undefined;
+export function setRunsLookup(lookup: (runId: string) => RunInfo | undefined, history?: () => RunInfo[]): void {
   runsLookup = lookup;
+  runsHistory = history;
 }
 
 function firstLine(text: string): string {

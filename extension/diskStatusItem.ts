@@ -1,6 +1,7 @@
 import * as vscode from 'vscode';
 import type { DiskStatus, SpoolStatus } from '../shared/protocol';
 import type { SessionState } from './agentSession';
+import { plural } from '../shared/humanWords';
 import { elapsed, gb } from './describe';
 
 /** Everything the gauge shows comes from exactly one of these. */
@@ -42,10 +43,11 @@ export class DiskStatusItem implements vscode.Disposable {
   }
 
   /** What the item shows now; tests compare it with the agent's state. */
-  get view(): { text: string; background: string | undefined; tooltip: string } {
+  get view(): { text: string; background: string | undefined; tooltip: string; accessibleLabel: string } {
     const tooltip = this.item.tooltip;
     return {
       text: this.item.text,
+      accessibleLabel: this.item.accessibilityInformation?.label ?? '',
       background: this.item.backgroundColor?.id,
       tooltip: typeof tooltip === 'string' ? tooltip : tooltip?.value ?? '',
     };
@@ -66,6 +68,8 @@ export class DiskStatusItem implements vscode.Disposable {
     const s = this.state;
     const item = this.item;
     item.command = s.kind === 'agentDown' ? 'quantilica.startAgent' : SHOW_DETAILS_COMMAND;
+    // A screen reader reads this label, never the Markdown tooltip.
+    item.accessibilityInformation = { label: spokenGauge(s) };
     switch (s.kind) {
       case 'agentDown':
         item.text = '$(debug-disconnect) Quantilica: agent down';
@@ -93,6 +97,33 @@ export class DiskStatusItem implements vscode.Disposable {
   }
 }
 
+/** The gauge in plain words: no Markdown, no icons, units spelled out. */
+export function spokenGauge(s: GaugeState): string {
+  switch (s.kind) {
+    case 'agentDown':
+      return `Quantilica agent not connected: ${s.reason}. Activate to start the agent.`;
+    case 'connecting':
+      return 'Quantilica: connecting to the agent';
+    case 'noDisk':
+      return `Quantilica disk gate: no status from the agent yet. ${spokenSpool(s.spool)}`;
+    case 'disk': {
+      const d = s.disk;
+      const free = d.freeGb === null ? 'free space unknown' : `${gigabytes(d.freeGb)} free${d.totalGb === null ? '' : ` of ${gigabytes(d.totalGb)}`}`;
+      return `Quantilica disk gate ${d.state}: ${free}; new fetchers pause below ${gigabytes(d.pauseGb)} and start again at ${gigabytes(d.resumeGb)}. ${spokenSpool(s.spool)} Activate for the details.`;
+    }
+  }
+}
+
+function gigabytes(value: number): string {
+  return `${gb(value).replace(' GB', '')} gigabytes`;
+}
+
+function spokenSpool(spool: SpoolStatus | null): string {
+  if (!spool) return 'Telemetry: no status.';
+  if (spool.database === 'not-configured') return `Telemetry: local only, no database is configured; ${plural(spool.pending, 'event')} in the spool.`;
+  return `Telemetry: ${plural(spool.pending, 'event')} waiting to be sent; database ${spool.database === 'down' ? 'unreachable' : 'connected'}.`;
+}
+
 function icon(state: DiskStatus['state']): string {
   return { ok: '$(database)', warn: '$(warning)', paused: '$(debug-pause)', unknown: '$(question)' }[state];
 }
@@ -111,11 +142,11 @@ export function diskMarkdown(d: DiskStatus, spool: SpoolStatus | null): string {
     `| | |`,
     `|---|---|`,
     `| free | ${d.freeGb === null ? 'unknown' : gb(d.freeGb)}${d.totalGb === null ? '' : ` of ${gb(d.totalGb)}`} |`,
-    `| warn below | ${d.warnGb} GB |`,
-    `| pause below | ${d.pauseGb} GB |`,
-    `| resume at | ${d.resumeGb} GB |`,
+    `| warn below | ${gb(d.warnGb)} |`,
+    `| pause below | ${gb(d.pauseGb)} |`,
+    `| resume at | ${gb(d.resumeGb)} |`,
   ];
-  if (d.next) lines.push(`| next: ${d.next.threshold} | ${d.next.gb} GB, ${gb(d.next.distanceGb)} away |`);
+  if (d.next) lines.push(`| next: ${d.next.threshold} | ${gb(d.next.gb)}, ${gb(d.next.distanceGb)} away |`);
   if (d.error) lines.push('', `Error: ${escape(d.error)}`);
   lines.push('', `Checked ${elapsed(d.checkedAt)} ago.`, '', spoolLines(spool));
   return lines.join('\n');
@@ -128,7 +159,11 @@ function spoolLines(spool: SpoolStatus | null): string {
   const error = spool.lastFlushError ? ` (error: ${escape(spool.lastFlushError)})` : '';
   // Rows the flush set aside (invalid, or refused by PostgreSQL) need a person: say how many.
   const quarantined = (spool.quarantined ?? 0) > 0 ? `; **${spool.quarantined} quarantined**` : '';
-  return `**Telemetry spool**: ${spool.pending} pending${oldest}; last flush ${flush}${error}; database ${spool.database}${spool.fallback ? '; using the fallback spool' : ''}${quarantined}`;
+  if (spool.database === 'not-configured') {
+    return `**Telemetry spool**: local only — no database is configured (QUANTILICA\\_DATABASE\\_URL), so the ${plural(spool.pending, 'event')} stay in the spool by choice${spool.fallback ? '; using the fallback spool' : ''}${quarantined}`;
+  }
+  const database = spool.database === 'down' ? '**database unreachable**' : 'database connected';
+  return `**Telemetry spool**: ${spool.pending} pending${oldest}; last flush ${flush}${error}; ${database}${spool.fallback ? '; using the fallback spool' : ''}${quarantined}`;
 }
 
 function markdown(text: string): vscode.MarkdownString {

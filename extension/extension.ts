@@ -1,7 +1,6 @@
 import * as os from 'node:os';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { SetSchedulePaused } from '../shared/protocol';
 import { AgentLauncher } from './agentLauncher';
 import { AgentSession, type SessionState } from './agentSession';
 import { registerCommands, setRunsLookup } from './commands';
@@ -15,10 +14,10 @@ import { quietLog } from './quietLog';
 import { reportError } from './reportError';
 import { RUN_LOG_SCHEME, RunLogDocuments } from './runLogDocuments';
 import { RunsTreeProvider, type RunsFilter } from './runsTreeProvider';
+import { registerSchedulePause } from './schedulePause';
 import { ScheduleTreeProvider, type ScheduleNode } from './scheduleTreeProvider';
 import { StationPanel } from './stationPanel';
 import { TelemetryHealthItem } from './telemetryHealthItem';
-import { sendRequest } from './protocolCalls';
 
 /** What `activate` returns: the extension-host tests read the live state through it. */
 export interface QuantilicaApi {
@@ -80,14 +79,16 @@ export function activate(context: vscode.ExtensionContext): QuantilicaApi | unde
     const diskDetails = new DiskDetailsDocument(session);
     const launcher = new AgentLauncher(context, session, log, notices);
     const station = new StationPanel(context.extensionUri, session, log);
-    setRunsLookup((runId) => runs.run(runId));
+    setRunsLookup((runId) => runs.run(runId), () => runs.allRuns());
     context.subscriptions.push(session, tree, runs, schedule, disk, telemetry, logs, diskDetails, station, view, runsView, scheduleView, ...registerCommands(session, launcher, log, notices));
     context.subscriptions.push(
       vscode.workspace.registerTextDocumentContentProvider(RUN_LOG_SCHEME, logs),
       vscode.workspace.registerTextDocumentContentProvider(DISK_DETAILS_SCHEME, diskDetails),
-      ...registerViewCommands(session, runs, notices, log),
+      ...registerViewCommands(session, runs),
+      ...registerSchedulePause(session, notices, log),
       watchEvents(session, notices, launcher),
       vscode.commands.registerCommand('quantilica.openStation', () => station.show()),
+      vscode.window.registerWebviewPanelSerializer(StationPanel.viewType, station),
     );
 
     const renderGauge = () => {
@@ -101,8 +102,17 @@ export function activate(context: vscode.ExtensionContext): QuantilicaApi | unde
       runsView.description = [f.fetcher, f.status].filter((p) => p !== undefined).join(' · ') || undefined;
       setContext('quantilica.runsFiltered', f.fetcher !== undefined || f.status !== undefined);
     };
+    // A whole-schedule pause is said in the view's header (with Resume there), not on each row.
+    const describeSchedule = () => {
+      const paused = session.state.kind === 'connected' && (session.snapshot?.schedule?.paused ?? false);
+      scheduleView.description = paused ? 'the whole schedule is paused' : undefined;
+      setContext('quantilica.schedulePaused', paused);
+    };
     context.subscriptions.push(
       runs.onDidChangeFilter(describeFilter),
+      // The filter's "matched nothing" welcome (with Clear) replaces "No runs yet" when runs exist.
+      runs.onDidChangeTreeData(() => setContext('quantilica.runsFilterEmpty', runs.filterMatchesNothing)),
+      schedule.onDidChangeTreeData(describeSchedule),
       session.onDidChange((event) => {
         tree.update(event);
         runs.update(event);
@@ -113,6 +123,7 @@ export function activate(context: vscode.ExtensionContext): QuantilicaApi | unde
         setContext('quantilica.agentState', state.kind);
         showState(state);
         renderGauge();
+        describeSchedule();
       }),
       vscode.workspace.onDidChangeConfiguration((e) => {
         if (e.affectsConfiguration('quantilica.connectionFile')) session.reconnectNow();
@@ -143,24 +154,9 @@ export function deactivate(): void {
   // Everything is in context.subscriptions; the agent itself keeps running, it is the user's.
 }
 
-/** Commands of the Runs and Schedule views. */
-function registerViewCommands(session: AgentSession, runs: RunsTreeProvider, notices: Notices, log: vscode.LogOutputChannel): vscode.Disposable[] {
-  const setPaused = async (node: ScheduleNode | string | undefined, paused: boolean) => {
-    const fetcher = typeof node === 'string' ? node : node?.fetcher;
-    try {
-      const result = await sendRequest(session.client(), SetSchedulePaused.type, fetcher ? { paused, fetcher } : { paused });
-      vscode.window.setStatusBarMessage(`Quantilica: ${fetcher ?? 'the schedule'} ${paused ? 'paused' : 'resumed'}`, 5000);
-      return result.schedule;
-    } catch (err) {
-      const detail = err instanceof Error ? err.message : String(err);
-      log.warn(`could not ${paused ? 'pause' : 'resume'} ${fetcher ?? 'the schedule'}: ${detail}`);
-      void notices.show('error', `Quantilica: could not ${paused ? 'pause' : 'resume'} ${fetcher ?? 'the schedule'}: ${detail}`);
-      return undefined;
-    }
-  };
+/** Commands of the Runs view and Run Now of the Schedule view. */
+function registerViewCommands(session: AgentSession, runs: RunsTreeProvider): vscode.Disposable[] {
   return [
-    vscode.commands.registerCommand('quantilica.pauseSchedule', (node?: ScheduleNode | string) => setPaused(node, true)),
-    vscode.commands.registerCommand('quantilica.resumeSchedule', (node?: ScheduleNode | string) => setPaused(node, false)),
     vscode.commands.registerCommand('quantilica.runNow', (node?: ScheduleNode | string) => vscode.commands.executeCommand('quantilica.runFetcher', typeof node === 'string' ? node : node?.fetcher)),
     vscode.commands.registerCommand('quantilica.filterRuns', async (filter?: RunsFilter) => {
       if (filter) {

@@ -1,6 +1,6 @@
 import * as vscode from 'vscode';
 
-export type NoticeKind = 'failedRuns' | 'diskGate' | 'agentStopped' | 'telemetry';
+export type NoticeKind = 'failedRuns' | 'diskGate' | 'agentStopped' | 'telemetry' | 'late' | 'stalled';
 export type Level = 'info' | 'warning' | 'error';
 
 /**
@@ -12,6 +12,8 @@ export class Notices {
   readonly shown: Array<{ level: Level; text: string; actions: string[] }> = [];
   /** Questions put to the user (a second run of a running fetcher). */
   readonly asked: string[] = [];
+  /** Quick picks put to the user: their title and the items' labels, in order (tests answer them). */
+  readonly picks: Array<{ title: string; items: string[] }> = [];
   /** Progress notifications: their title and each step reported, and whether they ended. */
   readonly progress: Array<{ title: string; steps: string[]; ended: boolean }> = [];
 
@@ -20,6 +22,13 @@ export class Notices {
     if (this.shown.length > 200) this.shown.shift();
     const show = level === 'error' ? vscode.window.showErrorMessage : level === 'warning' ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
     return show(text, ...actions);
+  }
+
+  /** A quick pick, recorded like the messages. */
+  pick<T extends vscode.QuickPickItem>(title: string, items: T[]): Thenable<T | undefined> {
+    this.picks.push({ title, items: items.map((i) => i.label) });
+    if (this.picks.length > 50) this.picks.shift();
+    return vscode.window.showQuickPick(items, { title, placeHolder: title, matchOnDescription: true, matchOnDetail: true });
   }
 
   /** A progress notification (the agent restarting), kept like the messages for the tests. */

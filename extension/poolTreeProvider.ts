@@ -1,6 +1,7 @@
 import * as vscode from 'vscode';
 import type { PoolState, RunInfo, Snapshot } from '../shared/protocol';
 import type { StateEvent } from './agentSession';
+import { durationWords, gbWords } from '../shared/humanWords';
 import { describeWait, elapsed } from './describe';
 import { isSyncNode, syncChildren, syncItem, type SyncNode } from './syncTreeItems';
 import { escapeMd, isStarting, localTime, runIcon, runTooltip, spokenRun } from './runPresentation';
@@ -50,7 +51,7 @@ export class PoolTreeProvider implements vscode.TreeDataProvider<TreeNode>, vsco
 
   getTreeItem(node: TreeNode): vscode.TreeItem {
     const s = this.snapshot;
-    if (isSyncNode(node)) return syncItem(s?.sync, node);
+    if (isSyncNode(node)) return syncItem(s?.sync, node, s);
     const pool = s?.pools.find((p) => p.name === node.pool);
     switch (node.kind) {
       case 'pool':
@@ -70,10 +71,10 @@ export class PoolTreeProvider implements vscode.TreeDataProvider<TreeNode>, vsco
         const run = s?.runs.find((r) => r.runId === node.runId);
         const item = new vscode.TreeItem(run?.fetcher ?? node.runId, vscode.TreeItemCollapsibleState.None);
         item.id = node.id;
-        item.description = run ? describeWait(run.wait) : '';
+        item.description = run ? describeWait(run.wait, run) : '';
         item.tooltip = run ? runTooltip(run) : undefined;
         item.iconPath = run ? runIcon(run) : new vscode.ThemeIcon('clock');
-        item.accessibilityInformation = { label: run ? `${spokenRun(run)}, waiting: ${describeWait(run.wait)}` : `run ${node.runId}, waiting` };
+        item.accessibilityInformation = { label: run ? spokenRun(run) : `run ${node.runId}, waiting` };
         item.contextValue = 'run.waiting';
         return item;
       }
@@ -196,7 +197,7 @@ function poolItem(node: PoolNode, pool: PoolState | undefined, s: Snapshot | nul
   // Counted from the runs, which change with every enqueue, rather than the pool record's count.
   const waiting = waitingRuns(s, pool.name).length;
   item.description = `${pool.used}/${pool.size} slots · ${waiting} waiting · disk ${gate}${poolMemoryText(pool)}`;
-  item.tooltip = `${pool.name}: ${pool.used} of ${pool.size} slots in use, ${waiting} waiting (a run waits at most ${pool.waitTimeoutSeconds} s); disk gate ${gate}${poolMemoryText(pool, s)}`;
+  item.tooltip = `${pool.name}: ${pool.used} of ${pool.size} slots in use, ${waiting} waiting (a run waits at most ${durationWords(pool.waitTimeoutSeconds)}); disk gate ${gate}${poolMemoryText(pool, s)}`;
   item.accessibilityInformation = { label: `pool ${pool.name}: ${pool.used} of ${pool.size} slots in use, ${waiting} waiting, disk gate ${gate}` };
   return item;
 }
@@ -240,13 +241,14 @@ function slotItem(node: SlotNode, pool: PoolState | undefined, s: Snapshot | nul
 function poolMemoryText(pool: PoolState, s?: Snapshot | null): string {
   const m = pool.memory;
   if (!m) return '';
-  const used = m.usedMb === null ? '?' : (m.usedMb / 1024).toFixed(1);
+  const used = m.usedMb === null ? '?' : gbWords(m.usedMb / 1024).replace(' GB', '');
   const enforced = m.enforcement === 'not-enforced' ? ` NOT ENFORCED${s?.agent.memory?.reason ? ` (${s.agent.memory.reason})` : ''}` : '';
-  return ` · mem ${used}/${(m.ceilingMb / 1024).toFixed(1)} GB${enforced}`;
+  return ` · mem ${used} of ${gbWords(m.ceilingMb / 1024)}${enforced}`;
 }
 
 /** A running run's memory against its ceiling. */
 function runMemoryText(run: RunInfo | undefined): string | null {
   if (!run || run.memoryMb === undefined || run.memoryMb === null) return null;
-  return `${Math.round(run.memoryMb)}${run.memoryLimitMb ? `/${run.memoryLimitMb}` : ''} MB${run.memorySource === 'sampled' ? ' (sampled)' : ''}`;
+  const used = gbWords(run.memoryMb / 1024);
+  return `${run.memoryLimitMb ? `${used.replace(' GB', '')} of ${gbWords(run.memoryLimitMb / 1024)}` : used}${run.memorySource === 'sampled' ? ' (sampled)' : ''}`;
 }

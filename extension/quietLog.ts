@@ -4,7 +4,13 @@ import * as vscode from 'vscode';
 const EXPECTED_DISCONNECT = /Connection (is )?disposed|Connection got disposed|connection got disposed|Pending response rejected|Client is not running|Connection to server got closed|Stopping server failed|write after end|ECONNRESET|socket hang up/i;
 
 /**
- * The output channel, with two changes: an expected disconnect (the agent stopped, restarted or was
+ * The language client's own words when its connection closes: the session reconnects by itself and
+ * says why it lost the agent in one line, so these say nothing an operator can use.
+ */
+const CLIENT_CLOSE_CHATTER = /Server will not be restarted|Stopping server failed|Stopping server timed out|Client is not running and can't be stopped/i;
+
+/**
+ * The output channel, with three changes: the language client's close chatter is dropped; an expected disconnect (the agent stopped, restarted or was
  * killed; the session reconnects by itself) is written as one info line instead of an error with a
  * stack trace, and the last lines are kept so the tests can read what the user would see.
  */
@@ -18,6 +24,7 @@ export function quietLog(log: vscode.LogOutputChannel): vscode.LogOutputChannel 
   const firstLine = (t: string) => t.split('\n').find((l) => l.trim() !== '' && !/^\s+at /.test(l)) ?? t;
   const quiet = (level: 'error' | 'warn', message: string | Error, args: unknown[]) => {
     const t = text(message, args);
+    if (CLIENT_CLOSE_CHATTER.test(t)) return;
     if (EXPECTED_DISCONNECT.test(t)) {
       const line = `connection ended: ${stripLevel(firstLine(t))}`;
       keep(line);
@@ -35,6 +42,7 @@ export function quietLog(log: vscode.LogOutputChannel): vscode.LogOutputChannel 
       if (prop === 'warn') return (message: string, ...args: unknown[]) => quiet('warn', message, args);
       if (prop === 'append' || prop === 'appendLine') {
         return (value: string) => {
+          if (CLIENT_CLOSE_CHATTER.test(value)) return;
           if (EXPECTED_DISCONNECT.test(value)) {
             const line = `connection ended: ${stripLevel(firstLine(value))}`;
             keep(line);

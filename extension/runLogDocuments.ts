@@ -11,6 +11,18 @@ export function runLogUri(runId: string, fetcher: string): vscode.Uri {
   return vscode.Uri.from({ scheme: RUN_LOG_SCHEME, path: `/${runId}/${fetcher} · ${short}.log` });
 }
 
+/** The cursor is on the last line (where Ctrl+End puts it): the editor follows the tail. */
+export function atEnd(editor: vscode.TextEditor): boolean {
+  return editor.selection.isEmpty && editor.selection.active.line >= editor.document.lineCount - 1;
+}
+
+/** Puts the cursor at the end of the document and scrolls it into view. */
+export function moveToEnd(editor: vscode.TextEditor): void {
+  const end = editor.document.lineAt(editor.document.lineCount - 1).range.end;
+  editor.selection = new vscode.Selection(end, end);
+  editor.revealRange(new vscode.Range(end, end), vscode.TextEditorRevealType.Default);
+}
+
 function runIdOf(uri: vscode.Uri): string {
   return uri.path.split('/')[1] ?? '';
 }
@@ -42,6 +54,8 @@ export class RunLogDocuments implements vscode.TextDocumentContentProvider, vsco
   readonly onDidChange = this.emitter.event;
   private readonly followed = new Map<string, Followed>();
   private readonly subscriptions: vscode.Disposable[];
+  /** Per document, the editors whose cursor was on the last line when new text came, and that line. */
+  private readonly tailing = new Map<string, Array<{ editor: vscode.TextEditor; line: number }>>();
 
   constructor(private readonly session: AgentSession, private readonly log: vscode.LogOutputChannel) {
     this.subscriptions = [
@@ -50,6 +64,16 @@ export class RunLogDocuments implements vscode.TextDocumentContentProvider, vsco
         const f = this.followed.get(doc.uri.toString());
         if (f) f.stopped = true;
         this.followed.delete(doc.uri.toString());
+      }),
+      // Follow the tail as the Output panel does: an editor whose cursor was at the end stays there.
+      vscode.workspace.onDidChangeTextDocument((e) => {
+        if (e.document.uri.scheme !== RUN_LOG_SCHEME) return;
+        const editors = this.tailing.get(e.document.uri.toString());
+        this.tailing.delete(e.document.uri.toString());
+        // Only where the cursor is still where it was: the operator may have moved it meanwhile.
+        for (const { editor, line } of editors ?? []) {
+          if (vscode.window.visibleTextEditors.includes(editor) && editor.selection.isEmpty && editor.selection.active.line === line) moveToEnd(editor);
+        }
       }),
       // After a reconnect, open logs continue from their offset.
       session.onDidChangeState((state) => {
@@ -111,7 +135,10 @@ export class RunLogDocuments implements vscode.TextDocumentContentProvider, vsco
         if (f.stopped) return;
         const changed = chunk.text.length > 0 || chunk.ended !== f.ended;
         this.append(f, chunk);
-        if (changed) this.emitter.fire(uri);
+        if (changed) {
+          this.tailing.set(uri.toString(), vscode.window.visibleTextEditors.filter((e) => e.document.uri.toString() === uri.toString() && atEnd(e)).map((editor) => ({ editor, line: editor.selection.active.line })));
+          this.emitter.fire(uri);
+        }
       }
     })().finally(() => { f.loop = null; });
   }

@@ -1,4 +1,5 @@
 import * as vscode from 'vscode';
+import { clockTime, durationWords, endWords, gbWords, reasonWords, triggerWords } from '../shared/humanWords';
 import type { RunInfo } from '../shared/protocol';
 import { describeWait, elapsed } from './describe';
 
@@ -29,21 +30,27 @@ export function runIcon(run: RunInfo): vscode.ThemeIcon {
   }
 }
 
-/** "exit 0", "exit 3", "SIGKILL", "wait-timeout": how a run ended, or why it waits. */
+/** "completed · exit 0", "failed · exit 3 · attempt 3 of 3", why a run waits, or how long it runs. */
 export function outcome(run: RunInfo): string {
   if (isStarting(run)) return 'starting';
-  if (run.status === 'waiting') return describeWait(run.wait);
-  if (run.status === 'running') return run.startedAt ? `running for ${elapsed(run.startedAt)}` : 'running';
-  const how = run.exitCode !== null ? `exit ${run.exitCode}` : run.signal ?? '';
-  // A reason that only repeats the status or the exit code adds nothing.
-  const reason = run.reason && run.reason !== run.status && run.reason !== 'exit-code' ? run.reason : '';
-  return [run.status, how, reason].filter((p) => p !== '').join(' · ');
+  if (run.status === 'waiting') return describeWait(run.wait, run);
+  if (run.status === 'running') return [run.startedAt ? `running for ${elapsed(run.startedAt)}` : 'running', liveWords(run)].filter((p) => p !== '').join(' · ');
+  return [run.status, endWords(run)].filter((p) => p !== '').join(' · ');
 }
 
-/** "peak 42 MB" (with "sampled" when read from /proc rather than the run's cgroup); empty when unknown. */
+/** What a running run is under: "stalled since 14:05", "attempt 2 of 3", "time limit at 15:00". */
+export function liveWords(run: RunInfo): string {
+  const parts: string[] = [];
+  if (run.stalledSince) parts.push(`stalled since ${clockTime(run.stalledSince)}`);
+  if (run.attempts !== undefined && run.attempts > 1) parts.push(`attempt ${run.attempt ?? 1} of ${run.attempts}`);
+  if (run.deadline) parts.push(`time limit at ${clockTime(run.deadline)}`);
+  return parts.join(' · ');
+}
+
+/** "peak 0.04 GB" (with "sampled" when read from /proc rather than the run's cgroup); empty when unknown. */
 export function peakMemory(run: RunInfo): string {
   if (run.peakMemoryMb === null || run.peakMemoryMb === undefined) return '';
-  return `peak ${Math.round(run.peakMemoryMb)} MB${run.memorySource === 'sampled' ? ' (sampled)' : ''}`;
+  return `peak ${gbWords(run.peakMemoryMb / 1024)}${run.memorySource === 'sampled' ? ' (sampled)' : ''}`;
 }
 
 /** How long a run ran (or has been running); empty before it started. */
@@ -69,15 +76,17 @@ export function spokenRun(run: RunInfo): string {
   const parts = [`${run.fetcher}, ${isStarting(run) ? 'starting' : run.status}`];
   if (run.status === 'running' && run.startedAt) parts.push(`for ${spokenDuration(run.startedAt)}`);
   else if (run.startedAt && run.finishedAt) parts.push(`after ${spokenDuration(run.startedAt, Date.parse(run.finishedAt))}`);
+  if (run.status === 'waiting' && !isStarting(run)) parts.push(describeWait(run.wait, run).replace(/ · /g, ', '));
   if (run.exitCode !== null) parts.push(`exit code ${run.exitCode}`);
-  if (run.reason && !isStarting(run)) parts.push(`reason ${run.reason.replace(/-/g, ' ')}`);
-  if (run.peakMemoryMb !== null && run.peakMemoryMb !== undefined) parts.push(`peak memory ${Math.round(run.peakMemoryMb)} megabytes`);
+  if (run.reason && !isStarting(run) && run.reason !== 'exit-code' && run.reason !== run.status && run.status !== 'waiting') parts.push(reasonWords(run.reason));
+  if (run.status === 'running' && liveWords(run)) parts.push(liveWords(run).replace(/ · /g, ', '));
+  if (run.peakMemoryMb !== null && run.peakMemoryMb !== undefined) parts.push(`peak memory ${gbWords(run.peakMemoryMb / 1024).replace(' GB', ' gigabytes')}`);
   parts.push(`in pool ${run.pool}`);
   return parts.join(', ');
 }
 
 function spokenDuration(since: string, now = Date.now()): string {
-  return elapsed(since, now).replace(/\bs\b/, 'seconds').replace(/\bmin\b/, 'minutes').replace(/\bh\b/, 'hours');
+  return durationWords((now - Date.parse(since)) / 1000).replace(/\bmin\b/, 'minutes').replace(/\bh\b/, 'hours');
 }
 
 /** The tooltip of a run row: fetcher first, times in local time, the technical details last. */
@@ -86,15 +95,16 @@ export function runTooltip(run: RunInfo): vscode.MarkdownString {
   md.appendMarkdown(`**${escapeMd(run.fetcher)}** — ${escapeMd(outcome(run))}\n\n`);
   const rows: Array<[string, string]> = [
     ['Pool', run.pool + (run.slot !== null ? `, slot ${run.slot}` : '')],
-    ['Trigger', run.trigger],
+    ['Trigger', triggerWords(run.trigger)],
     ['Queued', localTime(run.enqueuedAt)],
     ['Started', localTime(run.startedAt)],
     ['Finished', localTime(run.finishedAt)],
     ['Duration', duration(run) || '—'],
     ['Run id', run.runId],
   ];
-  if (peakMemory(run)) rows.push(['Memory', peakMemory(run) + (run.memoryLimitMb ? ` of a ${run.memoryLimitMb} MB ceiling` : '')]);
+  if (peakMemory(run)) rows.push(['Memory', peakMemory(run) + (run.memoryLimitMb ? ` of a ${gbWords(run.memoryLimitMb / 1024)} ceiling` : '')]);
   if (run.pid !== null) rows.push(['Process', `pid ${run.pid}`]);
+  if (run.reason) rows.push(['Reason', `${reasonWords(run.reason)} (${run.reason})`]);
   md.appendMarkdown(rows.map(([k, v]) => `${k}: ${escapeMd(v)}`).join('  \n'));
   return md;
 }

@@ -1,4 +1,5 @@
 import * as vscode from 'vscode';
+import { plural, triggerWords } from '../shared/humanWords';
 import { ListRuns, type RunInfo, type RunStatus } from '../shared/protocol';
 import type { AgentSession, StateEvent } from './agentSession';
 import { TICK_MS } from './poolTreeProvider';
@@ -35,6 +36,11 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
     this.onDidChangeFilter = this.filterEmitter.event;
   }
 
+  /** True when a filter is set, runs are known, and none of them matches it. */
+  get filterMatchesNothing(): boolean {
+    return (this.filter.fetcher !== undefined || this.filter.status !== undefined) && this.runs.size > 0 && this.visibleRuns().length === 0;
+  }
+
   get currentFilter(): RunsFilter {
     return this.filter;
   }
@@ -43,6 +49,11 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
     this.filter = { ...filter };
     this.filterEmitter.fire(this.filter);
     this.emitter.fire(undefined);
+  }
+
+  /** Every run the view knows, newest first (the palette's pickers list them). */
+  allRuns(): RunInfo[] {
+    return [...this.runs.values()].sort((a, b) => sortKey(b).localeCompare(sortKey(a)));
   }
 
   run(runId: string): RunInfo | undefined {
@@ -55,7 +66,8 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
         for (const run of event.snapshot.runs) this.runs.set(run.runId, run);
         this.trim();
         this.emitter.fire(undefined);
-        void this.load();
+        // The reset comes just before the session says "connected": ask for the history then.
+        this.session.whenConnected(30_000).then(() => this.load(), () => undefined);
       }
       return;
     }
@@ -76,10 +88,10 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
       const count = this.visibleRuns().filter((r) => dayOf(r) === node.day).length;
       const item = new vscode.TreeItem(dayLabel(node.day), vscode.TreeItemCollapsibleState.Expanded);
       item.id = node.id;
-      item.description = `${count} run${count === 1 ? '' : 's'}`;
+      item.description = plural(count, 'run');
       item.iconPath = new vscode.ThemeIcon('calendar');
       item.contextValue = 'runsDay';
-      item.accessibilityInformation = { label: `${dayLabel(node.day)}, ${count} runs` };
+      item.accessibilityInformation = { label: `${dayLabel(node.day)}, ${plural(count, 'run')}` };
       return item;
     }
     const run = this.runs.get(node.runId);
@@ -87,7 +99,7 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
     item.id = node.id;
     if (!run) return item;
     const started = new Date(run.startedAt ?? run.enqueuedAt).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
-    item.description = [started, run.trigger, duration(run), run.status === 'running' ? '' : outcome(run), peakMemory(run)].filter((p) => p !== '').join(' · ');
+    item.description = [started, triggerWords(run.trigger), duration(run), run.status === 'running' ? '' : outcome(run), peakMemory(run)].filter((p) => p !== '').join(' · ');
     item.tooltip = runTooltip(run);
     item.iconPath = runIcon(run);
     item.accessibilityInformation = { label: spokenRun(run) };

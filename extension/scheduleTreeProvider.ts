@@ -1,6 +1,7 @@
 import * as vscode from 'vscode';
 import type { RunInfo, ScheduleEntry, Snapshot } from '../shared/protocol';
 import type { StateEvent } from './agentSession';
+import { clockTime } from '../shared/humanWords';
 import { localTime, outcome, runIcon, timeZone } from './runPresentation';
 
 export type ScheduleNode = { kind: 'entry'; id: string; fetcher: string };
@@ -56,18 +57,27 @@ export class ScheduleTreeProvider implements vscode.TreeDataProvider<ScheduleNod
     const paused = entry.paused || globalPause;
     const last = lastRun(this.snapshot, entry.fetcher);
     const lastText = last ? (last.status === 'running' || last.status === 'waiting' ? `${last.status} now` : `last ${last.status}`) : entry.lastRunAt ? `last ${relative(entry.lastRunAt)}` : 'never ran';
-    item.description = [paused ? 'paused' : entry.nextDue ? relative(entry.nextDue) : 'not due', lastText].join(' · ');
+    // Late: a due time passed without a completed run within the entry's lateAfterMinutes.
+    const late = entry.lateSince ? `late since ${clockTime(entry.lateSince)}` : '';
+    const when = paused ? (globalPause && !entry.paused ? 'paused with the whole schedule' : 'paused') : entry.nextDue ? relative(entry.nextDue) : 'not due';
+    item.description = [late, when, lastText].filter((p) => p !== '').join(' · ');
     const md = new vscode.MarkdownString(undefined, true);
-    md.appendMarkdown(`**${entry.fetcher}** — ${paused ? (globalPause ? 'paused (the whole schedule)' : 'paused') : 'scheduled'}\n\n`);
-    md.appendMarkdown([
+    md.appendMarkdown(`**${entry.fetcher}** — ${paused ? (globalPause ? 'paused (the whole schedule)' : 'paused') : 'scheduled'}${entry.lateSince ? ' — **late**' : ''}\n\n`);
+    const lines = [
       `Next: ${entry.nextDue && !paused ? `${localTime(entry.nextDue)}, ${relative(entry.nextDue)}` : '—'}`,
       `Cron: \`${entry.cron ?? '—'}\` (${entry.timezone ?? timeZone()})`,
       `Last run: ${last ? `${localTime(last.startedAt ?? last.enqueuedAt)}, ${outcome(last)}` : localTime(entry.lastRunAt)}`,
-    ].join('  \n'));
+    ];
+    if (entry.lateSince) lines.push(`Late since ${localTime(entry.lateSince)}: no completed run within ${entry.lateAfterMinutes ?? '?'} min of a due time; the last success ${entry.lastSuccessAt ? localTime(entry.lastSuccessAt) : 'never happened'}`);
+    md.appendMarkdown(lines.join('  \n'));
     item.tooltip = md;
-    item.iconPath = paused ? new vscode.ThemeIcon('debug-pause', new vscode.ThemeColor('charts.yellow')) : last && last.status !== 'running' && last.status !== 'waiting' ? runIcon(last) : new vscode.ThemeIcon('watch');
-    item.contextValue = entry.paused ? 'schedule.paused' : 'schedule.active';
-    item.accessibilityInformation = { label: `${entry.fetcher}, ${paused ? 'paused' : entry.nextDue ? `next ${relative(entry.nextDue)}` : 'not due'}, ${lastText}` };
+    item.iconPath = entry.lateSince
+      ? new vscode.ThemeIcon('warning', new vscode.ThemeColor('list.warningForeground'))
+      : paused ? new vscode.ThemeIcon('debug-pause', new vscode.ThemeColor('charts.yellow')) : last && last.status !== 'running' && last.status !== 'waiting' ? runIcon(last) : new vscode.ThemeIcon('watch');
+    // Under a whole-schedule pause a row offers neither Pause (it is paused) nor its own Resume
+    // (the view's title has Resume); a row paused on its own offers Resume.
+    item.contextValue = entry.paused ? 'schedule.paused' : globalPause ? 'schedule.heldByWholePause' : 'schedule.active';
+    item.accessibilityInformation = { label: [entry.fetcher, late, paused ? when : entry.nextDue ? `next ${relative(entry.nextDue)}` : 'not due', lastText].filter((p) => p !== '').join(', ') };
     return item;
   }
 

@@ -3,8 +3,10 @@ import type { SpoolStatus } from '../shared/protocol';
 import { elapsed } from './describe';
 
 /**
- * A warning item that appears only when telemetry has not reached PostgreSQL for longer than
- * `quantilica.telemetry.staleMinutes`: the oldest unsent event is older than that. The age keeps
+ * A warning item that appears only when telemetry has not reached a configured PostgreSQL for
+ * longer than `quantilica.telemetry.staleMinutes`: the oldest unsent event is older than that.
+ * Without a database the spool is local by choice, which is no reason to warn (the gauge's tooltip
+ * says so). The age keeps
  * counting between spool updates (the agent reports the age when it reports the spool).
  */
 export class TelemetryHealthItem implements vscode.Disposable {
@@ -55,14 +57,14 @@ export class TelemetryHealthItem implements vscode.Disposable {
   private render(): void {
     const age = this.oldestAgeSeconds;
     const limit = vscode.workspace.getConfiguration('quantilica.telemetry').get<number>('staleMinutes', 15) * 60;
-    if (!this.spool || age === null || age < limit) {
+    if (!this.spool || this.spool.database === 'not-configured' || age === null || age < limit) {
       this.item.hide();
       this.shown = false;
       return;
     }
     const since = new Date(Date.now() - age * 1000).toISOString();
     this.item.text = `$(cloud-offline) telemetry ${elapsed(since)} behind`;
-    const why = this.spool.database === 'not-configured' ? 'no database is configured' : this.spool.database === 'down' ? 'PostgreSQL is unreachable' : this.spool.lastFlushError ?? 'the flush has not caught up';
+    const why = this.spool.database === 'down' ? 'PostgreSQL is unreachable' : this.spool.lastFlushError ?? 'the flush has not caught up';
     this.item.tooltip = `${this.spool.pending} telemetry events have not reached PostgreSQL; the oldest waits for ${elapsed(since)} (${why}). Click to flush now.`;
     this.item.accessibilityInformation = { label: `Quantilica telemetry: ${this.spool.pending} events not sent for ${elapsed(since)}, ${why}` };
     this.item.show();

@@ -1,3 +1,4 @@
+import { reasonWords } from '../../shared/humanWords';
 import type { PoolState, RunInfo, Snapshot } from '../../shared/protocol';
 import { oomWarning } from '../memory/oomWarning';
 import { runPolicyText } from './runPolicyText';
@@ -81,7 +82,7 @@ function poolMemory(pool: PoolState): string {
 
 /** The REASON cell: the reason or the wait, and an OOM warning whatever the exit. */
 export function reasonCell(r: RunInfo, fallback: string | null): string {
-  const text = r.reason ?? fallback ?? '';
+  const text = reasonWords(r.reason) || fallback || '';
   return r.oomKills ? `${text}${text ? '; ' : ''}${oomWarning(r.oomKills)}` : text;
 }
 

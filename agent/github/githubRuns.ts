@@ -9,7 +9,9 @@ import { RunRefusedError } from '../errors';
 import { readProcInfo } from '../../shared/node/procInfo';
 import type { PoolBackend } from '../slots/poolBackend';
 import type { HeldSlot } from '../runs/runPorts';
+import { appendAgentLines } from '../runs/agentRunLog';
 import { DemoSimulator } from './demoSimulator';
+import { legEndLines, legStartLines } from './syncProgressLog';
 import { githubClientConfigFromEnv, type GithubClientConfig } from './githubClient';
 import { parseRepos } from './parseRepos';
 import { githubSyncStatus, type GithubSyncStatus } from './githubSyncStatus';
@@ -170,6 +172,7 @@ export class GithubRuns implements InAgentWork {
       }
       const syncId = run.syncId;
       await moves.running(state, run.slot!, { syncId, ...(first ? {} : { budget: null }) });
+      this.progress(run, legStartLines(first, run.slot, state.run.pool));
       run.heartbeat = setInterval(() => moves.heartbeat(state, { syncId }), this.deps.config.heartbeatSeconds * 1000);
       run.heartbeat.unref();
       const client = await this.clientOf(run.entry);
@@ -181,6 +184,7 @@ export class GithubRuns implements InAgentWork {
       this.releaseSlot(run);
       const status = await githubSyncStatus(store, syncId);
       if (status) this.publish(status, state.run.runId, state.run.fetcher, run.entry.demo);
+      this.progress(run, legEndLines(status, outcome.kind === 'failed' ? { kind: outcome.reason === 'cancelled' ? 'cancelled' : 'failed', reason: outcome.reason } : outcome));
       if (outcome.kind === 'hibernate') {
         await moves.hibernating(state, new Date(outcome.until), { syncId, budget: outcome.budget, kind: outcome.reason });
         this.sleep(run, outcome.until);
@@ -198,6 +202,12 @@ export class GithubRuns implements InAgentWork {
       if (run.syncId !== null) await this.openStore().then((s) => s.finish(run.syncId!, 'failed', reason)).catch(() => {});
       this.end(run, 'failed', reason, null, (err as Error).message);
     }
+  }
+
+  /** Lines into the run's log: what the sync did, for the operator who opens it. */
+  private progress(run: SyncRun, lines: string[]): void {
+    const logPath = run.state.run.logPath;
+    if (logPath && !appendAgentLines(logPath, lines)) this.deps.logger.warn({ runId: run.state.run.runId }, 'could not write the sync progress into its log');
   }
 
   private sleep(run: SyncRun, until: number): void {

@@ -12,6 +12,7 @@ import { fetcherEnv } from './fetcherEnv';
 import { tailFd, tailFile } from './logCap';
 import { createRunLog, logDirSetting, openRunLog } from './runLogFile';
 import { CancelledError, groupOf, newActiveRun, ParkedError, sleepUntil, type ActiveRun } from './activeRun';
+import { appendAgentLines, neverStartedLines, runLogPath } from './agentRunLog';
 import { newRunId } from './newRunId';
 import type { ExitInfo } from './runProcess';
 import type { Clock, HeldSlot, RunJournal, RunSpawner, SlotSource } from './runPorts';
@@ -393,7 +394,7 @@ export class RunManager {
       // Each try has its own status file: a later agent must never read an earlier try's exit.
       const attempt = run.attempt ?? 1;
       const statusFile = path.join(this.statusDir(), attempt === 1 ? `${run.runId}.exit` : `${run.runId}.${attempt}.exit`);
-      const logPath = path.join(this.deps.config.logDir, `${run.fetcher}-${run.runId}.log`);
+      const logPath = runLogPath(this.deps.config.logDir, run.fetcher, run.runId);
       await this.move(state, 'waiting', { reason: 'starting', wait: null, slot: grant.index, statusFile, logPath });
       this.throwIfCancelled(state);
       await this.start(state, grant);
@@ -433,7 +434,8 @@ export class RunManager {
 
   /** The moves of in-agent work (runMoves.ts): each goes through `transition` like a fetcher's. */
   private readonly moves: RunMoves = {
-    running: (state, slot, detail) => this.move(state, 'running', { startedAt: state.run.startedAt ?? this.deps.clock.now().toISOString(), slot, pid: null, reason: null, wait: null }, detail),
+    // In-agent work (a GitHub sync) writes its progress into the run's own log.
+    running: (state, slot, detail) => this.move(state, 'running', { startedAt: state.run.startedAt ?? this.deps.clock.now().toISOString(), slot, pid: null, reason: null, wait: null, logPath: state.run.logPath ?? runLogPath(this.deps.config.logDir, state.run.fetcher, state.run.runId) }, detail),
     hibernating: (state, until, detail) => this.move(state, 'waiting', { slot: null, reason: 'hibernating', wait: { kind: 'hibernating', until: until.toISOString() } }, detail),
     setWait: (state, wait) => this.setWait(state, wait),
     heartbeat: (state, payload) => { if (!this.closed) void this.deps.journal.record({ runId: state.run.runId, event: 'heartbeat', task: state.run.fetcher, pool: state.run.pool, payload }); },
@@ -588,7 +590,9 @@ export class RunManager {
     const kept = final ? { ...figures, memoryMb: null, memoryLimitMb: final.memoryLimitMb } : {};
     // A run that ended while no agent watched it ended when its status file was written.
     const finishedAt = (exit.endedAt ?? this.deps.clock.now()).toISOString();
-    await this.move(state, status, { reason, exitCode: exit.exitCode, signal: exit.signal, finishedAt, wait: null, ...kept }, { ...(message ? { message } : {}), ...figures });
+    const neverStarted = run.startedAt === null && run.logPath === null ? runLogPath(this.deps.config.logDir, run.fetcher, run.runId) : null;
+    if (neverStarted !== null && !appendAgentLines(neverStarted, neverStartedLines(toRunInfo(run), status, reason, message))) this.deps.logger.warn({ runId: run.runId }, 'could not write why the run never started into its log');
+    await this.move(state, status, { reason, exitCode: exit.exitCode, signal: exit.signal, finishedAt, wait: null, ...kept, ...(neverStarted !== null ? { logPath: neverStarted } : {}) }, { ...(message ? { message } : {}), ...figures });
     if (message) this.deps.logger.warn({ runId: run.runId, fetcher: run.fetcher, reason }, message);
     else if (final?.oomKills) this.deps.logger.warn({ runId: run.runId, fetcher: run.fetcher, oomKills: final.oomKills }, `${oomWarning(final.oomKills)} (run ${run.runId} ended ${status} ${exit.exitCode ?? ''})`);
     this.active.delete(run.runId);

@@ -169,22 +169,25 @@ export async function runSuite({ port, workspace, developmentPath, testsPath, ti
 /**
  * Answers a suite's question about the page (what the workbench shows, which the extension API
  * cannot tell: a view's "no data provider" message, a progress notification): `<name>.query` holds
- * `{ selector, click, waitText, timeoutMs }` (a playwright selector; click the first match, as a
- * user would; first wait up to timeoutMs for a match showing waitText, and click that one), and
+ * `{ selector, click, waitText, timeoutMs, press }` (a playwright selector; press keys first; click
+ * the first match, as a user would; first wait up to timeoutMs for a match showing waitText, and
+ * click that one), and
  * `<name>.answer` gets the inner text of every element it matches, as JSON.
  */
 function answerQuery(page, dir, name, busy) {
   const file = path.join(dir, name);
   if (busy.has(name) || !fs.existsSync(file)) return;
   busy.add(name);
-  const { selector, click, waitText, timeoutMs, html } = JSON.parse(fs.readFileSync(file, 'utf8'));
+  const { selector, click, waitText, timeoutMs, html, press } = JSON.parse(fs.readFileSync(file, 'utf8'));
   fs.rmSync(file, { force: true });
   const answer = path.join(dir, `${name.slice(0, -'.query'.length)}.answer`);
   const locator = page.locator(selector);
   // waitText: wait in the page (playwright polls on animation frames) for a match showing that
   // text, for what shows only briefly (a progress notification).
   const target = waitText ? locator.filter({ hasText: waitText }).first() : locator.first();
-  const ready = waitText ? target.waitFor({ state: 'visible', timeout: timeoutMs ?? 20_000 }) : Promise.resolve();
+  // press: keys pressed first, as the operator would (Shift+F10 on a focused row opens its menu).
+  const pressed = press ? page.keyboard.press(press) : Promise.resolve();
+  const ready = pressed.then(() => (waitText ? target.waitFor({ state: 'visible', timeout: timeoutMs ?? 20_000 }) : undefined));
   const read = () => (html ? locator.evaluateAll((els) => els.map((e) => e.outerHTML)) : locator.allInnerTexts());
   ready.then(() => (click ? target.click({ timeout: 10_000 }).then(() => read().catch(() => [])) : read())).then(
     (texts) => JSON.stringify({ texts }),

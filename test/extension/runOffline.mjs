@@ -3,7 +3,9 @@
 // code-server, then packages the .vsix, installs it with `--install-extension` and checks that it
 // activates and runs its bundled agent. Exits non-zero on any failure or timeout.
 // `npm test` calls it through test/run.mjs; alone: `node test/extension/runOffline.mjs [dev|vsix]`
-// (both suites by default, one of them when named).
+// (both suites by default, one of them when named). The suite's pictures go to test-results/
+// (ignored by git), so a test run never dirties the tree; `--update-screenshots` (`npm run
+// screenshots`) writes the README's pictures in docs/screenshots instead.
 import { execFileSync, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -17,6 +19,11 @@ const require = createRequire(import.meta.url);
 const SUITE_TIMEOUT_MS = 6 * 60_000;
 const started = Date.now();
 const log = (line) => process.stdout.write(`[extension-host] ${line}\n`);
+const args = process.argv.slice(2);
+const updateScreenshots = args.includes('--update-screenshots');
+const only = args.find((a) => !a.startsWith('--'));
+/** Where the named pictures go: the README's folder only when asked to update it. */
+const screenshotDir = updateScreenshots ? path.join(root, 'docs', 'screenshots') : path.join(root, 'test-results', 'screenshots');
 
 function step(what, command, args) {
   const result = spawnSync(command, args, { cwd: root, stdio: 'inherit' });
@@ -37,7 +44,14 @@ function stopAgentOf(home) {
   } catch { /* none left */ }
 }
 
+/** `git status` of the tree (null outside a git checkout): a test run must leave it as it found it. */
+function treeStatus() {
+  const result = spawnSync('git', ['status', '--porcelain', '--untracked-files=all'], { cwd: root, encoding: 'utf8' });
+  return result.status === 0 ? result.stdout : null;
+}
+
 async function main() {
+  const before = treeStatus();
   step('bundling', process.execPath, ['esbuild.mjs']);
   step('compiling the suite', process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-b', 'test/extension']);
   const hostDir = installHost();
@@ -49,7 +63,6 @@ async function main() {
   const cleanups = [() => postgres.stop()];
   let status = 1;
   try {
-    const only = process.argv[2];
     status = only === 'vsix' ? 0 : await developmentSuite(hostDir, tmp, postgres.url, cleanups);
     if (status === 0 && only !== 'dev') status = await installedVsixSuite(hostDir, tmp, postgres.url, cleanups);
   } finally {
@@ -58,6 +71,11 @@ async function main() {
     }
     if (status === 0) fs.rmSync(tmp, { recursive: true, force: true });
     else log(`kept ${tmp} (logs of code-server and the agents)`);
+  }
+  const after = treeStatus();
+  if (status === 0 && !updateScreenshots && before !== null && after !== before) {
+    log(`the suite changed the tree (git status before:\n${before || '(clean)'}\nafter:\n${after || '(clean)'})`);
+    status = 1;
   }
   log(`${status === 0 ? 'passed' : 'FAILED'} in ${Math.round((Date.now() - started) / 1000)} s`);
   return status;
@@ -82,7 +100,7 @@ async function developmentSuite(hostDir, tmp, databaseUrl, cleanups) {
     developmentPath: root,
     testsPath: path.join(root, 'out', 'test', 'extension', 'suite', 'index.js'),
     timeoutMs: SUITE_TIMEOUT_MS,
-    screenshots: { dir: env.QUANTILICA_TEST_SCREENSHOTS, files: Object.fromEntries(['workbench', 'runs', 'run-log', 'schedule', 'station'].map((name) => [name, path.join(root, 'docs', 'screenshots', `${name}.png`)])) },
+    screenshots: { dir: env.QUANTILICA_TEST_SCREENSHOTS, files: Object.fromEntries(['workbench', 'runs', 'run-log', 'schedule', 'station'].map((name) => [name, path.join(screenshotDir, `${name}.png`)])) },
     log,
   });
 }

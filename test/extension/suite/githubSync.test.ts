@@ -24,6 +24,7 @@ const WINDOW_S = 600;
 
 let api: QuantilicaApi;
 let simulator: ChildProcess | null = null;
+let simulatorUrl = '';
 
 /**
  * The simulator with 2 points per 10-minute window, its clock set 1 s into a fresh window: the
@@ -79,6 +80,7 @@ describe('A GitHub sync in the tree (issue 11)', () => {
     api = await extension.activate();
     await waitFor(() => api.session.state.kind !== 'connected', { what: 'no agent from an earlier suite', timeoutMs: 30_000 });
     const url = await startSimulator();
+    simulatorUrl = url;
     // The sync in a SQLite file of this suite's home, not the PostgreSQL all suites share: a later
     // suite's agent (the demo catalog has a github entry) would otherwise show this sync in its tree.
     agentPid = (await agents.start({ QUANTILICA_CATALOG: writeCatalog(), QUANTILICA_GITHUB_API_URL: url, QUANTILICA_DATABASE_URL: '' })).pid ?? 0;
@@ -118,7 +120,7 @@ describe('A GitHub sync in the tree (issue 11)', () => {
 
     const group = syncGroup()!;
     const groupItem = api.tree.getTreeItem(group);
-    assert.match(String(groupItem.description), /^github · hibernating · \d+ records · \d+ requests$/);
+    assert.match(String(groupItem.description), /^github · hibernating · \d+ records? · \d+ requests?$/);
     const stages = api.tree.getChildren(group).slice(1).map((n) => api.tree.getTreeItem(n));
     assert.deepEqual(stages.map(label), ['changes', 'checks']);
     for (const s of stages) assert.match(String(s.description), /^\d+\/3 done$/);
@@ -132,5 +134,47 @@ describe('A GitHub sync in the tree (issue 11)', () => {
     // Hibernating, the sync holds no slot: the network-light pool shows none used by it.
     const pool = (await agentSnapshot()).pools.find((p) => p.name === 'network-light')!;
     assert.ok(pool.slots.every((s) => s.holder?.runId !== run.runId), 'no slot held while hibernating');
+  });
+
+  it('the sync writes its progress into its run’s log: the stages, the repositories, the hibernation with its budget and wake-up time', async () => {
+    const truth = (await agentSnapshot()).sync;
+    assert.ok(truth?.hibernatingUntil);
+    const editor = await vscode.commands.executeCommand<vscode.TextEditor | undefined>('quantilica.showRunLog', runId);
+    assert.ok(editor, 'a hibernating sync has a log to show');
+    const text = await waitFor(() => /hibernating: the graphql budget is spent/.test(editor.document.getText()) && editor.document.getText(), { what: 'the hibernation in the log', timeoutMs: 10_000 });
+    assert.match(text, /\[quantilica [^\]]+\] GitHub sync started: holds network-light slot \d+ while it works\./);
+    assert.match(text, /stage changes: \d+ of 3 repositories done, \d+ not reached, \d+ not yet reached\./);
+    assert.match(text, /stage checks: \d+ of 3 repositories done/);
+    assert.match(text, /\d+ requests? made/);
+    assert.ok(text.includes(`wakes at ${truth.hibernatingUntil}`), `the wake-up time in the log:\n${text}`);
+    await vscode.commands.executeCommand('workbench.action.closeAllEditors');
+  });
+
+  it('sync rows are read in plain words with local times, and after an agent restart the group still names its entry, not "cli"', async () => {
+    const spoken = (n: TreeNode) => api.tree.getTreeItem(n).accessibilityInformation?.label ?? '';
+    const group = syncGroup()!;
+    for (const node of [group, ...api.tree.getChildren(group)]) {
+      const text = spoken(node);
+      assert.ok(text.length > 0, `${label(api.tree.getTreeItem(node))} has an accessible label`);
+      assert.doesNotMatch(text, /\d{4}-\d{2}-\d{2}T\d{2}:/, `no ISO timestamps: ${text}`);
+      assert.doesNotMatch(text, /\*\*|\$\(|`/, `plain text: ${text}`);
+    }
+    assert.match(spoken(group), /^GitHub sync github, hibernating, started .+, \d+ records?, \d+ requests?, \d+ hibernations?/);
+    assert.match(spoken(api.tree.getChildren(group)[0]), /^hibernating until .+, waiting for the graphql budget; no slot held$/);
+
+    // The agent restarts; the new one finds the sync in its store and adopts the hibernating run.
+    const env = { QUANTILICA_CATALOG: writeCatalog(), QUANTILICA_GITHUB_API_URL: simulatorUrl, QUANTILICA_DATABASE_URL: '' };
+    await agents.stop(agentPid);
+    await waitFor(() => api.session.state.kind !== 'connected', { what: 'the session to see the agent go', timeoutMs: 15_000 });
+    agentPid = (await agents.start(env)).pid ?? 0;
+    await waitFor(() => api.session.state.kind === 'connected' && api.session.state.info.pid === agentPid, { what: 'the extension to connect to the new agent', timeoutMs: 20_000 });
+    const item = await waitFor(() => { const g = syncGroup(); const i = g && api.tree.getTreeItem(g); return i && /hibernating/.test(String(i.description)) ? i : undefined; }, { what: 'the sync group after the restart', timeoutMs: 20_000 });
+    assert.match(String(item.description), /^github · hibernating · /, `named after its entry after a restart: ${String(item.description)}`);
+
+    // The Station panel draws the sync's slot use: working with a slot, hibernating without.
+    await vscode.commands.executeCommand('quantilica.openStation');
+    const drawn = await waitFor(() => { const r = api.station.lastRendered; return r && r.down === null && r.sync.spans > 0 ? r : undefined; }, { what: 'the sync lane in the Station panel', timeoutMs: 20_000 });
+    assert.equal(drawn.sync.hibernating, true, 'the hibernation drawn as time without a slot');
+    await vscode.commands.executeCommand('workbench.action.closeAllEditors');
   });
 });

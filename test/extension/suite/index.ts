@@ -2,7 +2,7 @@ import * as path from 'node:path';
 import { runMocha } from './runMocha';
 
 /** The suite's files in order; QUANTILICA_TEST_FILES (comma-separated substrings) runs some of them. */
-const FILES = ['workbench.test.js', 'operatorDay.test.js', 'operatorHealth.test.js', 'githubSync.test.js'];
+const FILES = ['workbench.test.js', 'operatorDay.test.js', 'operatorHealth.test.js', 'operatorWorkbench.test.js', 'githubSync.test.js'];
 
 // The extensionTestsPath of the development suite (runOffline.mjs, runElectron.mjs).
 export function run(): Promise<void> {

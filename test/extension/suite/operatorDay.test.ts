@@ -140,7 +140,7 @@ describe('The operator’s day (issue 13)', () => {
     }
     const before = String(api.tree.getTreeItem(slot).description);
     await waitFor(() => String(api.tree.getTreeItem(slot).description) !== before, { what: 'the elapsed time to change', timeoutMs: 2500, intervalMs: 50 });
-    const checked = /Checked (\d+) s ago/.exec(api.disk.view.tooltip)?.[0];
+    const checked = /Checked (\d+) seconds? ago/.exec(api.disk.view.tooltip)?.[0];
     assert.ok(checked, 'the gauge tooltip says when the disk was checked');
     await truth((c) => c.cancel({ runId: sleeper.runId }));
     // The next test starts another sleeper: without this wait it would be asked about a second run.
@@ -160,7 +160,7 @@ describe('The operator’s day (issue 13)', () => {
     }, { what: 'the sleeper in a slot', timeoutMs: 15_000 });
     const i = api.tree.getTreeItem(slot);
     assert.equal(i.label, 'sleeper');
-    assert.match(String(i.description), /^slot \d+ · \d+ s( · \d+(\/\d+)? MB( \(sampled\))?)?$/);
+    assert.match(String(i.description), /^slot \d+ · \d+ seconds?( · (under )?[\d.]+( of [\d.]+)? GB( \(sampled\))?)?$/);
     const tooltip = text(i.tooltip);
     assert.match(tooltip, /^\*\*sleeper\*\*/, 'the tooltip starts with the fetcher');
     assert.doesNotMatch(tooltip, /\d{4}-\d\d-\d\dT\d\d:\d\d/, 'no UTC ISO time');

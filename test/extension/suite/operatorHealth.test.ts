@@ -9,6 +9,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { connectAgent } from '../../../agent/client/agentClient';
+import { gbWords } from '../../../shared/humanWords';
 import type { RunInfo } from '../../../shared/protocol';
 import type { QuantilicaApi } from '../../../extension/extension';
 import { waitFor } from '../../support/waitFor';
@@ -74,6 +75,9 @@ async function setting(section: string, key: string, value: unknown): Promise<vo
 /** A when-clause of `key == value` / `key != value` terms joined by `&&`, with no context key set. */
 function holdsWithNoContext(when: string | undefined): boolean {
   return (when ?? '').split('&&').every((term) => {
+    // A bare key is false with no context set; its negation true.
+    const bare = /^\s*(!?)[\w.]+\s*$/.exec(term);
+    if (bare) return bare[1] === '!';
     const m = /^\s*[\w.]+\s*(==|!=)\s*\S+\s*$/.exec(term);
     assert.ok(m, `a clause this check understands: ${term}`);
     return m[1] === '!=';
@@ -254,10 +258,12 @@ describe('The operator’s health and notifications (issue 13)', () => {
       const item = node && api.runs.getTreeItem(node);
       return item && /completed/.test(String(item.description)) ? item : undefined;
     }, { what: 'the hog’s row, completed', timeoutMs: 10_000 });
-    assert.match(String(row.description), new RegExp(`· peak ${Math.round(hog.peakMemoryMb)} MB`));
+    const peak = gbWords(hog.peakMemoryMb / 1024);
+    assert.ok(String(row.description).includes(`· peak ${peak}`), String(row.description));
     const tooltip = row.tooltip instanceof vscode.MarkdownString ? row.tooltip.value : String(row.tooltip);
-    assert.match(tooltip, new RegExp(`Memory: peak ${Math.round(hog.peakMemoryMb)} MB`));
-    assert.match(row.accessibilityInformation?.label ?? '', /peak memory \d+ megabytes/);
+    // The tooltip is Markdown: its dots are escaped.
+    assert.ok(tooltip.includes(`Memory: peak ${peak.replace('.', '\\.')}`), tooltip);
+    assert.match(row.accessibilityInformation?.label ?? '', /peak memory [\d.]+ gigabytes/);
     await stopAgent();
   });
 });

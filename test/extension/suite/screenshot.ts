@@ -21,8 +21,9 @@ export async function requestScreenshot(name: string): Promise<void> {
  * selector), read by the runner (which drives the browser): after it clicked the first one when
  * `click`, after one showing `waitText` appeared (waiting in the page) when given. Null without such
  * a runner (test-electron). Start it before what makes the text appear when that shows briefly.
+ * `press` (playwright key names, e.g. 'Shift+F10') is pressed on the page first.
  */
-export async function queryPage(selector: string, options: { click?: boolean; waitText?: string; timeoutMs?: number; html?: boolean } = {}): Promise<string[] | null> {
+export async function queryPage(selector: string, options: { click?: boolean; waitText?: string; timeoutMs?: number; html?: boolean; press?: string } = {}): Promise<string[] | null> {
   const dir = process.env.QUANTILICA_TEST_SCREENSHOTS;
   if (!dir) return null;
   const name = `query-${process.pid}-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`;

@@ -106,7 +106,7 @@ describe('Quantilica extension', () => {
     assert.ok(run, 'the command resolved with the run');
     const slot = await waitFor(() => render().find((p) => p.label === run.pool)?.children.find((s) => s.runId === run.runId), { what: `run ${run.runId} in a slot of the tree`, timeoutMs: 15_000 });
     assert.equal(slot.label, 'comex', 'the row leads with the fetcher');
-    assert.match(slot.description, /^slot \d+ · \d+ s( · \d+(\/\d+)? MB( \(sampled\))?)?$/);
+    assert.match(slot.description, /^slot \d+ · \d+ seconds?( · (under )?[\d.]+( of [\d.]+)? GB( \(sampled\))?)?$/);
     assert.equal(slot.contextValue, 'run.running', 'the inline Cancel and "Show run log" menus apply');
     const held = (await agentSnapshot()).pools.find((p) => p.name === run.pool)?.slots.find((s) => s.holder?.runId === run.runId);
     assert.ok(held, 'the agent reports the same run holding a slot');
@@ -135,7 +135,7 @@ describe('Quantilica extension', () => {
     const waiting = await waitFor(() => {
       const pool = render().find((p) => p.label === 'cpu-analysis');
       const group = pool?.children.find((c) => c.label === 'Waiting');
-      const settled = pool?.description.startsWith('2/2 slots · 1 waiting') && group?.children.length === 1 && group.children[0]?.description === 'position 1 in the pool';
+      const settled = pool?.description.startsWith('2/2 slots · 1 waiting') && group?.children.length === 1 && group.children[0]?.description === 'waiting for a slot (position 1)';
       return settled ? group : undefined;
     }, { what: 'the full pool with one run waiting, and why', timeoutMs: 15_000 });
     const [entry] = waiting.children;
@@ -179,7 +179,7 @@ describe('Quantilica extension', () => {
       await waitFor(() => api.session.state.kind === 'down', { what: 'the session to see the agent go' });
       agentPid = (await agents.start({ ...step.env, CRON_DISK_POLL_SECONDS: '0.2' })).pid ?? 0;
       await waitFor(() => connectedPid() === agentPid && api.disk.view.text.endsWith(`· ${step.state}`), { what: `the gauge to show ${step.state}`, timeoutMs: 20_000 });
-      assert.match(api.disk.view.text, /\d+\.\d GB free · /);
+      assert.match(api.disk.view.text, /\d+(\.\d+)? GB free · /);
       assert.equal(api.disk.view.background, step.background);
       assert.match(api.disk.view.tooltip, /pause below \| \d+/);
     }
