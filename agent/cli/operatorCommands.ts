@@ -20,7 +20,7 @@ export function registerOperatorCommands(program: Command, links: OperatorComman
     .description('recent operator events (failed, retrying, timeout, stalled, late, recovered, disk-paused, …), as the event hook gets them')
     .option('-f, --follow', 'keep printing events as they happen')
     .option('--json', 'one JSON object per line')
-    .option('-n, --limit <n>', 'how many recent events first (default 20)', parseCount, 20)
+    .option('-n, --limit <n>', 'how many recent events first', parseCount, 20)
     .action(async (opts: { follow?: boolean; json?: boolean; limit: number }) => {
       const link = await links.remote(opts.json === true);
       if (link === null) throw new ClientError(0, ExitCode.agentUnavailable, 'no agent is running: operator events are kept by the running agent only (start it with `quantilica agent`)');

@@ -3,7 +3,7 @@ import { moment, spanSince, spanUntil } from './timeText';
 
 /** `LATE since 2026-12-01 14:05 UTC (12 min ago)` for a late entry, `ok` for one under a lateness check, `-` otherwise. */
 export function lateText(e: ScheduleEntry, now = Date.now()): string {
-  if (e.lateSince) return `LATE since ${moment(e.lateSince)} (${spanSince(e.lateSince, now)})`;
+  if (e.lateSince) return `LATE since ${moment(e.lateSince)} (${spanSince(e.lateSince, now)} ago)`;
   return e.lateAfterMinutes != null ? 'ok' : '-';
 }
 

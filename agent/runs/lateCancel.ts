@@ -65,7 +65,7 @@ export class LateCancel {
     } catch {
       return false;
     }
-    const args = cmdline.split('\0', 3);
-    return args[0] === this.wrapperPath || args[1] === this.wrapperPath;
+    // `/bin/bash -p runWrapper.sh …` (its shebang), `sh runWrapper.sh …`, or the script itself.
+    return cmdline.split('\0', 3).includes(this.wrapperPath);
   }
 }
