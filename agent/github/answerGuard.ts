@@ -23,15 +23,10 @@ export function guardedFetch(apiRoot: string, maxBytes = MAX_ANSWER_BYTES): type
     if (response.body === null || response.status === 204 || response.status === 205 || response.status === 304) return response;
     const chunks: Uint8Array[] = [];
     let size = 0;
-    const reader = response.body.getReader();
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
+    // Leaving the loop early (throw) cancels the stream: the rest of the body is never read.
+    for await (const value of response.body as unknown as AsyncIterable<Uint8Array>) {
       size += value.byteLength;
-      if (size > maxBytes) {
-        await reader.cancel().catch(() => {});
-        throw new MalformedAnswerError(`an answer of more than ${maxBytes} bytes`);
-      }
+      if (size > maxBytes) throw new MalformedAnswerError(`an answer of more than ${maxBytes} bytes`);
       chunks.push(value);
     }
     const body = Buffer.concat(chunks);
@@ -51,7 +46,7 @@ export function guardedFetch(apiRoot: string, maxBytes = MAX_ANSWER_BYTES): type
  * null on the last page. A next URL on another origin or outside the API root, or one already followed
  * in this listing (a loop), is a malformed answer: it is never requested.
  */
-export function nextPagePath(link: unknown, apiRoot: string, followed: Set<string>): string | null {
+export function nextPagePath(link: string | number | undefined, apiRoot: string, followed: Set<string>): string | null {
   const next = /<([^>]+)>;\s*rel="next"/.exec(String(link ?? ''))?.[1];
   if (next === undefined) return null;
   let url: URL;
