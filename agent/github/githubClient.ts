@@ -21,6 +21,11 @@ export interface GithubClientConfig {
   maxAnswerBytes?: number;
 }
 
+/** Whether an API is configured (GITHUB_TOKEN or QUANTILICA_GITHUB_API_URL): only without one does the demo use its simulator. */
+export function githubApiConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
+  return (env.GITHUB_TOKEN ?? '') !== '' || (env.QUANTILICA_GITHUB_API_URL ?? '') !== '';
+}
+
 /** GITHUB_TOKEN and QUANTILICA_GITHUB_API_URL (GitHub Enterprise, the simulator). */
 export function githubClientConfigFromEnv(env: NodeJS.ProcessEnv = process.env): GithubClientConfig {
   const base = env.QUANTILICA_GITHUB_API_URL;
