@@ -3,6 +3,13 @@ import type { Budget, QuotaSnapshot } from './store/githubStore';
 
 type Headers = Record<string, string | number | undefined>;
 
+/**
+ * A reset or retry-after further than this is not one GitHub gives (its windows are an hour): it is
+ * treated as malformed and the wait is cut to this (which also keeps every timer far below Node's
+ * 2^31-1 ms overflow).
+ */
+export const MAX_RATE_LIMIT_WAIT_MS = 65 * 60_000;
+
 interface BudgetState { limit: number; remaining: number; reset: number }
 
 /**
@@ -49,7 +56,7 @@ export class BudgetTracker {
       return;
     }
     if (state.remaining < 2 * cost) {
-      const error = new RateLimitedError(budget, this.toLocal(state.reset), 'preventive');
+      const error = this.bounded(new RateLimitedError(budget, this.toLocal(state.reset), 'preventive'));
       this.blocked.set(budget, error);
       throw error;
     }
@@ -93,15 +100,26 @@ export class BudgetTracker {
     let error: RateLimitedError;
     if (Number.isFinite(retryAfter) && retryAfter >= 0) {
       error = new RateLimitedError(budget, this.now() + retryAfter * 1000, kind);
+    } else if (kind === 'secondary' && String(headers['x-ratelimit-remaining']) === '0' && Number.isFinite(Number(headers['x-ratelimit-reset']))) {
+      // GitHub's docs: with remaining 0, not before x-ratelimit-reset.
+      error = new RateLimitedError(budget, Math.max(this.now(), this.toLocal(Number(headers['x-ratelimit-reset']))), kind);
     } else if (kind === 'secondary') {
       error = new RateLimitedError(budget, this.now() + secondaryBackoffMs(this.secondaryStreak), kind, true);
     } else {
       const reset = Number(headers['x-ratelimit-reset']);
       error = new RateLimitedError(budget, Number.isFinite(reset) ? Math.max(this.now(), this.toLocal(reset)) : this.now() + 60_000, kind);
     }
+    error = this.bounded(error);
     const known = this.blocked.get(budget);
     if (!known || known.until < error.until) this.blocked.set(budget, error);
     return error;
+  }
+
+  /** The error itself, or one that waits at most MAX_RATE_LIMIT_WAIT_MS, marked `malformedWait`. */
+  private bounded(error: RateLimitedError): RateLimitedError {
+    const latest = this.now() + MAX_RATE_LIMIT_WAIT_MS;
+    if (error.until <= latest) return error;
+    return new RateLimitedError(error.budget, latest, error.kind, error.secondaryBackoff, error.until);
   }
 
   /** What each budget had left at the last answer, for the status. */

@@ -2,11 +2,13 @@ import type * as OctokitCore from '@octokit/core' with { 'resolution-mode': 'imp
 import type * as PaginateGraphql from '@octokit/plugin-paginate-graphql' with { 'resolution-mode': 'import' };
 import type * as PaginateRest from '@octokit/plugin-paginate-rest' with { 'resolution-mode': 'import' };
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { guardedFetch, nextPagePath } from './answerGuard';
 import { BudgetTracker } from './budgetTracker';
 import { PULL_REQUESTS_QUERY } from './queries';
 import { RateLimitedError } from './rateLimited';
 import { MalformedAnswerError, parseAll, pullRequestSchema, workflowJobSchema, workflowRunSchema, type PullRequestRecord, type WorkflowJobRecord, type WorkflowRunRecord } from './records';
 import type { Budget } from './store/githubStore';
+import { UnauthorizedError } from './unauthorizedError';
 
 export const DEFAULT_GITHUB_API_URL = 'https://api.github.com';
 
@@ -15,6 +17,13 @@ export interface GithubClientConfig {
   baseUrl: string;
   token: string | null;
   pageSize?: number;
+  /** The largest answer body read (default MAX_ANSWER_BYTES). */
+  maxAnswerBytes?: number;
+}
+
+/** Whether an API is configured (GITHUB_TOKEN or QUANTILICA_GITHUB_API_URL): only without one does the demo use its simulator. */
+export function githubApiConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
+  return (env.GITHUB_TOKEN ?? '') !== '' || (env.QUANTILICA_GITHUB_API_URL ?? '') !== '';
 }
 
 /** GITHUB_TOKEN and QUANTILICA_GITHUB_API_URL (GitHub Enterprise, the simulator). */
@@ -60,11 +69,18 @@ interface ResponseLike { headers: Record<string, string | number | undefined>; d
 export class GithubClient {
   private readonly octokit: SyncOctokit;
   private readonly pageSize: number;
+  private readonly apiRoot: string;
+  /** Until one answer proves the token is accepted, one request at a time: a 401 costs one request. */
+  private authenticated = false;
+  private unauthorized = false;
+  private probing: Promise<void> | null = null;
 
   constructor(config: GithubClientConfig, readonly budgets: BudgetTracker, onRequest: (budget: Budget) => void) {
     this.pageSize = config.pageSize ?? 100;
+    this.apiRoot = config.baseUrl.replace(/\/+$/, '');
     this.octokit = new SyncOctokit({
-      baseUrl: config.baseUrl,
+      baseUrl: this.apiRoot,
+      request: { fetch: guardedFetch(this.apiRoot, config.maxAnswerBytes) },
       userAgent: 'quantilica-orchestrator-github-sync',
       ...(config.token !== null ? { auth: config.token } : {}),
       // Octokit logs deprecations and warnings to the console by default; the sync has its own logger.
@@ -76,24 +92,50 @@ export class GithubClient {
       const signal = taskSignal.getStore();
       if (signal !== undefined && opts.request?.signal === undefined) opts.request = { ...opts.request, signal };
       signal?.throwIfAborted();
-      budgets.reserve(budget);
-      onRequest(budget);
+      const release = await this.gate();
       let response: ResponseLike;
       try {
+        budgets.reserve(budget);
+        onRequest(budget);
         response = await request(options) as ResponseLike;
       } catch (err) {
-        const failed = (err as { response?: ResponseLike; status?: number }).response;
-        if (failed) throw this.classify(budget, err as { status: number; response: ResponseLike }) ?? err;
+        const e = err as { response?: ResponseLike; status?: number; cause?: unknown };
+        if (e.cause instanceof MalformedAnswerError) throw e.cause;
+        if (e.response) {
+          if (e.status === 401) {
+            this.unauthorized = true;
+            throw new UnauthorizedError();
+          }
+          this.authenticated = true;
+          throw this.classify(budget, err as { status: number; response: ResponseLike }) ?? err;
+        }
         throw err;
+      } finally {
+        release?.();
       }
+      this.authenticated = true;
       budgets.observe(response.headers);
       if (budget === 'graphql') {
         const body = response.data as { errors?: Array<{ type?: string }>; data?: { rateLimit?: Record<string, unknown> } } | undefined;
         if (body?.data?.rateLimit) budgets.observeGraphql(body.data.rateLimit);
-        if (body?.errors?.some((e) => e.type === 'RATE_LIMITED')) throw budgets.limited('graphql', response.headers, 'graphql');
+        if (body?.errors?.some((e) => e.type === 'RATE_LIMITED' || e.type === 'RATE_LIMIT')) throw budgets.limited('graphql', response.headers, 'graphql');
       }
       return response as Awaited<ReturnType<typeof request>>;
     });
+  }
+
+  /** Waits while the first request is out; returns its release when this request is the first. */
+  private async gate(): Promise<(() => void) | null> {
+    for (;;) {
+      if (this.unauthorized) throw new UnauthorizedError();
+      if (this.authenticated) return null;
+      if (this.probing === null) {
+        let done!: () => void;
+        this.probing = new Promise<void>((resolve) => { done = resolve; });
+        return () => { this.probing = null; done(); };
+      }
+      await this.probing;
+    }
   }
 
   private classify(budget: Budget, err: { status: number; response: ResponseLike }): RateLimitedError | null {
@@ -123,15 +165,25 @@ export class GithubClient {
     }
   }
 
-  /** Workflow runs from the first page, or from a stored `next` URL, each page with the next URL. */
-  async *workflowRunPages(repo: string, fromUrl: string | null, signal: AbortSignal): AsyncGenerator<{ records: WorkflowRunRecord[]; nextUrl: string | null }> {
+  /**
+   * Workflow runs from the first page, or from a stored next page (a path under the API root), each page
+   * with the next one's path. The pages are followed here, not by the paginate plugin, so that a next
+   * URL is checked (nextPagePath) before anything is sent to it.
+   */
+  async *workflowRunPages(repo: string, fromPath: string | null, signal: AbortSignal): AsyncGenerator<{ records: WorkflowRunRecord[]; nextUrl: string | null }> {
     const [owner, name] = repo.split('/');
-    const pages = fromUrl !== null
-      ? this.octokit.paginate.iterator(`GET ${fromUrl}`, { request: { signal } })
-      : this.octokit.paginate.iterator(RUNS_ROUTE, { owner, repo: name, per_page: this.pageSize, request: { signal } });
-    for await (const response of pages) {
-      const next = /<([^>]+)>;\s*rel="next"/.exec(String(response.headers.link ?? ''))?.[1] ?? null;
-      yield { records: parseAll(workflowRunSchema, response.data, `${repo} workflow_runs`), nextUrl: next };
+    const followed = new Set<string>();
+    let path: string | null = fromPath === null ? null : this.storedPath(fromPath, followed);
+    let first = true;
+    while (first || path !== null) {
+      const response = first && path === null
+        ? await this.octokit.request(RUNS_ROUTE, { owner, repo: name, per_page: this.pageSize, request: { signal } })
+        : await this.octokit.request(`GET ${path!}`, { request: { signal } });
+      first = false;
+      const data = response.data as { workflow_runs?: unknown } | string | null;
+      if (typeof data !== 'object' || data === null) throw new MalformedAnswerError(`${repo} workflow_runs: not an object`);
+      path = nextPagePath(response.headers.link, this.apiRoot, followed);
+      yield { records: parseAll(workflowRunSchema, data.workflow_runs, `${repo} workflow_runs`), nextUrl: path };
     }
   }
 
@@ -139,9 +191,24 @@ export class GithubClient {
   async jobs(repo: string, runId: number, signal: AbortSignal): Promise<WorkflowJobRecord[]> {
     const [owner, name] = repo.split('/');
     const all: WorkflowJobRecord[] = [];
-    const pages = this.octokit.paginate.iterator(JOBS_ROUTE, { owner, repo: name, run_id: runId, per_page: this.pageSize, request: { signal } });
-    for await (const response of pages) all.push(...parseAll(workflowJobSchema, response.data, `${repo} run ${runId} jobs`));
+    const followed = new Set<string>();
+    let path: string | null = null;
+    do {
+      const response = path === null
+        ? await this.octokit.request(JOBS_ROUTE, { owner, repo: name, run_id: runId, per_page: this.pageSize, request: { signal } })
+        : await this.octokit.request(`GET ${path}`, { request: { signal } });
+      const data = response.data as { jobs?: unknown } | string | null;
+      if (typeof data !== 'object' || data === null) throw new MalformedAnswerError(`${repo} run ${runId} jobs: not an object`);
+      all.push(...parseAll(workflowJobSchema, data.jobs, `${repo} run ${runId} jobs`));
+      path = nextPagePath(response.headers.link, this.apiRoot, followed);
+    } while (path !== null);
     return all;
+  }
+
+  /** A stored cursor: a path under the API root (an absolute URL is checked like a Link next). */
+  private storedPath(stored: string, followed: Set<string>): string {
+    const path = nextPagePath(`<${stored.startsWith('/') ? `${this.apiRoot}${stored}` : stored}>; rel="next"`, this.apiRoot, followed);
+    return path!;
   }
 }
 

@@ -19,6 +19,8 @@ import { runLegInWorker } from './runLegInWorker';
 import type { GithubStore } from './store/githubStore';
 import { openGithubStore } from './store/openGithubStore';
 
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** A running sync without progress for this long, and not hibernating, is failed as stuck. */
 export const GITHUB_STUCK_AFTER_MS = 30 * 60_000;
 
@@ -213,10 +215,13 @@ export class GithubRuns implements InAgentWork {
   private sleep(run: SyncRun, until: number): void {
     if (this.closed) return;
     // No sleeping anywhere: one timer per hibernating run, to the wake-up time.
+    // A stored wake-up time beyond what a Node timer holds (2^31-1 ms) is slept in parts, never overflowed.
+    const delay = Math.max(0, until - Date.now());
     run.wakeTimer = setTimeout(() => {
       run.wakeTimer = null;
-      run.state.driving = this.wake(run);
-    }, Math.max(0, until - Date.now()));
+      if (delay > MAX_TIMER_MS) this.sleep(run, until);
+      else run.state.driving = this.wake(run);
+    }, Math.min(delay, MAX_TIMER_MS));
   }
 
   /** Takes a slot again (waiting in the pool like any run), then the next leg. */

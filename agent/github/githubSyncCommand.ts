@@ -9,6 +9,7 @@ import { ClientError } from '../errors';
 import { ExitCode } from '../exitCodes';
 import { createLogger, type Logger } from '../log/logger';
 import { formatGithubStatus } from './formatGithubStatus';
+import { githubApiConfigured, githubClientConfigFromEnv } from './githubClient';
 import { githubSyncStatus, type GithubSyncStatus } from './githubSyncStatus';
 import { openGithubStore } from './store/openGithubStore';
 
@@ -40,6 +41,9 @@ export async function githubSyncCommand(opts: GithubSyncOptions): Promise<number
   try {
     const { catalog, runs } = await holder.link.snapshot();
     const entry = pickEntry(catalog, opts.entry);
+    // The first line says where the repositories are read from (the demo's simulator or a configured API).
+    const api = entry.demo && !githubApiConfigured() ? "the demo's built-in GitHub simulator" : githubClientConfigFromEnv().baseUrl;
+    process.stderr.write(`github sync: entry ${entry.name} against ${api}\n`);
     const active = runs.find((r) => r.fetcher === entry.name && (r.status === 'waiting' || r.status === 'running'));
     if (active !== undefined && opts.repos !== null) {
       process.stderr.write(`github sync: run ${active.runId} of ${entry.name} is already ${describe(active)}; --repos applies to a new sync once it ends\n`);

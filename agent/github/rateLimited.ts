@@ -8,7 +8,8 @@ export type RateLimitKind = 'primary' | 'secondary' | 'graphql' | 'preventive';
  * corrected for the server's clock). Never a failure of the repository that met it.
  */
 export class RateLimitedError extends Error {
-  constructor(readonly budget: Budget, readonly until: number, readonly kind: RateLimitKind, readonly secondaryBackoff = false) {
+  /** `claimedUntil`: the wake-up time the answer gave when it was too far ahead to believe (until is then the bound). */
+  constructor(readonly budget: Budget, readonly until: number, readonly kind: RateLimitKind, readonly secondaryBackoff = false, readonly claimedUntil: number | null = null) {
     super(`${budget} budget rate-limited (${kind}) until ${new Date(until).toISOString()}`);
     this.name = 'RateLimitedError';
   }

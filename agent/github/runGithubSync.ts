@@ -8,6 +8,7 @@ import { notReachedReason } from './notReachedReason';
 import { PendingCounters } from './pendingCounters';
 import { RateLimitedError, type RateLimitKind } from './rateLimited';
 import { STAGE_WORK } from './stages';
+import { UnauthorizedError } from './unauthorizedError';
 import { STAGES, type Budget, type GithubStore } from './store/githubStore';
 
 /**
@@ -82,8 +83,9 @@ export async function runGithubSync(ctx: GithubSyncContext): Promise<GithubSyncO
       const checkpoints = new Map((await store.checkpoints(syncId)).filter((c) => c.stage === stage).map((c) => [c.repo, c]));
       const todo = row.repos.filter((repo) => checkpoints.get(repo)?.state !== 'done');
       let stop: RateLimitedError | null = null;
+      let unauthorized = false;
       await runBounded(todo, {
-        concurrency, timeoutMs: ctx.taskTimeoutMs ?? GITHUB_TASK_TIMEOUT_MS, mayStart: () => stop === null, signal: ctx.signal,
+        concurrency, timeoutMs: ctx.taskTimeoutMs ?? GITHUB_TASK_TIMEOUT_MS, mayStart: () => stop === null && !unauthorized, signal: ctx.signal,
       }, (repo, signal) => withTaskSignal(signal, () => STAGE_WORK[stage]({ store, client, syncId, pending, checkpoint: checkpoints.get(repo) }, repo, signal)), async (repo, outcome) => {
         if (outcome.kind === 'done') {
           await store.markStage(syncId, repo, stage, 'done', null);
@@ -91,6 +93,11 @@ export async function runGithubSync(ctx: GithubSyncContext): Promise<GithubSyncO
           // Rate limited: no checkpoint, the resume redoes it. Cancelled: nothing to record either.
           if (outcome.error instanceof RateLimitedError) {
             if (stop === null || outcome.error.until > stop.until) stop = outcome.error;
+            return;
+          }
+          // The token is refused: every other request would be too; the sync stops, no checkpoint.
+          if (outcome.error instanceof UnauthorizedError) {
+            unauthorized = true;
             return;
           }
           if (ctx.signal?.aborted === true) return;
@@ -107,8 +114,16 @@ export async function runGithubSync(ctx: GithubSyncContext): Promise<GithubSyncO
         await store.finish(syncId, 'cancelled', 'cancelled');
         return { kind: 'failed', syncId, reason: 'cancelled' };
       }
+      if (unauthorized) {
+        ctx.logger?.error({ syncId, stage }, 'the GitHub API refused the token (401): sync failed');
+        await store.finish(syncId, 'failed', 'unauthorized');
+        return { kind: 'failed', syncId, reason: 'unauthorized' };
+      }
       const limit = stop as RateLimitedError | null;
       if (limit !== null) {
+        if (limit.claimedUntil !== null) {
+          ctx.logger?.warn({ syncId, stage, budget: limit.budget, claimedUntil: new Date(limit.claimedUntil).toISOString() }, 'a rate-limit reset beyond the next hour: malformed, the wait is cut');
+        }
         await store.saveQuota(syncId, budgets.snapshot());
         await store.hibernate(syncId, limit.until, limit.budget, limit.secondaryBackoff);
         ctx.logger?.info({ syncId, stage, until: new Date(limit.until).toISOString(), budget: limit.budget, kind: limit.kind }, 'github sync hibernating');

@@ -3,7 +3,8 @@ import type { AddressInfo } from 'node:net';
 import { QuotaWindows, type Resource } from './quotaWindows';
 import { pullRequest, repoNames, runId, workflowJob, workflowRun, type SimRepoData } from './simulatorData';
 
-export type FaultKind = 'server-error' | 'malformed' | 'drop' | 'slow';
+/** `forbidden`: 403 with the quota left (a permission, not a limit); `truncated`: half of a JSON body; `huge`: an endless body. */
+export type FaultKind = 'server-error' | 'malformed' | 'drop' | 'slow' | 'forbidden' | 'truncated' | 'huge';
 export interface FaultSpec { kind: FaultKind; stage: 'changes' | 'checks' }
 
 export interface SimulatorOptions {
@@ -26,7 +27,15 @@ export interface SimulatorOptions {
   /** After this many requests served on `resource`, another consumer drains that window's quota. */
   drainAfter?: { resource: Resource; requests: number };
   /** Answer every request from the n-th one on with a secondary limit (403, retry-after or not). */
-  secondaryFrom?: { requests: number; retryAfterSeconds: number | null };
+  secondaryFrom?: { requests: number; retryAfterSeconds: number | null; remainingZero?: boolean };
+  /** Workflow-run listings' `Link` next: on another origin (this base URL), or the page's own URL. */
+  runsNext?: { foreignOrigin: string } | 'self';
+  /** When set, a request without this token is answered 401 Bad credentials. */
+  token?: string;
+  /** The type GraphQL's rate-limit error carries (GitHub sends both). */
+  graphqlLimitType?: 'RATE_LIMITED' | 'RATE_LIMIT';
+  /** Limited answers claim a reset (and GraphQL resetAt) this many seconds ahead. */
+  resetAheadSeconds?: number;
 }
 
 export interface ServedRequest {
@@ -144,9 +153,14 @@ export class GithubSimulator {
       req.socket.destroy();
       return;
     }
+    if (this.options.token !== undefined && req.headers.authorization !== `token ${this.options.token}` && req.headers.authorization !== `bearer ${this.options.token}`) {
+      record(401, false);
+      this.send(res, 401, { 'content-type': 'application/json; charset=utf-8' }, { message: 'Bad credentials', documentation_url: 'https://docs.github.com/rest', status: '401' });
+      return;
+    }
     const secondary = this.options.secondaryFrom;
     if (secondary && this.total >= secondary.requests) {
-      const s = this.quota.state(resource, now);
+      const s = this.limitedState(resource, now, secondary.remainingZero === true);
       const headers = this.headers(resource, now, s);
       if (secondary.retryAfterSeconds !== null) headers['retry-after'] = String(secondary.retryAfterSeconds);
       record(403, true);
@@ -154,10 +168,10 @@ export class GithubSimulator {
       return;
     }
     if (!this.quota.take(resource, now, 1)) {
-      const s = this.quota.state(resource, now);
+      const s = this.limitedState(resource, now, true);
       record(resource === 'graphql' ? 200 : this.options.primaryStatus ?? 403, true);
       if (resource === 'graphql') {
-        this.send(res, 200, this.headers(resource, now, s), { errors: [{ type: 'RATE_LIMITED', code: 'graphql_rate_limit', message: 'API rate limit already exceeded for user ID 1.' }] });
+        this.send(res, 200, this.headers(resource, now, s), { errors: [{ type: this.options.graphqlLimitType ?? 'RATE_LIMITED', code: 'graphql_rate_limit', message: 'API rate limit already exceeded for user ID 1.' }] });
       } else {
         this.send(res, this.options.primaryStatus ?? 403, this.headers(resource, now, s), { message: 'API rate limit exceeded for user ID 1.', documentation_url: 'https://docs.github.com/rest/overview/rate-limits-for-the-rest-api' });
       }
@@ -170,10 +184,47 @@ export class GithubSimulator {
       this.send(res, 502, headers, { message: 'Server Error' });
       return;
     }
+    if (fault && fault.stage === route.stage && fault.kind === 'forbidden') {
+      record(403, false);
+      this.send(res, 403, headers, { message: 'Resource not accessible by integration', documentation_url: 'https://docs.github.com/rest', status: '403' });
+      return;
+    }
+    if (fault && fault.stage === route.stage && fault.kind === 'huge') {
+      record(200, false);
+      this.sendEndless(res, headers);
+      return;
+    }
     const result = route.answer(fault?.stage === route.stage && fault.kind === 'malformed', s);
     Object.assign(headers, result.headers ?? {});
     record(result.status, false);
+    if (fault && fault.stage === route.stage && fault.kind === 'truncated') {
+      const text = JSON.stringify(result.body);
+      const half = text.slice(0, Math.floor(text.length / 2));
+      res.writeHead(result.status, { ...headers, 'content-length': Buffer.byteLength(half) });
+      res.end(half);
+      return;
+    }
     this.send(res, result.status, headers, result.body);
+  }
+
+  /** The quota's state on a limited answer: remaining 0 if asked, the reset as far ahead as configured. */
+  private limitedState(resource: Resource, now: number, remainingZero: boolean): { limit: number; used: number; remaining: number; reset: number } {
+    const s = this.quota.state(resource, now);
+    const ahead = this.options.resetAheadSeconds;
+    return { ...s, ...(remainingZero ? { remaining: 0, used: s.limit } : {}), ...(ahead !== undefined ? { reset: Math.floor(now / 1000) + ahead } : {}) };
+  }
+
+  /** A JSON list that never ends, written as fast as the client reads, until it hangs up. */
+  private sendEndless(res: http.ServerResponse, headers: Record<string, string>): void {
+    res.writeHead(200, headers);
+    const chunk = `${JSON.stringify({ id: 1, name: 'x'.repeat(1000) })},`.repeat(64);
+    res.write('{"total_count":1,"workflow_runs":[');
+    const more = () => {
+      while (!res.destroyed && res.write(chunk)) { /* until the socket's buffer is full */ }
+      if (!res.destroyed) res.once('drain', more);
+    };
+    res.on('close', () => res.removeAllListeners('drain'));
+    more();
   }
 
   private headers(resource: Resource, serverMs: number, s: { limit: number; used: number; remaining: number; reset: number }): Record<string, string> {
@@ -211,7 +262,11 @@ export class GithubSimulator {
           if (runs) {
             const items = pageOf(repo.runs, page, perPage).map((k) => workflowRun(repo, k));
             if (malformed && page === 1 && items.length > 0) items[0] = { ...items[0], id: 'not-a-number' };
-            return { status: 200, headers: linkHeader(url, page, perPage, repo.runs), body: { total_count: repo.runs, workflow_runs: items } };
+            const link = linkHeader(url, page, perPage, repo.runs);
+            const next = this.options.runsNext;
+            if (next === 'self') link.link = `<${this.url}${url.pathname}${url.search}>; rel="next"`;
+            else if (next !== undefined) link.link = `<${next.foreignOrigin}${url.pathname}?per_page=${perPage}&page=${page + 1}>; rel="next"`;
+            return { status: 200, headers: link, body: { total_count: repo.runs, workflow_runs: items } };
           }
           const run = Number(jobs![3]);
           const k = run - runId(repo, 0);

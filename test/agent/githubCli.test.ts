@@ -164,3 +164,21 @@ test('bad repositories are refused with a clear error and exit 64, an unknown en
   assert.equal(statusOf((await runCli(t, ['github', 'status', '--json'])).stdout), null);
   assert.deepEqual(await runsOf(t), []);
 });
+
+test('no catalog: with QUANTILICA_GITHUB_API_URL set, github sync --repos uses that API, not the demo simulator, and its first line says so', { timeout: 180_000 }, async () => {
+  const sim = new GithubSimulator({ repos: ['acme/a'], pullRequestsPerRepo: 3, runsPerRepo: 2, jobsPerRun: 1 });
+  const url = await sim.start();
+  const t = makeTestEnv([], { QUANTILICA_GITHUB_API_URL: url, GITHUB_TOKEN: TOKEN, QUANTILICA_DATABASE_URL: await newDatabase(server.url) });
+  delete t.env.QUANTILICA_CATALOG;
+  try {
+    const run = await runCli(t, ['github', 'sync', '--repos', 'acme/a', '--wait', '--json']);
+    assert.equal(run.code, 0, run.stderr);
+    // The first line of the sync's own (log records of the CLI's config, JSON, aside).
+    assert.equal(run.stderr.split('\n').filter((l) => !l.startsWith('{'))[0], `github sync: entry github against ${url}`);
+    const out = JSON.parse(run.stdout) as { sync: GithubSyncStatus };
+    assert.deepEqual([out.sync.stages.changes.done, out.sync.stages.checks.done, out.sync.stages.changes.notReached], [1, 1, 0]);
+    assert.ok(sim.served.some((r) => r.repo === 'acme/a'), 'the configured API got no request');
+  } finally {
+    await sim.stop();
+  }
+});
