@@ -31,7 +31,7 @@ const builds = [
   esbuild.build({ ...common, entryPoints: ['agent/runs/runSpawnWorker.ts'], outfile: 'dist/runSpawnWorker.js', external: nativeExternals }),
   // The GitHub API simulator: its own bundle, so that the demo (and `npm run simulate:github`) can start it.
   esbuild.build({ ...common, entryPoints: ['simulator/github/main.ts'], outfile: 'dist/githubSimulator.js' }),
-  // Issue 14: the per-slot lock keeper of the postgres slot backend (agent/slots/pgSlotKeeper.ts).
+  // The per-slot lock keeper of the postgres slot backend (agent/slots/pgSlotKeeper.ts).
   esbuild.build({ ...common, entryPoints: ['agent/slots/pgSlotKeeper.ts'], outfile: 'dist/pgSlotKeeper.js', external: nativeExternals }),
 ];
 if (fs.existsSync('extension/extension.ts')) {
@@ -59,7 +59,7 @@ await Promise.all(builds);
 fs.copyFileSync('agent/runs/runWrapper.sh', 'dist/runWrapper.sh');
 fs.chmodSync('dist/runWrapper.sh', 0o755);
 fs.chmodSync('dist/agent.js', 0o755);
-// Issue 10: the native spawner (agent/native/quantilica-spawner.c), the fetchers' parent on the hot
+// The native spawner (agent/native/quantilica-spawner.c), the fetchers' parent on the hot
 // path. Built with the station's C compiler when it has one; without it the agent starts fetchers
 // from a worker thread under runWrapper.sh, with the same guarantees at a higher cost per run.
 {

@@ -113,9 +113,9 @@ function build(config: Config, logger: Logger, role: OpenAgentOptions['role'], p
   return {
     control,
     start: async () => {
-      await control.openSlots(); // issue 14: the postgres slot backend, when configured
+      await control.openSlots(); // the postgres slot backend, when configured
       await control.runs.adoptLeftovers();
-      if (role === 'agent') await control.listenForCancels(); // issue 14: cancels asked by other stations
+      if (role === 'agent') await control.listenForCancels(); // cancels asked by other stations
       if (role === 'agent') control.startRetention();
       stopSpoolStatus = publishSpoolStatus(spool, (status) => hub.publish({ kind: 'spool', spool: status }));
       flusher.start();

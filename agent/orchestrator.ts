@@ -77,15 +77,15 @@ export class Orchestrator implements AgentControl {
   readonly catalog: Catalog;
   readonly pools = new Map<string, PoolBackend>();
   private readonly spawner: RunSpawner & { close?(): Promise<void> };
-  /** Issue 14: the shared slot database with QUANTILICA_SLOT_BACKEND=postgres (opened by `openSlots`). */
+  /** The shared slot database with QUANTILICA_SLOT_BACKEND=postgres (opened by `openSlots`). */
   readonly slotBackend: PgSlotBackend | null;
-  /** Issue 14: cancels of runs held or queued on other stations, and of ours asked by them. */
+  /** Cancels of runs held or queued on other stations, and of ours asked by them. */
   private readonly remoteCancel: PgRunCancel | null;
   readonly runs: RunManager;
   /** Runs of the shared store another process of this user manages (a CLI run started with no agent). */
   readonly foreign: ForeignRuns;
   readonly store: RunStore;
-  /** memory ceilings (issue 12) */
+  /** memory ceilings */
   readonly memory: MemoryCeilings;
   readonly github: GithubRuns;
   private readonly startedAt = new Date().toISOString();
@@ -106,7 +106,7 @@ export class Orchestrator implements AgentControl {
     this.createPools(parts.policy);
     // The run state lives in the spool's database; a state.db of an earlier version is moved in.
     this.store = new RunStore(parts.telemetry, path.join(config.homeDir, 'state.db'), logger);
-    // memory ceilings (issue 12): pools' cgroups made, and those an earlier agent left taken over or removed,
+    // memory ceilings: pools' cgroups made, and those an earlier agent left taken over or removed,
     // before the run manager adopts that agent's runs.
     this.memory = new MemoryCeilings({
       pools: this.poolCeilings(), reserveMb: config.memory.reserveMb, cgroupName: config.memory.cgroupName, homeDir: config.homeDir, logger,
@@ -115,7 +115,7 @@ export class Orchestrator implements AgentControl {
     const activeIds = new Set(this.store.active().map((r) => r.runId));
     this.memory.adoptLeftovers((runId) => activeIds.has(runId));
     // The agent's fetchers are forked by the small native spawner, else by a worker thread (the hot
-    // path, issue 10); a one-run CLI forks its one fetcher itself.
+    // path); a one-run CLI forks its one fetcher itself.
     this.spawner = parts.role !== 'agent' ? processSpawner
       : config.spawner === 'native' ? new NativeSpawner(distFile('quantilica-spawner'), new ThreadSpawner(), logger)
         : new ThreadSpawner();
@@ -127,7 +127,7 @@ export class Orchestrator implements AgentControl {
       poolOf: (entry) => (config.usePools ? entry.pool : SERIAL_POOL),
       gate: parts.gate ?? openGate,
       journal: spoolJournal(parts.telemetry, this.store),
-      // The agent spawns from a worker thread (the hot path, issue 10); a one-run CLI needs no thread.
+      // The agent spawns from a worker thread (the hot path); a one-run CLI needs no thread.
       spawner: this.spawner,
       clock: systemClock,
       self: { pid: process.pid, startTime: readProcInfo(process.pid)?.startTime ?? 0, role: parts.role ?? 'cli' },
@@ -263,7 +263,7 @@ export class Orchestrator implements AgentControl {
       waiting: active.filter((r) => r.pool === pool.name && r.status === 'waiting').length,
       waitTimeoutSeconds: pool.waitTimeoutSeconds,
       slots,
-      memory: this.memory.poolMemory(pool.name), // memory ceilings (issue 12)
+      memory: this.memory.poolMemory(pool.name), // memory ceilings
     };
   }
 
@@ -277,7 +277,7 @@ export class Orchestrator implements AgentControl {
       mode: this.config.usePools ? 'pools' : 'serial',
       dataDir: this.config.dataDir,
       lockDir: this.config.lockDir,
-      memory: this.memory.enforcement(), // memory ceilings (issue 12)
+      memory: this.memory.enforcement(), // memory ceilings
       ...(this.slotBackend ? { slotBackend: this.slotBackend.status() } : {}),
       ...(otherMode ? { otherMode } : {}),
     };
@@ -292,7 +292,7 @@ export class Orchestrator implements AgentControl {
     for (const pool of this.pools.values()) pool.close();
     await this.remoteCancel?.close();
     await this.slotBackend?.close();
-    this.memory.close(); // memory ceilings (issue 12)
+    this.memory.close(); // memory ceilings
     await this.spawner.close?.();
   }
 
@@ -309,14 +309,14 @@ export class Orchestrator implements AgentControl {
     };
   }
 
-  // memory ceilings (issue 12)
+  // memory ceilings
   /** Each pool's memory ceiling; the serial mode's one pool gets heavy-io's (its fetchers run there). */
   private poolCeilings(): Map<string, number> {
     if (!this.config.usePools) return new Map([[SERIAL_POOL, this.config.pools['heavy-io'].memoryMb]]);
     return new Map(Object.entries(this.config.pools).map(([name, pool]) => [name, pool.memoryMb]));
   }
 
-  /** A running run with its memory and CPU as of now (memory ceilings, issue 12). */
+  /** A running run with its memory and CPU as of now (memory ceilings). */
   private withUsage(run: RunInfo): RunInfo {
     if (run.status !== 'running') return run;
     const usage = this.memory.usage(run.runId);
@@ -352,12 +352,12 @@ export class Orchestrator implements AgentControl {
     this.dirtyPools.clear();
   }
 
-  /** Issue 14: connects the shared slot database and seeds core.pool; a pooler URL is a ConfigError. */
+  /** Connects the shared slot database and seeds core.pool; a pooler URL is a ConfigError. */
   async openSlots(): Promise<void> {
     await this.slotBackend?.open();
   }
 
-  /** Issue 14: the agent acts on cancels other stations ask of it (after adopting, so its runs are known). */
+  /** The agent acts on cancels other stations ask of it (after adopting, so its runs are known). */
   async listenForCancels(): Promise<void> {
     await this.remoteCancel?.listen({
       cancel: (runId, by) => this.runs.cancel(runId, by),
@@ -390,7 +390,7 @@ export class Orchestrator implements AgentControl {
         pool: event.pool,
         payload: { slot: event.index, lockPath: event.lockPath, pid: event.record.pid, killedGroup: event.killedGroup, reason: 'holder-stopped' },
       });
-      // memory ceilings (issue 12): the run's cgroup also holds what left its process group.
+      // memory ceilings: the run's cgroup also holds what left its process group.
       if (event.record.runId) this.memory.signal(event.record.runId, 'SIGKILL');
       this.publishPool(event.pool);
     };

@@ -10,7 +10,7 @@ import { Spool } from '../agent/telemetry/spool';
 import type { NewTelemetryEvent } from '../agent/telemetry/telemetrySink';
 import { percentile, printTable } from './benchSupport';
 
-// Issue 4's benchmark: flush throughput after an outage (1,000,000 spooled events into PostgreSQL,
+// The telemetry benchmark: flush throughput after an outage (1,000,000 spooled events into PostgreSQL,
 // events/s and peak RSS during the flush) against one INSERT per event (a sample, extrapolated), and
 // the cost of one durable emit (SQLite WAL, synchronous FULL).
 // Run: npx tsc -b && node out/bench/flush.js [events] [batchSize]

@@ -12,7 +12,7 @@ import { newDatabase } from '../test/support/githubTestBed';
 import { startTestPostgres } from '../test/support/postgres';
 import { printTable } from './benchSupport';
 
-// Issue 11's benchmark, against the simulator and an embedded PostgreSQL:
+// The GitHub sync's benchmark, against the simulator and an embedded PostgreSQL:
 // (1) latency-bound: 86 repositories whose requests take ~240 ms per repository serially; the same
 //     sync at concurrency 1 and 5 (ADR 0006: "the gain measured, not estimated"; target >= 4.5x).
 // (2) quota-bound: ~28,000 core requests (86 repositories x 325 runs, one jobs request per run, plus

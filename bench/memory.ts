@@ -10,7 +10,7 @@ import { StateHub, type SnapshotParts } from '../agent/state/stateHub';
 import { Spool } from '../agent/telemetry/spool';
 import { percentile, printTable } from './benchSupport';
 
-// Issue 12's benchmark: what a run's cgroup costs. The same 1,000 no-op runs through the three pools
+// The memory ceilings' benchmark: what a run's cgroup costs. The same 1,000 no-op runs through the three pools
 // (11 slots) and the same enqueue→spawn latency as the slots benchmark, once with a cgroup per run
 // (made before the spawn, joined by the wrapper, read and removed at the end) and once without
 // (QUANTILICA_MEMORY_ENFORCE=false: memory sampled from /proc). Needs root for the cgroup half.

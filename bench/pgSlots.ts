@@ -13,7 +13,7 @@ import { privatePolicy } from '../agent/station/stationPolicy';
 import { startTestPostgres } from '../test/support/postgres';
 import { percentile, printTable } from './benchSupport';
 
-// Issue 14's benchmark: slot acquire and release latency, file backend (flock) against postgres
+// The postgres slot backend's benchmark: slot acquire and release latency, file backend (flock) against postgres
 // backend (advisory lock held by a lock keeper process), one slot at a time on a free 3-slot pool.
 // acquire: from `acquire()` to the held slot; release: from closing the agent's copy (the run's end)
 // until the slot is free for anyone (file: a flock try succeeds; postgres: pg_locks no longer lists it).

@@ -6,7 +6,7 @@ import { connectAgent } from '../agent/client/agentClient';
 import { startTestPostgres } from '../test/support/postgres';
 import { printTable, startAgent } from './benchSupport';
 
-// Issue 14's throughput figure: no-op runs (/bin/true) through the three pools (3+2+6 slots): one
+// The postgres slot backend's throughput figure: no-op runs (/bin/true) through the three pools (3+2+6 slots): one
 // station on the file backend for reference, then shared in PostgreSQL by one station, then by three stations (three agents, own homes and lock dirs, one
 // database) each given a third of them.
 // Run: npm run build && npx tsc -b && node out/bench/pgSlotsThroughput.js [runs]   (default 1000)

@@ -6,7 +6,7 @@ import * as readline from 'node:readline';
 import { connectAgent, type AgentClient } from '../agent/client/agentClient';
 import { percentile, printTable, sampleIdle } from './benchSupport';
 
-// Issue 5's benchmark, against the real agent (`quantilica agent`, a separate process):
+// The protocol benchmark, against the real agent (`quantilica agent`, a separate process):
 // - latency from a slot change in the agent (the holder's `since`, written when the agent takes the
 //   slot) to the pool change event at each of 10 clients, while 100 or more runs wait;
 // - the agent's CPU and RSS with 10 idle clients (and with none, for comparison).

@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import { connectAgent } from '../agent/client/agentClient';
 import { percentile, printTable, sampleIdle, startAgent } from './benchSupport';
 
-// Issue 10's benchmark, in one run on one machine: 1,000 no-op runs through the three pools (3+2+6
+// The slots benchmark, in one run on one machine: 1,000 no-op runs through the three pools (3+2+6
 // slots) by
 // - Node's spawn ceiling: /bin/true spawned 11 at a time (no slots, no bookkeeping);
 // - a bash+flock peer written like cron_fetch.sh: 11 concurrent loops over the same slot files, each

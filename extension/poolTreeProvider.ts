@@ -218,7 +218,7 @@ function slotItem(node: SlotNode, pool: PoolState | undefined, s: Snapshot | nul
   const since = run?.startedAt ?? holder.since;
   // The fetcher leads (it is what an operator looks for); slot and time follow, ids sit in the tooltip.
   item.label = holder.fetcher ?? (holder.foreign ? 'another process' : 'unknown fetcher');
-  // Issue 14: with the postgres slot backend a slot may be held by another station.
+  // With the postgres slot backend a slot may be held by another station.
   const station = holder.station !== undefined && holder.foreign ? `on ${holder.station}` : null;
   item.description = [`slot ${node.index}`, station, since ? elapsed(since) : null, runMemoryText(run)].filter((p) => p !== null).join(' · ');
   const tooltip = run ? runTooltip(run) : new vscode.MarkdownString(undefined, true);
@@ -236,7 +236,7 @@ function slotItem(node: SlotNode, pool: PoolState | undefined, s: Snapshot | nul
   return item;
 }
 
-// memory ceilings (issue 12)
+// memory ceilings
 /** A pool's memory use against its ceiling; with the snapshot (tooltip), why it is not enforced. */
 function poolMemoryText(pool: PoolState, s?: Snapshot | null): string {
   const m = pool.memory;

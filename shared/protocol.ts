@@ -37,7 +37,7 @@ export const RUN_REASONS = [
   // A GitHub sync's ends: completed with repositories not reached, or failed with its sync's reason.
   'repos-not-reached', 'repos-file-invalid', 'github-sync-unavailable', 'storage-error', 'stuck-no-progress',
   'unknown-sync', 'no-repositories', 'sync-completed', 'sync-failed', 'sync-cancelled',
-  // Issue 14, the postgres slot backend: its database cannot be reached; a run's slot session was lost.
+  // The postgres slot backend: its database cannot be reached; a run's slot session was lost.
   'slot-backend-unavailable', 'slot-session-lost',
   // Run policies: a try failed and the next one waits its backoff; the run passed its deadline; its log
   // stopped growing for its stall limit (and the policy cancels it).
@@ -76,7 +76,7 @@ export interface RunInfo {
   reason: RunReason | null;
   wait: WaitReason | null;
   logPath: string | null;
-  // memory ceilings (issue 12): optional, so older agents and clients keep working.
+  // memory ceilings: optional, so older agents and clients keep working.
   /** Memory the run uses now (MB), while it runs. */
   memoryMb?: number | null;
   /** The most the run has used (MB): from its cgroup, or sampled from /proc (memorySource). */
@@ -99,7 +99,7 @@ export interface RunInfo {
   oomKills?: number | null;
 }
 
-// memory ceilings (issue 12)
+// memory ceilings
 /** Where a run's memory figures come from: its cgroup, or samples of /proc (no cgroup: not enforced). */
 export type MemorySource = 'cgroup' | 'sampled';
 export type MemoryEnforcementKind = 'cgroup-v1' | 'cgroup-v2' | 'not-enforced';
@@ -128,7 +128,7 @@ export interface SlotHolder {
   since: string | null;
   /** True when the holder is not a run of this agent (a legacy `flock` script, another agent). */
   foreign: boolean;
-  /** Issue 14: with the postgres slot backend, the station that holds the slot. */
+  /** With the postgres slot backend, the station that holds the slot. */
   station?: string;
 }
 
@@ -146,7 +146,7 @@ export interface PoolState {
   waiting: number;
   waitTimeoutSeconds: number;
   slots: SlotState[];
-  /** memory ceilings (issue 12) */
+  /** memory ceilings */
   memory?: PoolMemory;
 }
 
@@ -234,7 +234,7 @@ export interface AgentInfo {
   mode: 'pools' | 'serial';
   dataDir: string;
   lockDir: string;
-  /** memory ceilings (issue 12) */
+  /** memory ceilings */
   memory?: MemoryEnforcement;
   /** The postgres slot backend as this process sees it (absent with the file backend). */
   slotBackend?: SlotBackendStatus;

@@ -60,7 +60,7 @@ const entrySchema = z.object({
   aliases: z.array(z.string().regex(FETCHER_NAME)).optional(),
   /** Expected download size of one run, for the disk gate's admission. */
   expectedSizeMb: z.number().nonnegative().optional(),
-  /** memory ceilings (issue 12): this fetcher's own ceiling per run, inside its pool's. */
+  /** memory ceilings: this fetcher's own ceiling per run, inside its pool's. */
   memoryMb: z.number().int().min(8).max(1e7).optional(),
   /** A cron expression (5 or 6 fields) for the 24-hour schedule, and its time zone. */
   schedule: z.string().min(1).optional(),

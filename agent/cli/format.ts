@@ -38,7 +38,7 @@ export function formatStatus(s: Snapshot, remote: boolean): string {
   }
   const mem = s.agent.memory;
   if (mem) {
-    // memory ceilings (issue 12): said plainly when they are not enforced, or overcommit the machine.
+    // memory ceilings: said plainly when they are not enforced, or overcommit the machine.
     out.push(mem.kind === 'not-enforced' ? `memory: ceilings NOT ENFORCED (${mem.reason ?? 'unknown'}); run memory is sampled` : `memory: ceilings enforced (${mem.kind})`);
     if (mem.budgetWarning) out.push(`memory: WARNING ${mem.budgetWarning}`);
   }
@@ -73,7 +73,7 @@ export function formatStatus(s: Snapshot, remote: boolean): string {
   return `${out.join('\n')}\n`;
 }
 
-// memory ceilings (issue 12)
+// memory ceilings
 function poolMemory(pool: PoolState): string {
   const m = pool.memory;
   if (!m) return '';

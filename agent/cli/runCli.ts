@@ -9,7 +9,7 @@ import { createLogger, type Logger } from '../log/logger';
 import { redactCredentials } from '../config/redact';
 import type { RunInfo, RunStatus } from '../../shared/protocol';
 import type { FlushResult } from '../server/agentControl';
-import { registerGithubCommands } from '../github/githubCommand'; // GitHub sync (issue 11)
+import { registerGithubCommands } from '../github/githubCommand'; // the GitHub sync
 import { emitFromCli, flushFromCli, type TelemetryEmitOptions } from '../telemetry/emitCommand';
 import { Spool } from '../telemetry/spool';
 import type { AgentLink } from './agentLink';
@@ -245,7 +245,7 @@ export async function runCli(argv: string[]): Promise<number> {
       }
     });
 
-  registerGithubCommands(program, (code) => { exitCode = code; }); // GitHub sync (issue 11)
+  registerGithubCommands(program, (code) => { exitCode = code; }); // the GitHub sync
   registerLogsCommand(program, (code) => { exitCode = code; });
   registerOperatorCommands(program, {
     remote: (json) => { const { config, logger } = prepare(json); return openRemoteLink(config, logger); },

@@ -9,7 +9,7 @@ import { SETTINGS, type Setting, type SettingName } from './settings';
 export interface PoolConfig {
   slots: number;
   waitTimeoutSeconds: number;
-  /** memory ceilings (issue 12): the pool's ceiling, all its runs together. */
+  /** memory ceilings: the pool's ceiling, all its runs together. */
   memoryMb: number;
   /** CRON_POOL_<POOL>_RUN_TIMEOUT: seconds one try may run (0: none); a catalog entry's timeoutSeconds wins. */
   runTimeoutSeconds: number;
@@ -53,11 +53,11 @@ export interface Config {
   demo: { seconds: number; rateMb: number };
   /** How long and how many ended runs' logs and status files are kept (runs/retention.ts). */
   retention: { days: number; runs: number };
-  /** memory ceilings (issue 12): RAM kept out of the pools' ceilings, and the cgroup folder's name. */
+  /** memory ceilings: RAM kept out of the pools' ceilings, and the cgroup folder's name. */
   memory: { reserveMb: number; cgroupName: string | null; enforce: boolean };
-  /** Issue 14: the slot backend, its PostgreSQL (null with `file`) and this station's name. */
+  /** The slot backend, its PostgreSQL (null with `file`) and this station's name. */
   slots: { backend: 'file' | 'postgres'; databaseUrl: string | null; station: string };
-  /** Issue 10: who forks the agent's fetchers (runs/nativeSpawner.ts). */
+  /** Who forks the agent's fetchers (runs/nativeSpawner.ts). */
   spawner: 'native' | 'thread';
   /** The operator event hook (QUANTILICA_ON_EVENT) and the Prometheus listener (QUANTILICA_METRICS_LISTEN). */
   onEvent: string | null;
@@ -112,7 +112,7 @@ export function loadConfig(env: Env = process.env): Config {
       return [pool, {
         slots: get<number>(`CRON_POOL_${key}_SLOTS`),
         waitTimeoutSeconds: get<number>(`CRON_POOL_${key}_TIMEOUT`),
-        memoryMb: Math.round(get<number>(`CRON_POOL_${key}_MEMORY_GB`) * 1024), // memory ceilings (issue 12)
+        memoryMb: Math.round(get<number>(`CRON_POOL_${key}_MEMORY_GB`) * 1024), // memory ceilings
         runTimeoutSeconds: get<number>(`CRON_POOL_${key}_RUN_TIMEOUT`),
       }];
     }),
@@ -148,7 +148,7 @@ export function loadConfig(env: Env = process.env): Config {
     agentLogCapBytes: Math.round(get<number>('QUANTILICA_AGENT_LOG_CAP_MB') * 1024 * 1024),
     demo: { seconds: get('QUANTILICA_DEMO_SECONDS'), rateMb: get('QUANTILICA_DEMO_RATE_MB') },
     retention: { days: get('QUANTILICA_RETENTION_DAYS'), runs: get('QUANTILICA_RETENTION_RUNS') },
-    memory: { reserveMb: Math.round(get<number>('QUANTILICA_MEMORY_RESERVE_GB') * 1024), cgroupName: get('QUANTILICA_CGROUP_NAME'), enforce: get('QUANTILICA_MEMORY_ENFORCE') }, // memory ceilings (issue 12)
+    memory: { reserveMb: Math.round(get<number>('QUANTILICA_MEMORY_RESERVE_GB') * 1024), cgroupName: get('QUANTILICA_CGROUP_NAME'), enforce: get('QUANTILICA_MEMORY_ENFORCE') }, // memory ceilings
     slots: { backend: slotBackend, databaseUrl: slotBackend === 'postgres' ? slotDatabaseUrl : null, station: get<string | null>('QUANTILICA_STATION') ?? os.hostname() },
     spawner: get<'native' | 'thread'>('QUANTILICA_SPAWNER'),
     onEvent: get('QUANTILICA_ON_EVENT'),

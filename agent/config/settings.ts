@@ -92,21 +92,21 @@ const logFormat = (text: string): Parsed => {
   return t === 'auto' || t === 'json' || t === 'human' ? { ok: true, value: t } : { ok: false, error: 'allowed: auto, human, json' };
 };
 
-// Issue 14: where slots live. `file`: flock(2) files on this station; `postgres`: advisory locks in a
+// Where slots live. `file`: flock(2) files on this station; `postgres`: advisory locks in a
 // PostgreSQL shared by several stations (agent/slots/pgSlotPool.ts).
 const slotBackend = (text: string): Parsed => {
   const t = text.trim().toLowerCase();
   return t === 'file' || t === 'postgres' ? { ok: true, value: t } : { ok: false, error: 'allowed: file, postgres' };
 };
 
-// Issue 10: who forks the fetchers. `native`: the small spawner process (agent/native), when it was
+// Who forks the fetchers. `native`: the small spawner process (agent/native), when it was
 // built and the kernel lets it take the agent's descriptors; `thread`: the agent's worker thread.
 const spawnerKind = (text: string): Parsed => {
   const t = text.trim().toLowerCase();
   return t === 'native' || t === 'thread' ? { ok: true, value: t } : { ok: false, error: 'allowed: native, thread' };
 };
 
-// Issue 14: the name other stations see for this one (default: the host name).
+// The name other stations see for this one (default: the host name).
 const stationName = (text: string): Parsed => {
   const t = text.trim();
   return /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/.test(t) ? { ok: true, value: t } : { ok: false, error: 'allowed: 1 to 63 letters, digits, ".", "_", "-", starting with a letter or digit' };
@@ -118,7 +118,7 @@ const poolSettings = (key: string, slots: number): Setting[] => [
   { name: `CRON_POOL_${key}_RUN_TIMEOUT`, default: '0', description: "seconds one try of a run may take before it is stopped (failed, timeout); 0: none; a catalog entry's timeoutSeconds wins", parse: number(0, 30 * 86400, true) },
 ];
 
-// memory ceilings (issue 12)
+// memory ceilings
 const poolMemorySetting = (key: string, gb: number): Setting =>
   ({ name: `CRON_POOL_${key}_MEMORY_GB`, default: String(gb), description: 'memory ceiling of the pool in GB (all its runs together), enforced by a cgroup', parse: number(0.01, 1e5, false) });
 
@@ -158,7 +158,7 @@ export const SETTINGS = [
   ...poolSettings('HEAVY_IO', 3),
   ...poolSettings('CPU_ANALYSIS', 2),
   ...poolSettings('NETWORK_LIGHT', 6),
-  // memory ceilings (issue 12)
+  // memory ceilings
   poolMemorySetting('HEAVY_IO', 12),
   poolMemorySetting('CPU_ANALYSIS', 12),
   poolMemorySetting('NETWORK_LIGHT', 3),

@@ -39,7 +39,7 @@ interface Tracked {
 }
 
 /**
- * Memory ceilings per pool and per run (issue 12), through cgroups: `<base>/<pool>` carries the
+ * Memory ceilings per pool and per run, through cgroups: `<base>/<pool>` carries the
  * pool's ceiling, `<base>/<pool>/<runId>` the run's (the catalog's memoryMb) and holds every process
  * of the run, which its wrapper moves there before the fetcher executes. Without usable cgroups the
  * runs go on unlimited, sampled from /proc, and `enforcement()` says why, never silently.

@@ -1,5 +1,5 @@
 /*
- * quantilica-spawner: the long-lived parent of the fetchers the agent starts (issue 10, the hot path).
+ * quantilica-spawner: the long-lived parent of the fetchers the agent starts (the hot path).
  *
  * Why it exists: per run, the agent used to fork its whole ~70-130 MB address space to exec
  * runWrapper.sh, whose two shells forked again to keep the fetcher's exit status on disk. On this
@@ -158,7 +158,7 @@ static void exec_program(char **argv, char **env) {
 
 /*
  * In the child, before exec: its own session (cancel signals the group), the run's cgroups joined
- * first (memory ceilings, issue 12: every process of the run is born inside), the umask the agent was
+ * first (memory ceilings: every process of the run is born inside), the umask the agent was
  * started with, stdin /dev/null, stdout and stderr on the log, the slot on fd 3, nothing else open.
  */
 static __attribute__((noreturn)) void child_main(int lock_fd, int log_fd, const char *status_file, const char *cwd, char **argv, char **env) {

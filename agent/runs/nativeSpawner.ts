@@ -18,7 +18,7 @@ interface Pending {
 }
 
 /**
- * Starts the agent's runs through agent/native/quantilica-spawner.c (issue 10, the hot path): a small
+ * Starts the agent's runs through agent/native/quantilica-spawner.c (the hot path): a small
  * long-lived process that forks cheaply, takes the slot and log descriptors from the agent with
  * pidfd_getfd(2), is the fetchers' parent and writes their status files, also after the agent died.
  * It replaces, per run, a fork of the whole agent and the two shells of runWrapper.sh.

@@ -44,7 +44,7 @@ export interface RunManagerDeps {
   diskMaxWaitSeconds?: number;
   /** The jitter of retry delays (tests may fix it). */
   random?(): number;
-  /** memory ceilings (issue 12): each run's cgroup, or /proc sampling; absent: no figures at all. */
+  /** memory ceilings: each run's cgroup, or /proc sampling; absent: no figures at all. */
   memory?: RunMemory;
   /** Called after every durable change of a run, and of a pool's occupancy (for the state hub). */
   onRunChange(run: RunInfo): void;
@@ -90,7 +90,7 @@ export class RunManager {
       graceSeconds: deps.config.cancelGraceSeconds,
       logCapBytes: deps.config.logCapBytes,
       wrapperPath: deps.wrapperPath,
-      memory: deps.memory, // memory ceilings (issue 12)
+      memory: deps.memory, // memory ceilings
       publish: (state) => deps.onRunChange(toRunInfo(state.run)),
       record: (event) => { if (!this.closed) void deps.journal.record(event); },
       onLingering: (state, pids) => this.onLingering(state, pids),
@@ -298,7 +298,7 @@ export class RunManager {
       await this.move(state, 'running', own);
     }
     this.deps.logger.info({ runId: run.runId, fetcher: run.fetcher, pid: run.pid }, 'adopted a run left by a previous agent');
-    this.deps.memory?.track(run.runId, run.pool, groupOf(run)); // memory ceilings (issue 12)
+    this.deps.memory?.track(run.runId, run.pool, groupOf(run)); // memory ceilings
     this.upkeep.follow(state, null, this.adoptedLog(run));
   }
 
@@ -460,7 +460,7 @@ export class RunManager {
         argv,
         cwd: entry.cwd ?? config.dataDir,
         env: fetcherEnv({ base: this.baseEnv, entryEnv: entry.env, passEnv: entry.passEnv, fetcherUmask: fetcherUmask(), run: { DATA_DIR: config.dataDir, QUANTILICA_RUN_ID: run.runId, QUANTILICA_FETCHER: run.fetcher, QUANTILICA_POOL: run.pool, QUANTILICA_SLOT: String(grant.index),
-          ...this.deps.memory?.prepare(run.runId, run.pool, entry.memoryMb), // memory ceilings (issue 12): the run's cgroup, before the spawn
+          ...this.deps.memory?.prepare(run.runId, run.pool, entry.memoryMb), // memory ceilings: the run's cgroup, before the spawn
         } }),
         logFd,
         lockFd: grant.lock.fd,
@@ -483,7 +483,7 @@ export class RunManager {
       reason: null, startedAt: run.startedAt ?? now.toISOString(), pid: proc.pid, startTime: proc.startTime, exitCode: null, signal: null,
       deadline: timeoutSeconds === null ? null : new Date(now.getTime() + timeoutSeconds * 1000).toISOString(), logGrewAt: now.toISOString(), stalledSince: null,
     }, { argv, ...(timeoutSeconds === null ? {} : { timeoutSeconds }) });
-    this.deps.memory?.track(run.runId, run.pool, groupOf(run)); // memory ceilings (issue 12)
+    this.deps.memory?.track(run.runId, run.pool, groupOf(run)); // memory ceilings
     this.upkeep.follow(state, proc.exited, logFd);
     if (state.cancelRequested) this.upkeep.terminate(state);
     await running;
@@ -517,7 +517,7 @@ export class RunManager {
       void this.finish(state, 'cancelled', 'stalled', exit, `the run's log did not grow for ${state.policy.stallSeconds ?? '?'} s; cancelled (onStall: cancel)`);
       return;
     }
-    // memory ceilings (issue 12): a run whose process the OOM killer took at its (or its pool's) ceiling failed
+    // memory ceilings: a run whose process the OOM killer took at its (or its pool's) ceiling failed
     // for that reason, told by the cgroup's counter, not guessed from a SIGKILL.
     const usage = this.deps.memory?.release(state.run.runId) ?? null;
     if (usage?.oomKilled && exit.exitCode !== 0) void this.finish(state, 'failed', 'memory-limit', exit, `the run reached its memory ceiling (${usage.memoryLimitMb ?? '?'} MB) and was killed`, usage);
@@ -582,7 +582,7 @@ export class RunManager {
     state.ending = true;
     const { run } = state;
     this.upkeep.stop(state);
-    // memory ceilings (issue 12): the run's peak memory and CPU, kept with it and sent with its finish.
+    // memory ceilings: the run's peak memory and CPU, kept with it and sent with its finish.
     const final = usage === undefined ? this.deps.memory?.release(run.runId) ?? null : usage;
     // OOM kills inside the run are kept and sent also when the fetcher exited 0 (a child was killed
     // at the ceiling and the fetcher went on): a warning on the run, never hidden by its exit code.

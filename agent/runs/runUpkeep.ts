@@ -16,7 +16,7 @@ export interface RunUpkeepDeps {
   logCapBytes: number;
   /** The shell wrapper's path: a fetcher it starts after a cancel's SIGTERM gets its own (lateCancel.ts). */
   wrapperPath?: string;
-  /** memory ceilings (issue 12): the run's cgroup (signalled with its group) and its figures on each heartbeat. */
+  /** memory ceilings: the run's cgroup (signalled with its group) and its figures on each heartbeat. */
   memory?: RunMemory;
   /** Publishes a run whose figures changed (clients see its memory while it runs). */
   publish?(state: ActiveRun): void;
@@ -112,13 +112,13 @@ export class RunUpkeep {
     const late = this.deps.wrapperPath ? new LateCancel(this.deps.wrapperPath, this.deps.spawner.members(group)) : null;
     this.deps.spawner.signal(group, 'SIGTERM');
     if (late) this.followLateCancel(state, late);
-    // memory ceilings (issue 12): the run's cgroup also holds processes that left its group (setsid).
+    // memory ceilings: the run's cgroup also holds processes that left its group (setsid).
     this.deps.memory?.signal(state.run.runId, 'SIGTERM');
     if (state.grace) clearTimeout(state.grace);
     state.grace = setTimeout(() => {
       state.grace = null;
       const killedGroup = this.deps.spawner.signal(group, 'SIGKILL');
-      const killedCgroup = this.deps.memory?.signal(state.run.runId, 'SIGKILL') ?? false; // memory ceilings (issue 12)
+      const killedCgroup = this.deps.memory?.signal(state.run.runId, 'SIGKILL') ?? false; // memory ceilings
       if (killedGroup || killedCgroup) {
         this.deps.logger.warn({ runId: state.run.runId, pgid: group.pgid }, 'fetcher group outlived the cancel grace period; sent SIGKILL');
       }
@@ -176,7 +176,7 @@ export class RunUpkeep {
     if (state.lingering.length > 0) state.lingering = this.deps.spawner.members(groupOf(run));
     // The heartbeat says when the log last grew, not only that the run is alive (the watchdog's clock).
     if (state.stallTimer === null) this.checkLog(state);
-    // memory ceilings (issue 12): the run's memory and CPU so far ride on each heartbeat, and clients see them.
+    // memory ceilings: the run's memory and CPU so far ride on each heartbeat, and clients see them.
     const usage = this.deps.memory?.usage(run.runId);
     const payload = { ...(state.lingering.length > 0 ? { pid: run.pid, lingering: state.lingering } : { pid: run.pid }), logGrewAt: run.logGrewAt ?? null, attempt: run.attempt ?? 1, ...usage };
     this.deps.record({ runId: run.runId, event: 'heartbeat', task: run.fetcher, pool: run.pool, payload });

@@ -27,7 +27,7 @@ for fd in /proc/$$/fd/*; do
   fi
 done
 unset fd n
-# memory ceilings (issue 12): first thing, before anything of the fetcher runs, this process joins the
+# memory ceilings: first thing, before anything of the fetcher runs, this process joins the
 # run's cgroup(s) (QUANTILICA_CGROUP_PROCS, paths joined by ':'); every process it starts is born
 # inside, so a ceiling holds for the whole run and cancel can reach processes that leave the group.
 if [ -n "${QUANTILICA_CGROUP_PROCS:-}" ]; then

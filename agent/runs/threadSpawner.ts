@@ -20,7 +20,7 @@ interface Pending {
 }
 
 /**
- * The real processes, with each spawn made by a worker thread (issue 10, the hot path). Why: libuv
+ * The real processes, with each spawn made by a worker thread (the hot path). Why: libuv
  * forks the whole agent (~70 MB) for each spawn and blocks the calling thread until the child has
  * exec'd; a CPU profile of 1,000 runs showed that wait as the largest single cost of the main thread,
  * where it delays every client's request and every other run. The fork still copies the agent's

@@ -27,7 +27,7 @@ export interface CancelOwner {
 interface RequestRow { id: string; run_id: string; requested_by: string; state: string }
 
 /**
- * Issue 14, cancel from any station. A station asked to cancel a run it does not own finds the station
+ * Cancel from any station. A station asked to cancel a run it does not own finds the station
  * that does (core.slot_holder / core.slot_waiter of a live session), writes a row in core.run_cancel and
  * notifies `quantilica_cancel`. The owner's agent listens on a connection of its own, and also scans its
  * open requests when it starts, after a reconnect and every few seconds, so a missed notification only

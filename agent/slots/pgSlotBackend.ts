@@ -21,7 +21,7 @@ export interface PgSlotBackendOptions {
 }
 
 /**
- * Issue 14: the agent's one connection to the shared slot database. It queues tickets, reads whose turn
+ * The agent's one connection to the shared slot database. It queues tickets, reads whose turn
  * it is, and keeps a copy of every station's holders for a status that never blocks. It holds no slot
  * itself: the locks are the keepers' (pgSlotKeeper.ts), so they outlive this process.
  */

@@ -4,7 +4,7 @@ import * as readline from 'node:readline';
 import pg from 'pg';
 import { poolLocks, readPool, slotNumbers } from './pgSlotSql';
 
-// Issue 14: the lock keeper of one slot of the postgres backend (bundled as dist/pgSlotKeeper.js).
+// The lock keeper of one slot of the postgres backend (bundled as dist/pgSlotKeeper.js).
 //
 // Why a process of its own: a PostgreSQL session cannot be handed to a fetcher the way a flock'd
 // descriptor can, and a lock held by the agent's connection would die with the agent (kill -9) while

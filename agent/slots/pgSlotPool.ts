@@ -64,7 +64,7 @@ interface Waiter {
 }
 
 /**
- * Issue 14: a pool whose slots are PostgreSQL session advisory locks shared by every station. Waiters
+ * A pool whose slots are PostgreSQL session advisory locks shared by every station. Waiters
  * of all stations take tickets in core.slot_waiter and are served in ticket order: a waiter may try
  * only while fewer live tickets are ahead of it than slots are free. The try is a lock keeper process
  * (pgSlotKeeper.ts) that takes the lock on its own session and keeps it for as long as the run's

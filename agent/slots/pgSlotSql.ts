@@ -1,6 +1,6 @@
 import type pg from 'pg';
 
-// Issue 14: the SQL of the postgres slot backend, shared by the agent (pgSlotBackend.ts) and the lock
+// The SQL of the postgres slot backend, shared by the agent (pgSlotBackend.ts) and the lock
 // keepers (pgSlotKeeper.ts). Every name is schema-qualified: the connections pin search_path.
 
 /**

@@ -13,7 +13,7 @@ export interface PoolGrant {
 }
 
 /**
- * Issue 14: one pool as the orchestrator, the run manager and the GitHub sync use it, whatever holds
+ * One pool as the orchestrator, the run manager and the GitHub sync use it, whatever holds
  * its slots: flock(2) files on this station (SlotPool) or advisory locks in PostgreSQL (PgSlotPool).
  */
 export interface PoolBackend {

@@ -56,7 +56,7 @@ SELECT f.run_id, f.task, f.pool, coalesce(top.status, 'unknown'), coalesce(top.r
   CASE WHEN jsonb_typeof(s.payload->'argv') = 'array' THEN s.payload->'argv' END,
   core.jsonb_text(s.payload->'host'),
   core.jsonb_int(s.payload->'pid'),
-  -- memory ceilings (issue 12): the finish carries the run's peak memory and CPU time (migration 002).
+  -- memory ceilings: the finish carries the run's peak memory and CPU time (migration 002).
   CASE WHEN top.rank = 3 THEN core.jsonb_num(top.payload->'peakMemoryMb') END,
   CASE WHEN top.rank = 3 THEN core.jsonb_num(top.payload->'cpuSeconds') END,
   f.attempts

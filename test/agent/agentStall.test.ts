@@ -1,4 +1,4 @@
-// Issue 9 item 5: one agent per user across a stall. An agent stopped (SIGSTOP) for longer than the
+// One agent per user across a stall. An agent stopped (SIGSTOP) for longer than the
 // old lock's lease still holds the single-instance lock: a second agent is refused (exit 73), and the
 // first goes on serving after SIGCONT.
 import assert from 'node:assert/strict';

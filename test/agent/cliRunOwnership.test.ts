@@ -1,4 +1,4 @@
-// Issue 9 items 10, 12, 15 and 16: who owns a run when no agent does, and what the CLI says.
+// Who owns a run when no agent does, and what the CLI says.
 // - `run --detach` without an agent really starts the fetcher (a detached owner process);
 // - a CLI waiting on a run follows it across the agent stopping or dying, and exits with the
 //   fetcher's code;

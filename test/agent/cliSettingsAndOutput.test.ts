@@ -1,5 +1,5 @@
-// Issue 9 items 17 and 18 (bad settings and a missing catalog cwd, refused at start with the
-// setting named and no secret echoed) and the newcomer's first hour: --version, the standard's
+// Bad settings and a missing catalog cwd, refused at start with the
+// setting named and no secret echoed, and the newcomer's first hour: --version, the standard's
 // `--flush`, `flush` printing its result once, human log lines on a terminal, and the summary
 // `npm start` prints on a terminal.
 import assert from 'node:assert/strict';

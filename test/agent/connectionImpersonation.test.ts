@@ -1,4 +1,4 @@
-// Issue 8 item 7 and issue 9 item 11: a connection file left by a killed agent. Another user who
+// A connection file left by a killed agent. Another user who
 // gets the recorded pid and listens on the recorded port must receive nothing (not the token, not a
 // byte), and the victim's cron `quantilica run` must really run the fetcher in-process. A stale file
 // whose pid now names some other process of ours, with nothing listening, must not break commands.

@@ -9,7 +9,7 @@ import type { RunInfo, Snapshot } from '../../shared/protocol';
 import { makeTestEnv, startAgent, type TestEnv } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 
-// Issue 13's kill -9 defect: an agent killed right after a run was queued recorded a run that really
+// A kill -9 defect this guards against: an agent killed right after a run was queued recorded a run that really
 // ran (status file 0, log complete) as `failed` / `owner-exited-while-waiting`, and the tree named
 // the dead agent as a slot holder. The agent now records a durable "starting" intent before the spawn
 // and the next agent adopts from the status file. Here the agent is killed at several moments between

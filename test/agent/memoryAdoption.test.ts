@@ -7,7 +7,7 @@ import { FIXTURES, OUT_FIXTURES, makeTestEnv, runCli, startAgent, type TestEnv }
 import { memoryCgroup, removeCgroupTree, uniqueCgroupName } from '../support/cgroups';
 import { waitFor } from '../support/waitFor';
 
-// Memory ceilings (issue 12): an agent killed with kill -9 leaves its runs in their cgroups. The next
+// Memory ceilings: an agent killed with kill -9 leaves its runs in their cgroups. The next
 // agent adopts the cgroups of runs still alive (figures, cancel through the cgroup) and removes
 // those of runs that ended meanwhile, after reading their peak memory and CPU.
 const NAME = uniqueCgroupName('adopt');

@@ -6,7 +6,7 @@ import { FIXTURES, OUT_FIXTURES, groupMembers, makeTestEnv, openOrchestrator, st
 import { finishPayload, memoryCgroup, removeCgroupTree, uniqueCgroupName } from '../support/cgroups';
 import { waitFor } from '../support/waitFor';
 
-// Memory ceilings (issue 12) with real cgroups: CI runs as root on a machine whose v1 memory
+// Memory ceilings with real cgroups: CI runs as root on a machine whose v1 memory
 // controller we may write. Each test has its own cgroup folder (QUANTILICA_CGROUP_NAME).
 const ALLOCATE = path.join(OUT_FIXTURES, 'allocateMemory.js');
 const names: string[] = [];

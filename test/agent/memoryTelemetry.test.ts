@@ -6,7 +6,7 @@ import { connect, usePostgres } from '../fixtures/telemetryTestBed';
 import { OUT_FIXTURES, makeTestEnv, openOrchestrator } from '../support/harness';
 import { removeCgroupTree, uniqueCgroupName } from '../support/cgroups';
 
-// Memory ceilings (issue 12): core.task_run gains peak_memory_mb and cpu_seconds (migration 002),
+// Memory ceilings: core.task_run gains peak_memory_mb and cpu_seconds (migration 002),
 // filled by the flush from each run's finish event.
 const pgdb = usePostgres();
 const NAME = uniqueCgroupName('pgmem');

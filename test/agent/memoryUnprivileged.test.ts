@@ -9,7 +9,7 @@ import { AGENT_JS, OUT_FIXTURES, makeTestEnv, type TestEnv } from '../support/ha
 import { uniqueCgroupName } from '../support/cgroups';
 import { waitFor } from '../support/waitFor';
 
-// Memory ceilings (issue 12) without cgroup access: the agent runs as a throwaway unprivileged user
+// Memory ceilings without cgroup access: the agent runs as a throwaway unprivileged user
 // (unique per run of this file), who may not write the memory controller. Runs still work, their
 // memory is sampled from /proc, and status, log and pool states say ceilings are not enforced.
 const USER = `qmemu${process.pid}`;

@@ -12,7 +12,7 @@ import { memoryLogger } from '../support/memoryLogger';
 import { tryLockSlot } from '../support/tryLockSlot';
 import { waitFor } from '../support/waitFor';
 
-// Issue 10: the native spawner (agent/native/quantilica-spawner.c) keeps the wrapper's guarantees: the
+// The native spawner (agent/native/quantilica-spawner.c) keeps the wrapper's guarantees: the
 // slot descriptor the agent holds is the fetcher's fd 3, and the exit status reaches the status file
 // also when the agent is gone. `npm run build` builds it with the station's C compiler (CI has one).
 const BINARY = distFile('quantilica-spawner');

@@ -9,7 +9,7 @@ import { startTestPostgres } from '../support/postgres';
 import { pgStation, SlotObserver } from '../support/pgStations';
 import { waitFor } from '../support/waitFor';
 
-// Issue 14, cancel from any station: `quantilica cancel <run-id>` on station B for a run that station
+// Cancel from any station: `quantilica cancel <run-id>` on station B for a run that station
 // A holds a slot for (or queues for one) cancels it on A as a local cancel would, and says so.
 
 const fetchers: FetcherSpec[] = [

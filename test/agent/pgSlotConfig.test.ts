@@ -9,7 +9,7 @@ import { startTestPostgres } from '../support/postgres';
 import { pgStation } from '../support/pgStations';
 import { waitFor } from '../support/waitFor';
 
-// Issue 14: choosing the slot backend, refusing what cannot hold session locks, and showing every
+// Choosing the slot backend, refusing what cannot hold session locks, and showing every
 // station's holders.
 
 test('a bad QUANTILICA_SLOT_BACKEND, postgres without a URL, or a pooler URL stop the command with exit 78', { timeout: 60_000 }, async () => {

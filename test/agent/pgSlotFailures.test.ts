@@ -8,7 +8,7 @@ import { startTestPostgres, type TestPostgres } from '../support/postgres';
 import { pgStation, SlotObserver } from '../support/pgStations';
 import { waitFor } from '../support/waitFor';
 
-// Issue 14: what happens to the postgres backend's slots when a station's agent is killed, when a
+// What happens to the postgres backend's slots when a station's agent is killed, when a
 // slot's session is terminated, and when an operator resizes a pool in core.pool.
 
 const untilFile: FetcherSpec[] = [{ name: 'until-file', pool: 'heavy-io', argv: [path.join(FIXTURES, 'exitWhenFileExists.sh')] }];

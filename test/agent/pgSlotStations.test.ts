@@ -7,7 +7,7 @@ import { startAgent, testConfig, type TestEnv } from '../support/harness';
 import { startTestPostgres } from '../support/postgres';
 import { holdCatalog, maxConcurrent, pgStation, SlotObserver } from '../support/pgStations';
 
-// Issue 14: three stations (three agents, each with its own home, lock dir and data dir) share a
+// Three stations (three agents, each with its own home, lock dir and data dir) share a
 // 3-slot pool through one PostgreSQL. Nothing but the database is shared: the file locks of one
 // station are invisible to the others, so only the postgres backend can keep the pool.
 

@@ -1,4 +1,4 @@
-// Issue 8 item 10: what the agent and the CLI write is private to their user (QUANTILICA_HOME 0700,
+// What the agent and the CLI write is private to their user (QUANTILICA_HOME 0700,
 // umask 077), fetchers do not inherit the agent's secrets unless their entry asks by name, the data a
 // fetcher writes keeps the user's own umask, a password in a setting is never echoed, and a client's
 // extra arguments pass only where the catalog allows them.

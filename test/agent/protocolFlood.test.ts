@@ -1,4 +1,4 @@
-// Issue 8 item 8: unauthenticated clients cannot fill the agent's log or its descriptor table, and
+// Unauthenticated clients cannot fill the agent's log or its descriptor table, and
 // the agent's own log (stderr on a file, as the extension starts it) is capped and rotated.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';

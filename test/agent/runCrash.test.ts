@@ -8,7 +8,7 @@ import { usePostgres } from '../fixtures/telemetryTestBed';
 import { makeTestEnv, startAgent } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 
-// Issue 10's crash test: kill -9 of the agent at random moments while 500 runs go through it, 20
+// The crash test: kill -9 of the agent at random moments while 500 runs go through it, 20
 // times. A client enqueues over the protocol and enqueues again what was not acknowledged. In the
 // end every run the agent recorded (acknowledged or not) is final, is exactly once in core.task_run
 // with the status the agent's state has, and has no event twice.

@@ -76,7 +76,7 @@ test('the runbook\'s kill (fuser -k -KILL on the slot file) fails the run with e
 });
 
 // What dies besides the agent: with the thread spawner, the runWrapper.sh of each run (its pid is the
-// one recorded); with the native spawner (issue 10), the spawner process, parent of every run's waiter.
+// one recorded); with the native spawner, the spawner process, parent of every run's waiter.
 for (const spawner of ['thread', 'native'] as const) {
 test(`${spawner} spawner: ${spawner === 'thread' ? 'a wrapper' : 'the spawner'} killed while no agent watches: the next agent waits for the fetcher and records its real exit code and end time`, { timeout: 120000 }, async (t) => {
   const station = makeTestEnv([{ name: 'until-file', pool: 'heavy-io', argv: [path.join(FIXTURES, 'exitWhenFileExists.sh')] }], { QUANTILICA_SPAWNER: spawner });

@@ -26,7 +26,7 @@ test('migrations: four processes migrating at once apply each version once, in o
     assert.deepEqual(rows.rows.map((r) => r.version), MIGRATIONS.map((m) => m.version));
     assert.deepEqual(await migrate(clients[0], memoryLogger()), []);
     const tables = await clients[0].query<{ t: string }>("SELECT table_name AS t FROM information_schema.tables WHERE table_schema = 'core' ORDER BY 1");
-    // pool, slot_holder, slot_waiter: the postgres slot backend (issue 14).
+    // pool, slot_holder, slot_waiter: the postgres slot backend.
     assert.deepEqual(tables.rows.map((r) => r.t), ['pool', 'run_cancel', 'schema_migration', 'slot_holder', 'slot_waiter', 'task_run', 'task_run_log']);
   } finally {
     await Promise.all(clients.map((c) => c.end()));

@@ -25,7 +25,7 @@ export interface FetcherSpec {
   /** Defaults to true here (the catalog's own default is false): the tests pass arguments freely. */
   extraArgs?: boolean | string;
   passEnv?: string[];
-  /** memory ceilings (issue 12) */
+  /** memory ceilings */
   memoryMb?: number;
   /** Run policies (catalog.ts): retries, timeout, stall watchdog. */
   retry?: { attempts: number; backoffSeconds?: number; maxBackoffSeconds?: number; exitCodes?: number[] };

@@ -3,7 +3,7 @@ import pg from 'pg';
 import { makeTestEnv, OUT_FIXTURES, type FetcherSpec, type TestEnv } from './harness';
 export { maxConcurrent } from './maxConcurrent';
 
-// Issue 14: stations sharing one PostgreSQL slot backend. Each has its own QUANTILICA_HOME, lock dir
+// Stations sharing one PostgreSQL slot backend. Each has its own QUANTILICA_HOME, lock dir
 // and DATA_DIR (makeTestEnv gives each its own root), only the database is shared.
 
 /** A catalog of one fetcher that logs its start and stop (holdSlot.js) on a log shared by all stations. */

@@ -117,7 +117,7 @@ test('an illegal move is refused with a typed error and changes nothing', async 
   for (const final of ['completed', 'failed', 'cancelled', 'skipped'] as const) assert.deepEqual(RUN_MOVES[final], []);
   assert.ok(RUN_MOVES.running.includes('waiting') && RUN_MOVES.waiting.includes('running'));
   await transition({ journal, clock: fixedClock, publish: (r) => published.push(r) }, leftover({ status: 'running', pid: 3, startedAt: '2026-01-01T00:00:00.000Z' }), 'waiting', { reason: 'hibernating', wait: { kind: 'hibernating', until: '2026-01-01T01:00:00.000Z' } });
-  // Telemetry names it (issue 11): `hibernated` with the wake-up time.
+  // Telemetry names it: `hibernated` with the wake-up time.
   assert.deepEqual(journal.events.map((e) => [e.event, e.payload.until]), [['hibernated', '2026-01-01T01:00:00.000Z']]);
 });
 

@@ -1,6 +1,6 @@
 import type { Migration } from './migrations';
 
-// memory ceilings (issue 12): each run's peak memory (MB) and CPU time (seconds), from its finish event
+// memory ceilings: each run's peak memory (MB) and CPU time (seconds), from its finish event
 // (its cgroup's counters, or samples of /proc; the event's payload says which: memorySource).
 export const migration002: Migration = {
   version: 2,

@@ -1,6 +1,6 @@
 import type { Migration } from './migrations';
 
-// Issue 14: the postgres slot backend (agent/slots/pgSlotPool.ts). A slot is a session advisory lock
+// The postgres slot backend (agent/slots/pgSlotPool.ts). A slot is a session advisory lock
 // pg_try_advisory_lock(pool.lock_key, slot); these tables only say how many slots a pool has, who waits
 // in which order, and who holds what (for display). The locks are the truth; a row whose backend is no
 // longer in pg_stat_activity is dead and is ignored, then cleaned.

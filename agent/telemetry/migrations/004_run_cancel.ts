@@ -1,6 +1,6 @@
 import type { Migration } from './migrations';
 
-// Issue 14, cancel from any station: a station asks the station that owns a run (the one whose keeper
+// Cancel from any station: a station asks the station that owns a run (the one whose keeper
 // holds its slot, or whose agent queues it) to cancel it. The row is the request, its durable record and
 // the answer; NOTIFY quantilica_cancel only wakes the owner sooner (a missed one is found by its scans).
 export const migration004: Migration = {

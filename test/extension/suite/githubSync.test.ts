@@ -1,4 +1,4 @@
-// Issue 11 in a real extension host: a GitHub sync, run from the Run command by a real agent against
+// In a real extension host: a GitHub sync, run from the Run command by a real agent against
 // the GitHub API simulator (a process of its own), hibernates on its graphql budget and the pools
 // tree shows it: the "GitHub sync" group, "hibernating until HH:MM, in … (graphql budget)", the stages.
 import * as assert from 'node:assert/strict';
@@ -70,7 +70,7 @@ async function agentSnapshot(): Promise<Snapshot> {
   }
 }
 
-describe('A GitHub sync in the tree (issue 11)', () => {
+describe('A GitHub sync in the tree', () => {
   let agentPid = 0;
   let runId = '';
 

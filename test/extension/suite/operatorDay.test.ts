@@ -1,4 +1,4 @@
-// Issue 13 in a real extension host: the operator's day (run history, live logs, schedule, health,
+// In a real extension host: the operator's day (run history, live logs, schedule, health,
 // the defects seen in a real workbench), against a real agent running a catalog of real fetchers.
 import * as assert from 'node:assert/strict';
 import * as path from 'node:path';
@@ -72,7 +72,7 @@ function text(value: string | vscode.MarkdownString | undefined): string {
   return typeof value === 'string' ? value : value?.value ?? '';
 }
 
-describe('The operator’s day (issue 13)', () => {
+describe('The operator’s day', () => {
   before(async () => {
     const extension = vscode.extensions.getExtension<QuantilicaApi>(EXTENSION_ID);
     assert.ok(extension);

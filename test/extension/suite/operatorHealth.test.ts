@@ -1,4 +1,4 @@
-// Issue 13 in a real extension host, the items left open: the views have their data providers the
+// In a real extension host: the views have their data providers the
 // moment the extension activates (no "There is no data provider registered"), "Restart Agent" shows
 // its progress, the disk gate's pause and resume notify (switchable), the telemetry warning item
 // appears when events wait longer than the setting, a failed run notifies with a working "Show Log",
@@ -88,7 +88,7 @@ async function pageText(selector: string): Promise<string> {
   return ((await queryPage(selector)) ?? []).join('\n');
 }
 
-describe('The operator’s health and notifications (issue 13)', () => {
+describe('The operator’s health and notifications', () => {
   before(async () => {
     const extension = vscode.extensions.getExtension<QuantilicaApi>(EXTENSION_ID);
     assert.ok(extension);

@@ -1,4 +1,4 @@
-// The workbench, second pass, in a real extension host against real agents: the live log follows its
+// The workbench in daily use, in a real extension host against real agents: the live log follows its
 // tail, Pause Schedule asks which (and confirms all) with the whole-schedule pause in the view's
 // header, history rows have a keyboard-reachable context menu, the Station panel says the agent is
 // down and is restored by its serializer, no telemetry warning without a database, a filter that
@@ -117,7 +117,7 @@ function runInfo(over: Partial<RunInfo>): RunInfo {
   };
 }
 
-describe('The workbench, second pass', () => {
+describe('The workbench in daily use', () => {
   before(async () => {
     const extension = vscode.extensions.getExtension<QuantilicaApi>(EXTENSION_ID);
     assert.ok(extension);
