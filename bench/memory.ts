@@ -106,7 +106,7 @@ async function main(): Promise<void> {
       cgroupWorkP99Ms: r(percentile(cost, 99)),
       loadAverage: r(os.loadavg()[0]),
     };
-    printTable(`memory ceilings benchmark (issue 12): a cgroup per run (${result.enforcement}) against none`, [
+    printTable(`memory ceilings benchmark: a cgroup per run (${result.enforcement}) against none`, [
       ['throughput with cgroups', `${result.cgroupRunsPerSecond} runs/s`, `without: ${result.plainRunsPerSecond} runs/s`],
       ['enqueue→spawn p50 with', `${result.cgroupSpawnP50Ms} ms`, `without: ${result.plainSpawnP50Ms} ms`],
       ['enqueue→spawn p99 with', `${result.cgroupSpawnP99Ms} ms`, `without: ${result.plainSpawnP99Ms} ms (slots target < 20 ms)`],

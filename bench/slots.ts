@@ -185,7 +185,7 @@ async function main(): Promise<void> {
     idleRssAfterRunsMb: round(agent.idleRssAfterMb),
     loadAverage: os.loadavg().map(round),
   };
-  printTable(`slots benchmark (issue 10), ${RUNS} no-op runs, load average ${result.loadAverage.join(' ')}`, [
+  printTable(`slots benchmark, ${RUNS} no-op runs, load average ${result.loadAverage.join(' ')}`, [
     ['Node spawn ceiling (/bin/true, 11 at a time)', `${result.spawnCeilingRunsPerSecond} runs/s`, `(${result.spawnCeilingAfterRunsPerSecond} after the agent)`],
     ['bash + flock peer (11 polling loops)', `${result.bashRunsPerSecond} runs/s`, ''],
     ['agent over its protocol', `${result.agentRunsPerSecond} runs/s`, ''],

@@ -17,7 +17,7 @@ import { makeTestEnv, REPO, runCli, startAgent, type TestEnv } from '../support/
 import { startTestPostgres, type TestPostgres } from '../support/postgres';
 import { waitFor } from '../support/waitFor';
 
-// The GitHub sync as a catalog entry run by the agent (issue 11): its network-light slot is the
+// The GitHub sync as a catalog entry run by the agent: its network-light slot is the
 // agent's own flock while it works and is free while it hibernates; a kill -9 during the hibernation
 // loses nothing and wastes no request; the agent keeps answering while a sync runs at concurrency 5.
 

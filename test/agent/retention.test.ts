@@ -85,7 +85,7 @@ test('retention prunes ended runs\' rows with their logs (by age and count), kee
     const eventsAfter = spool.withDatabase((db) => (db.prepare('SELECT count(*) AS n FROM event').get() as { n: number }).n);
     assert.ok(eventsBefore !== null && eventsBefore >= rows.length, `the events were spooled (${eventsBefore})`);
     assert.equal(eventsAfter, eventsBefore, 'telemetry is kept');
-    // A second pass has nothing more to remove; an id another process runs keeps its row too.
+    // Applied again, it has nothing more to remove; an id another process runs keeps its row too.
     assert.equal(retention.apply().runRows, 0);
     const guarded = new Retention({ logDir: path.join(t.root, 'logs'), statusDir: path.join(t.root, 'runs'), days: 0.001, runs: 1, activeRunIds: () => new Set([id(1)]), runRows: store, logger: memoryLogger() });
     guarded.apply();
