@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { NumberedOperatorEvent, ScheduleStatus } from '../../shared/protocol';
+import { moment } from '../../agent/cli/timeText';
 import { AGENT_JS, makeTestEnv, runCli, startAgent, type TestEnv } from '../support/harness';
 import { freePort } from '../support/prometheus';
 import { waitFor } from '../support/waitFor';
@@ -88,7 +89,7 @@ test('failed, recovered and late reach the hook, quantilica events, schedule, st
     assert.match(table.stdout.split('\n').find((l) => l.includes('flaky')) ?? '', /flaky.*-$/, 'no lateness check: no mark');
     assert.match(table.stdout, /1 LATE/);
     const status = await runCli(t, ['status']);
-    assert.match(status.stdout, new RegExp(`late: nightly LATE since ${late.lateSince!.replace(/[.]/g, '\\.')}`));
+    assert.match(status.stdout, new RegExp(`late: nightly LATE since ${moment(late.lateSince!)}`));
 
     const listed = await events(t);
     const flakyEvents = listed.filter((e) => e.fetcher === 'flaky').map((e) => e.event);
