@@ -104,7 +104,7 @@ function build(config: Config, logger: Logger, role: OpenAgentOptions['role'], p
     // A run's end can clear (or, failing past a deadline, keep) its entry's lateness: the schedule
     // re-reads it on the next turn, outside the hub's delivery of this change.
     if (TERMINAL.has(run.status)) setImmediate(() => schedule.refresh());
-  });
+  }, (status) => metrics.observeSchedule(status));
   // The Station panel's disk history: kept by the agent only (a CLI run is too short to matter).
   const history = role === 'agent' ? new HistoryStore(path.join(config.homeDir, 'history.db')) : null;
 
@@ -191,10 +191,11 @@ function poolOf(control: Orchestrator, fetcher: string): string | null {
 }
 
 /** Feeds every published change to the derivation, and each run to `onRun`; returns the unsubscribe. */
-function observeOperatorEvents(hub: StateHub, events: OperatorEvents, onEvent: (event: OperatorEvent) => void, onRun: (run: RunInfo) => void): () => void {
+function observeOperatorEvents(hub: StateHub, events: OperatorEvents, onEvent: (event: OperatorEvent) => void, onRun: (run: RunInfo) => void, onSchedule: (schedule: ScheduleStatus) => void): () => void {
   return hub.observe(({ change }) => {
     for (const event of events.derive(change)) onEvent(event);
     if (change.kind === 'run') onRun(change.run);
+    else if (change.kind === 'schedule') onSchedule(change.schedule);
   });
 }
 

@@ -17,7 +17,7 @@ const CLIENTS = 10;
 const TRANSITIONS = Number(process.argv[2] ?? 150);
 const WAITING = 100;
 const SLOTS = 2;
-const IDLE_SECONDS = 20;
+const IDLE_SECONDS = Number(process.env.BENCH_IDLE_SECONDS ?? 20);
 const AGENT_JS = path.resolve(__dirname, '..', '..', 'dist', 'agent.js');
 
 function station() {
@@ -98,6 +98,13 @@ async function main(): Promise<void> {
       ['agent CPU, idle, no client', `${noClients.cpuPercent.toFixed(2)} %`, ''],
       ['agent RSS, idle, no client', `${noClients.rssMb.toFixed(0)} MB`, ''],
     ]);
+    const r = (n: number) => Math.round(n * 100) / 100;
+    process.stdout.write(`${JSON.stringify({
+      bench: 'protocol', clients: CLIENTS, runs: runs.length, slots: SLOTS, events: latencies.length,
+      slotChangeP50Ms: r(percentile(latencies, 50)), slotChangeP99Ms: r(percentile(latencies, 99)), slotChangeMaxMs: r(Math.max(...latencies)),
+      idleCpuPercent10Clients: r(idle.cpuPercent), idleRssMb10Clients: r(idle.rssMb), idleCpuPercentNoClient: r(noClients.cpuPercent), idleRssMbNoClient: r(noClients.rssMb),
+      loadAverage: os.loadavg().map(r),
+    })}\n`);
     await Promise.all(clients.map((c) => c.close()));
   } finally {
     const exited = new Promise((resolve) => agent.once('exit', resolve));

@@ -19,10 +19,13 @@ const WRAPPER = path.resolve(__dirname, '..', '..', 'dist', 'runWrapper.sh');
 const CONCURRENCY = 11;
 const POOLS = [['noop-heavy', 'heavy-io', 3], ['noop-cpu', 'cpu-analysis', 2], ['noop-light', 'network-light', 6]] as const;
 
-function station() {
+/** Fields added to every catalog entry (a run policy), or none. */
+export type EntryPolicy = Record<string, unknown>;
+
+function station(policy: EntryPolicy = {}) {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'qbench-'));
   const catalog = path.join(root, 'catalog.json');
-  fs.writeFileSync(catalog, JSON.stringify({ fetchers: POOLS.map(([name, pool]) => ({ name, pool, argv: ['/bin/true'] })) }));
+  fs.writeFileSync(catalog, JSON.stringify({ fetchers: POOLS.map(([name, pool]) => ({ name, pool, argv: ['/bin/true'], ...policy })) }));
   const env = {
     ...process.env, HOME: path.join(root, 'home'), QUANTILICA_LOCK_DIR: path.join(root, 'locks'), DATA_DIR: path.join(root, 'data'),
     CRON_USE_POOLS: 'true', QUANTILICA_CATALOG: catalog, QUANTILICA_LOG_LEVEL: 'warn', QUANTILICA_SCHEDULE_CATCH_UP: 'false',
@@ -36,7 +39,7 @@ function station() {
  * `wrapped`, each /bin/true under the agent's run wrapper (dist/runWrapper.sh: two shells, so a run's
  * exit status is recorded even when the agent dies): the ceiling of any run the agent starts.
  */
-async function spawnCeiling(wrapped = false): Promise<number> {
+export async function spawnCeiling(wrapped = false): Promise<number> {
   const statusDir = fs.mkdtempSync(path.join(os.tmpdir(), 'qbench-status-'));
   let next = 0;
   const started = process.hrtime.bigint();
@@ -109,10 +112,10 @@ function spawnerCpuMs(agentPid: number): { own: number; withRuns: number } | nul
   return null;
 }
 
-interface AgentFigures { runsPerSecond: number; cpuMsPerRun: number; processCpuMsPerRun: number; spawnerCpuMsPerRun: number | null; spawnerWithRunsCpuMsPerRun: number | null; clientCpuMsPerRun: number; p50: number; p99: number; idleRssMb: number; idleRssAfterMb: number }
+export interface AgentFigures { runsPerSecond: number; cpuMsPerRun: number; processCpuMsPerRun: number; spawnerCpuMsPerRun: number | null; spawnerWithRunsCpuMsPerRun: number | null; clientCpuMsPerRun: number; p50: number; p99: number; idleRssMb: number; idleRssAfterMb: number }
 
-async function agentOverProtocol(idleSeconds: number): Promise<AgentFigures> {
-  const { env, connectionFile } = station();
+export async function agentOverProtocol(idleSeconds: number, policy: EntryPolicy = {}): Promise<AgentFigures> {
+  const { env, connectionFile } = station(policy);
   const agent = await startAgent(env);
   const pid = agent.pid!;
   const client = await connectAgent(connectionFile, { client: 'bench' });
@@ -136,10 +139,14 @@ async function agentOverProtocol(idleSeconds: number): Promise<AgentFigures> {
     const clientCpuMsPerRun = (client2.user + client2.system) / 1000 / RUNS;
     const failed = done.filter((r) => r.status !== 'completed');
     if (failed.length > 0) throw new Error(`${failed.length} runs did not complete: ${JSON.stringify(failed[0])}`);
+    // The policy reached the runs: each carries its retry policy's attempts (and ran its one try).
+    const attempts = (policy.retry as { attempts?: number } | undefined)?.attempts ?? 1;
+    const unpolicied = done.filter((r) => (r.attempts ?? 1) !== attempts || (r.attempt ?? 1) !== 1);
+    if (unpolicied.length > 0) throw new Error(`${unpolicied.length} runs without the policy's ${attempts} attempts: ${JSON.stringify(unpolicied[0])}`);
     // Enqueue→spawn with a free slot: from the request leaving the client to the run's recorded start
     // (after its spawn), same clock.
     const latencies: number[] = [];
-    for (let i = 0; i < 200; i++) {
+    for (let i = 0; i < Math.min(200, RUNS); i++) {
       const sent = Date.now();
       const run = await client.run('noop-light');
       const ended = await client.waitRun(run.runId);
@@ -204,11 +211,14 @@ async function main(): Promise<void> {
   process.stdout.write(`${JSON.stringify({ bench: 'slots', ...result })}\n`);
 }
 
-function round(n: number): number {
+export function round(n: number): number {
   return Math.round(n * 100) / 100;
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(`${String(err)}\n`);
-  process.exitCode = 1;
-});
+// Imported by slotsPolicies.ts for its parts: only run when started as the benchmark itself.
+if (require.main === module) {
+  main().catch((err: unknown) => {
+    process.stderr.write(`${String(err)}\n`);
+    process.exitCode = 1;
+  });
+}

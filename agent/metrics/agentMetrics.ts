@@ -1,7 +1,10 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { DiskGateState, DiskStatus, GithubSyncInfo, PoolState, RunInfo, ScheduleStatus, SpoolStatus } from '../../shared/protocol';
 
-/** What the metrics read at scrape time: the agent's state as it is now. */
+/**
+ * What the metrics read: the agent's state as it is now (pools, waiting runs, disk, spool, sync: each
+ * already in memory), the schedule once when none was published yet, the run store once at start.
+ */
 export interface MetricsSources {
   version: string;
   pools(): PoolState[];
@@ -24,12 +27,19 @@ const MAX_COUNTED = 4096;
 const GB = 1e9;
 
 /**
- * The agent's Prometheus metrics, in a registry of its own (never prom-client's global one): counters
+ * The agent's Prometheus metrics, in registries of their own (never prom-client's global one): counters
  * and the duration histogram move as runs end (seeded from the run store at start), gauges are read
- * from the agent's state at each scrape.
+ * from the agent's state at each scrape. The run-end metrics (a histogram per fetcher: most of the
+ * text) have a registry of their own whose text is kept until the next run ends, so a scrape formats
+ * only what moved.
  */
 export class AgentMetrics {
   readonly registry = new Registry();
+  private readonly ends = new Registry();
+  /** The text of `ends` as of the last run end, or null once another run ended. */
+  private endsText: string | null = null;
+  /** Bumped at each run end: a text formatted while another run ended is not kept. */
+  private endsVersion = 0;
   private readonly finished: Counter<'fetcher' | 'outcome'>;
   private readonly duration: Histogram<'fetcher'>;
   private readonly retries: Counter<'fetcher'>;
@@ -37,19 +47,30 @@ export class AgentMetrics {
   /** Per GitHub sync, the requests and hibernations last seen, for the totals. */
   private readonly syncs = new Map<string, { requests: number; hibernations: number }>();
   private syncTotals = { requests: 0, hibernations: 0 };
+  /**
+   * The schedule as last published (its lateness moves only when it publishes), so a scrape never
+   * recomputes it: Schedule.status() reads the run store for each entry, which with 100 fetchers and
+   * 10,000 runs of history took tens of milliseconds a scrape.
+   */
+  private schedule: ScheduleStatus | null = null;
+  /** Each fetcher's latest completed finish (ms), from the run store at start, then from run ends. */
+  private readonly lastSuccess = new Map<string, number>();
+  /** The pools read once for a scrape (two gauges use them; a read takes the kernel's lock table and each slot's file). */
+  private scrapePools: PoolState[] | null = null;
 
   constructor(private readonly sources: MetricsSources) {
     const r = this.registry;
-    this.finished = new Counter({ name: 'quantilica_runs_finished_total', help: 'Runs that ended, by fetcher and outcome (completed, failed, cancelled, skipped).', labelNames: ['fetcher', 'outcome'], registers: [r] });
-    this.duration = new Histogram({ name: 'quantilica_run_duration_seconds', help: 'Wall time of ended runs, from start to finish.', labelNames: ['fetcher'], buckets: DURATION_BUCKETS, registers: [r] });
-    this.retries = new Counter({ name: 'quantilica_run_retries_total', help: 'Tries after the first of ended runs (a retry policy), by fetcher.', labelNames: ['fetcher'], registers: [r] });
+    const ends = [this.ends];
+    this.finished = new Counter({ name: 'quantilica_runs_finished_total', help: 'Runs that ended, by fetcher and outcome (completed, failed, cancelled, skipped).', labelNames: ['fetcher', 'outcome'], registers: ends });
+    this.duration = new Histogram({ name: 'quantilica_run_duration_seconds', help: 'Wall time of ended runs, from start to finish.', labelNames: ['fetcher'], buckets: DURATION_BUCKETS, registers: ends });
+    this.retries = new Counter({ name: 'quantilica_run_retries_total', help: 'Tries after the first of ended runs (a retry policy), by fetcher.', labelNames: ['fetcher'], registers: ends });
     for (const run of sources.finished()) this.count(run);
     const s = sources;
     const syncCounts = () => this.syncCounts();
-    gauge(r, 'quantilica_pool_slots', 'Slots of each pool.', ['pool'], (g) => { for (const p of s.pools()) g.set({ pool: p.name }, p.size); });
-    gauge(r, 'quantilica_pool_slots_used', 'Slots of each pool held now (by runs of this agent or any other holder).', ['pool'], (g) => { for (const p of s.pools()) g.set({ pool: p.name }, p.used); });
+    gauge(r, 'quantilica_pool_slots', 'Slots of each pool.', ['pool'], (g) => { for (const p of this.poolsNow()) g.set({ pool: p.name }, p.size); });
+    gauge(r, 'quantilica_pool_slots_used', 'Slots of each pool held now (by runs of this agent or any other holder).', ['pool'], (g) => { for (const p of this.poolsNow()) g.set({ pool: p.name }, p.used); });
     gauge(r, 'quantilica_runs_waiting', 'Runs waiting now, by pool and by what they wait for (pool, disk, admission, hibernating, retry, slot-backend).', ['pool', 'reason'], (g) => {
-      for (const p of s.pools()) g.set({ pool: p.name, reason: 'pool' }, 0);
+      for (const p of this.poolsNow()) g.set({ pool: p.name, reason: 'pool' }, 0);
       const counts = new Map<string, { pool: string; reason: string; n: number }>();
       for (const run of s.activeRuns()) {
         if (run.status !== 'waiting') continue;
@@ -62,10 +83,13 @@ export class AgentMetrics {
       for (const c of counts.values()) g.set({ pool: c.pool, reason: c.reason }, c.n);
     });
     gauge(r, 'quantilica_fetcher_late', '1 while a scheduled fetcher is late (no completed run within its lateAfterMinutes of a due time), else 0.', ['fetcher'], (g) => {
-      for (const e of s.schedule()?.entries ?? []) if (e.lateAfterMinutes != null) g.set({ fetcher: e.fetcher }, e.lateSince ? 1 : 0);
+      for (const e of this.scheduleNow()?.entries ?? []) if (e.lateAfterMinutes != null) g.set({ fetcher: e.fetcher }, e.lateSince ? 1 : 0);
     });
     gauge(r, 'quantilica_fetcher_last_success_timestamp_seconds', 'When the fetcher last completed a run (Unix time).', ['fetcher'], (g) => {
-      for (const e of s.schedule()?.entries ?? []) if (e.lastSuccessAt) g.set({ fetcher: e.fetcher }, Date.parse(e.lastSuccessAt) / 1000);
+      for (const e of this.scheduleNow()?.entries ?? []) {
+        const at = this.lastSuccess.get(e.fetcher);
+        if (at !== undefined) g.set({ fetcher: e.fetcher }, at / 1000);
+      }
     });
     gauge(r, 'quantilica_disk_free_bytes', 'Free bytes on the data folder\'s filesystem, as the disk gate last read them.', [], (g) => {
       const free = s.disk()?.freeGb;
@@ -96,17 +120,49 @@ export class AgentMetrics {
     this.count(run);
   }
 
+  /** The schedule the agent published (at its start, when an entry's lateness or a pause moved). */
+  observeSchedule(status: ScheduleStatus): void {
+    this.schedule = status;
+  }
+
   /** The Prometheus text exposition of every metric, as of now. */
-  text(): Promise<string> {
-    return this.registry.metrics();
+  async text(): Promise<string> {
+    let live: string;
+    try {
+      live = await this.registry.metrics();
+    } finally {
+      this.scrapePools = null;
+    }
+    if (this.endsText !== null) return `${this.endsText}${live}`;
+    const version = this.endsVersion;
+    const ends = await this.ends.metrics();
+    if (version === this.endsVersion) this.endsText = ends;
+    return `${ends}${live}`;
   }
 
   get contentType(): string {
     return this.registry.contentType;
   }
 
+  private poolsNow(): PoolState[] {
+    this.scrapePools ??= this.sources.pools();
+    return this.scrapePools;
+  }
+
+  /** The published schedule, or (nothing published yet: a CLI, a scrape before the schedule starts) its status once. */
+  private scheduleNow(): ScheduleStatus | null {
+    this.schedule ??= this.sources.schedule();
+    return this.schedule;
+  }
+
   private count(run: { fetcher: string; status: string; startedAt: string | null; finishedAt: string | null; attempt?: number | null }): void {
+    this.endsText = null;
+    this.endsVersion += 1;
     this.finished.inc({ fetcher: run.fetcher, outcome: run.status });
+    if (run.status === 'completed' && run.finishedAt) {
+      const at = Date.parse(run.finishedAt);
+      if (Number.isFinite(at) && at > (this.lastSuccess.get(run.fetcher) ?? -Infinity)) this.lastSuccess.set(run.fetcher, at);
+    }
     if (run.startedAt && run.finishedAt) {
       const seconds = (Date.parse(run.finishedAt) - Date.parse(run.startedAt)) / 1000;
       if (Number.isFinite(seconds) && seconds >= 0) this.duration.observe({ fetcher: run.fetcher }, seconds);
