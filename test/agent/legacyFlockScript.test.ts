@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
@@ -9,20 +8,10 @@ import { UnsafeStationError } from '../../agent/station/unsafeStationError';
 import { AGENT_JS, makeTestEnv, OUT_FIXTURES, startAgent, testConfig } from '../support/harness';
 import { maxConcurrent } from '../support/maxConcurrent';
 import { waitFor } from '../support/waitFor';
+import { execProcess } from '../support/execProcess';
 
 const TIGHTENED = /had mode 644 .* tightened to 600/;
 
-function exec(cmd: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => { stdout += d.toString(); });
-    child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 // The seed's migration path: a cron_fetch.sh of the same account takes slot 0 with util-linux flock
 // (`9>slot_0.lock` under umask 022 makes the file 0644) while the agent and CLI runs use the pool.
@@ -33,7 +22,7 @@ test('a legacy flock script holding slot 0 (file 0644) while 12 CLI and 12 agent
   const station = makeTestEnv(catalog, {}, { lockDir: shared.lockDir });
   const cron = makeTestEnv(catalog, {}, { lockDir: shared.lockDir });
   const agent = await startAgent(station);
-  let script: ReturnType<typeof exec> | null = null;
+  let script: ReturnType<typeof execProcess> | null = null;
   try {
     const slot0 = path.join(shared.lockDir, 'heavy-io', 'slot_0.lock');
     assert.equal(fs.existsSync(slot0), false, 'the script makes slot 0\'s file, as on a station where it ran first');
@@ -41,7 +30,7 @@ test('a legacy flock script holding slot 0 (file 0644) while 12 CLI and 12 agent
     // fetchers) until the test releases it, so it holds one slot while the runs go on.
     const release = path.join(shared.root, 'release');
     const body = `umask 022; while [ ! -e "$1" ]; do ( flock 9 && exec "${process.execPath}" "${path.join(OUT_FIXTURES, 'holdSlot.js')}" "${logFile}" 1500 ) 9>"$0/heavy-io/slot_0.lock" || exit 1; done`;
-    script = exec('sh', ['-c', body, shared.lockDir, release], station.env);
+    script = execProcess('sh', ['-c', body, shared.lockDir, release], station.env);
     await waitFor(() => fs.existsSync(logFile) && fs.readFileSync(logFile, 'utf8').includes('start'), { what: 'the script to hold slot 0' });
 
     const client = await connectAgent(testConfig(station).connectionFile, { client: 'legacy-flock' });
@@ -53,7 +42,7 @@ test('a legacy flock script holding slot 0 (file 0644) while 12 CLI and 12 agent
       // Then 11 more agent runs at once (over a second each: two of them overlap beside the script),
       // and 12 CLI runs (three cron-style loops of 4, no agent of theirs).
       const agentRuns = Promise.all(Array.from({ length: 11 }, async (_, i) => client.waitRun((await client.run('hold', [String(1000 + i * 50)])).runId)));
-      const cliLoops = Array.from({ length: 3 }, () => exec('bash', ['-c', `for i in 1 2 3 4; do "${process.execPath}" "${AGENT_JS}" run hold -- $((150 + RANDOM % 100)) >/dev/null || exit 1; done`], cron.env));
+      const cliLoops = Array.from({ length: 3 }, () => execProcess('bash', ['-c', `for i in 1 2 3 4; do "${process.execPath}" "${AGENT_JS}" run hold -- $((150 + RANDOM % 100)) >/dev/null || exit 1; done`], cron.env));
       const runs = [first, ...await agentRuns];
       assert.deepEqual(runs.map((r) => `${r.status} ${r.exitCode}`), Array.from({ length: 12 }, () => 'completed 0'), JSON.stringify(runs.map((r) => [r.status, r.reason])));
       const cli = await Promise.all(cliLoops);

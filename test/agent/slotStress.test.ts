@@ -7,6 +7,7 @@ import { connectAgent } from '../../agent/client/agentClient';
 import { AGENT_JS, FIXTURES, makeTestEnv, openOrchestrator, OUT_FIXTURES, startAgent, testConfig, type TestEnv } from '../support/harness';
 import { maxConcurrent } from '../support/maxConcurrent';
 import { waitFor } from '../support/waitFor';
+import { execProcess } from '../support/execProcess';
 
 const PER_PROCESS = 50;
 
@@ -14,17 +15,6 @@ function holdCatalog(logFile: string) {
   return [{ name: 'hold', pool: 'heavy-io' as const, argv: [process.execPath, path.join(OUT_FIXTURES, 'holdSlot.js'), logFile] }];
 }
 
-function exec(cmd: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => { stdout += d.toString(); });
-    child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 
 // 300 CLI and agent runs of a node fixture: minutes on a loaded 2-core machine; the bound guards a hang, not speed.
@@ -48,7 +38,7 @@ test('six processes (3 agents and 3 loops of CLI runs) x 50 acquisitions never p
     }
   });
   // …and three cron-style loops of CLI runs with no agent, in-process on the same slot files.
-  const cliLoops = stations.slice(3).map((s) => exec('bash', ['-c', `for i in $(seq ${PER_PROCESS}); do "${process.execPath}" "${AGENT_JS}" run hold -- $((100 + RANDOM % 100)) >/dev/null || exit 1; done`], s.env));
+  const cliLoops = stations.slice(3).map((s) => execProcess('bash', ['-c', `for i in $(seq ${PER_PROCESS}); do "${process.execPath}" "${AGENT_JS}" run hold -- $((100 + RANDOM % 100)) >/dev/null || exit 1; done`], s.env));
   try {
     for (const runs of await Promise.all(agentRuns)) assert.deepEqual(new Set(runs.map((r) => r.status)), new Set(['completed']), JSON.stringify(runs.filter((r) => r.status !== 'completed').map((r) => [r.status, r.reason])));
     for (const r of await Promise.all(cliLoops)) assert.equal(r.code, 0, r.stderr);
