@@ -2,9 +2,8 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { after, test } from 'node:test';
-import type { RunInfo } from '../../shared/protocol';
-import { makeTestEnv, runCli, startAgent, type TestEnv } from '../support/harness';
-import { waitFor } from '../support/waitFor';
+import { makeTestEnv, startAgent, type TestEnv } from '../support/harness';
+import { holderAndWaiter } from '../support/holderAndWaiter';
 
 // A hangup stops the agent exactly as SIGTERM does: the "agent stopping" line, exit 0, the waiting
 // run ends as it does on SIGTERM (never `owner-exited-while-waiting`), the running fetcher goes on.
@@ -31,18 +30,7 @@ async function stopWith(signal: NodeJS.Signals): Promise<Outcome> {
   stations.push(t);
   const agent = await startAgent(t);
   try {
-    const ids: string[] = [];
-    for (let i = 0; i < 2; i++) {
-      const r = await runCli(t, ['run', 'long', '--detach', '--json']);
-      assert.equal(r.code, 0, r.stderr);
-      ids.push((JSON.parse(r.stdout) as RunInfo).runId);
-    }
-    const runs = async (): Promise<RunInfo[]> => (JSON.parse((await runCli(t, ['runs', '--json'])).stdout) as { runs: RunInfo[] }).runs;
-    const holder = await waitFor(async () => {
-      const all = await runs();
-      const [h, w] = ids.map((id) => all.find((r) => r.runId === id));
-      return h?.status === 'running' && w?.wait?.kind === 'pool' ? h : null;
-    }, { what: 'one run holding the only slot and one waiting for it', timeoutMs: 20000 });
+    const { ids, holder, runs } = await holderAndWaiter(t, 'long');
     if (holder.pid) leftovers.push(holder.pid);
     const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => agent.child.once('exit', (code, sig) => resolve([code, sig])));
     agent.child.kill(signal);

@@ -2,10 +2,10 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import type { RunInfo } from '../../shared/protocol';
 import { memoryLogger } from '../support/memoryLogger';
 import { Spool } from '../../agent/telemetry/spool';
-import { groupMembers, makeTestEnv, runCli, startAgent } from '../support/harness';
+import { groupMembers, makeTestEnv, startAgent } from '../support/harness';
+import { holderAndWaiter } from '../support/holderAndWaiter';
 import { waitFor } from '../support/waitFor';
 
 // The fetcher runs until the test lets it end (a file in its data dir), with or without an agent.
@@ -18,18 +18,7 @@ for (const how of ['flag', 'setting'] as const) test(`with the ${how} to cancel 
   let agent = await startAgent(t, how === 'flag' ? ['--cancel-waiting-on-exit'] : []);
   let holderPid: number | null = null;
   try {
-    const ids: string[] = [];
-    for (let i = 0; i < 2; i++) {
-      const r = await runCli(t, ['run', 'long', '--detach', '--json']);
-      assert.equal(r.code, 0, r.stderr);
-      ids.push((JSON.parse(r.stdout) as RunInfo).runId);
-    }
-    const runs = async (): Promise<RunInfo[]> => (JSON.parse((await runCli(t, ['runs', '--json'])).stdout) as { runs: RunInfo[] }).runs;
-    const before = await waitFor(async () => {
-      const all = await runs();
-      const [holder, waiting] = ids.map((id) => all.find((r) => r.runId === id));
-      return holder?.status === 'running' && waiting?.wait?.kind === 'pool' ? holder : null;
-    }, { what: 'one run holding the only slot and one waiting for it', timeoutMs: 20000 });
+    const { ids, holder: before, runs } = await holderAndWaiter(t, 'long');
     holderPid = before.pid;
 
     agent.child.kill('SIGTERM');
