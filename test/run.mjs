@@ -40,6 +40,8 @@ const tapText = fs.readFileSync(tap, 'utf8');
 let passed = Number(/^# pass (\d+)$/m.exec(tapText)?.[1] ?? 0);
 let failed = Number(/^# fail (\d+)$/m.exec(tapText)?.[1] ?? 0) + Number(/^# cancelled (\d+)$/m.exec(tapText)?.[1] ?? 0);
 let status = node.status;
+// The spec reporter's failures scroll away in a long run: name them again at the end, where a CI log's tail shows them.
+const notOk = [...tapText.matchAll(/^(\s*)not ok \d+ - (.*)$/gm)].map((m) => `${m[1]}${m[2]}`);
 
 const extensionRunner = path.join(root, 'test', 'extension', 'runOffline.mjs');
 if (only.length === 0) {
@@ -52,5 +54,6 @@ if (only.length === 0) {
     if (!/\d+ failing/.test(ext.output)) failed += 1; // the host itself failed: count it, never hide it
   }
 }
+if (notOk.length > 0) console.log(`\nfailed in the node tier (the file, then the test):\n${notOk.join('\n')}`);
 console.log(`\ntotal: ${passed} passed, ${failed} failed`);
 process.exit(status !== 0 ? status : failed > 0 ? 1 : 0);
