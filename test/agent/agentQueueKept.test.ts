@@ -10,8 +10,8 @@ import { memoryLogger } from '../support/memoryLogger';
 import { Spool } from '../../agent/telemetry/spool';
 import { makeTestEnv, runCli, startAgent, type TestEnv } from '../support/harness';
 import { waitFor } from '../support/waitFor';
+import { UNTIL_GO } from '../support/untilGo';
 
-const untilGo = ['sh', '-c', 'until [ -e "$DATA_DIR/go" ]; do sleep 0.1; done'];
 // Each queued run leaves its id in the order file: the file says which ran, how often, in what order.
 const noteRun = ['sh', '-c', 'echo "$QUANTILICA_RUN_ID" >> "$DATA_DIR/order"'];
 const stations: TestEnv[] = [];
@@ -19,7 +19,7 @@ after(() => { for (const s of stations) fs.rmSync(s.root, { recursive: true, for
 
 function station(extra: Record<string, string> = {}): TestEnv {
   const t = makeTestEnv([
-    { name: 'holder', pool: 'cpu-analysis', argv: untilGo },
+    { name: 'holder', pool: 'cpu-analysis', argv: UNTIL_GO },
     { name: 'queued', pool: 'cpu-analysis', argv: noteRun },
   ], { CRON_POOL_CPU_ANALYSIS_SLOTS: '1', ...extra });
   fs.mkdirSync(t.dataDir, { recursive: true });

@@ -4,11 +4,11 @@ import * as path from 'node:path';
 import { after, test } from 'node:test';
 import { makeTestEnv, startAgent, type TestEnv } from '../support/harness';
 import { holderAndWaiter } from '../support/holderAndWaiter';
+import { UNTIL_GO } from '../support/untilGo';
 
 // A hangup stops the agent exactly as SIGTERM does: the "agent stopping" line, exit 0, the waiting
 // run ends as it does on SIGTERM (never `owner-exited-while-waiting`), the running fetcher goes on.
 
-const untilGo = ['sh', '-c', 'until [ -e "$DATA_DIR/go" ]; do sleep 0.1; done'];
 const stations: TestEnv[] = [];
 const leftovers: number[] = [];
 after(() => {
@@ -26,7 +26,7 @@ interface Outcome { code: number | null; signal: NodeJS.Signals | null; stderr: 
 
 /** One run holding the only slot, one waiting for it; then `signal` to the real agent process. */
 async function stopWith(signal: NodeJS.Signals): Promise<Outcome> {
-  const t = makeTestEnv([{ name: 'long', pool: 'cpu-analysis', argv: untilGo }], { CRON_POOL_CPU_ANALYSIS_SLOTS: '1', QUANTILICA_LOG_LEVEL: 'info' });
+  const t = makeTestEnv([{ name: 'long', pool: 'cpu-analysis', argv: UNTIL_GO }], { CRON_POOL_CPU_ANALYSIS_SLOTS: '1', QUANTILICA_LOG_LEVEL: 'info' });
   stations.push(t);
   const agent = await startAgent(t);
   try {

@@ -7,14 +7,14 @@ import { Spool } from '../../agent/telemetry/spool';
 import { groupMembers, makeTestEnv, startAgent } from '../support/harness';
 import { holderAndWaiter } from '../support/holderAndWaiter';
 import { waitFor } from '../support/waitFor';
+import { UNTIL_GO } from '../support/untilGo';
 
 // The fetcher runs until the test lets it end (a file in its data dir), with or without an agent.
-const untilGo = ['sh', '-c', 'until [ -e "$DATA_DIR/go" ]; do sleep 0.1; done'];
 
 // The stop of earlier versions, kept with --cancel-waiting-on-exit (and QUANTILICA_CANCEL_WAITING_ON_EXIT);
 // by default the queue outlives the stop (agentQueueKept.test.ts).
 for (const how of ['flag', 'setting'] as const) test(`with the ${how} to cancel waiting runs, an agent stop ends every waiting run cancelled (agent-stopping) in state and telemetry; running fetchers go on and the next agent finishes them`, { timeout: 120000 }, async () => {
-  const t = makeTestEnv([{ name: 'long', pool: 'cpu-analysis', argv: untilGo }], { CRON_POOL_CPU_ANALYSIS_SLOTS: '1', ...(how === 'setting' ? { QUANTILICA_CANCEL_WAITING_ON_EXIT: 'true' } : {}) });
+  const t = makeTestEnv([{ name: 'long', pool: 'cpu-analysis', argv: UNTIL_GO }], { CRON_POOL_CPU_ANALYSIS_SLOTS: '1', ...(how === 'setting' ? { QUANTILICA_CANCEL_WAITING_ON_EXIT: 'true' } : {}) });
   let agent = await startAgent(t, how === 'flag' ? ['--cancel-waiting-on-exit'] : []);
   let holderPid: number | null = null;
   try {
