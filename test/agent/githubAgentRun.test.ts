@@ -88,10 +88,14 @@ async function startSync(env: TestEnv): Promise<string> {
   return (JSON.parse(r.stdout) as RunInfo).runId;
 }
 
-const hibernating = (env: TestEnv, runId: string) => waitFor(async () => {
-  const run = await runOf(env, runId);
-  return run.status === 'waiting' && run.reason === 'hibernating' ? run : null;
-}, { what: 'the sync to hibernate', timeoutMs: 60_000, intervalMs: 100 });
+/**
+ * Waits for the sync's row to say it hibernates, read from its store: a hibernation lasts only until
+ * the window's reset, and a CLI poll on a loaded machine (a node start per call) can miss it whole.
+ */
+const hibernating = (st: { store: GithubStore }, runId: string) => waitFor(async () => {
+  const row = await st.store.syncOfRun(runId);
+  return row && row.hibernatingUntil !== null && row.hibernatingUntil > Date.now() ? row : null;
+}, { what: 'the sync to hibernate', timeoutMs: 120_000, intervalMs: 25 });
 
 test('the slot is the sync\'s while it works, free while it hibernates, and taken again on resume', { timeout: 180_000 }, async () => {
   const st = await station({ ...DATA, windowSeconds: 15, drainAfter: { resource: 'core', requests: 30 } });
@@ -159,11 +163,12 @@ test('the slot is the sync\'s while it works, free while it hibernates, and take
 
 test('kill -9 of the agent during the hibernation: the next agent resumes at the wake-up time; no request wasted', { timeout: 240_000 }, async () => {
   const expected = await baselineRequests();
-  const st = await station({ ...DATA, windowSeconds: 15, drainAfter: { resource: 'core', requests: 30 } });
+  // A 30 s window: the hibernation (until the window's reset) lasts long enough to kill the agent in it.
+  const st = await station({ ...DATA, windowSeconds: 30, drainAfter: { resource: 'core', requests: 30 } });
   let agent = await startAgent(st.env);
   try {
     const runId = await startSync(st.env);
-    await hibernating(st.env, runId);
+    await hibernating(st, runId);
     const row = (await st.store.syncOfRun(runId))!;
     assert.ok(row.hibernatingUntil !== null);
     const until = row.hibernatingUntil;
