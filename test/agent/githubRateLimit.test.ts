@@ -141,7 +141,8 @@ test('GraphQL RATE_LIMITED in the changes stage hibernates on the graphql budget
 });
 
 test('the preventive pause: a tiny quota is used up to its last point without GitHub ever refusing', { timeout: 120_000 }, async () => {
-  const bed = await githubBed(server.url, { ...base, repos: 4, windowSeconds: 2, limits: { core: 15, graphql: 20 } });
+  // An 8 s window: a loaded machine's sync must not outlast it, or a fresh window hides the pause.
+  const bed = await githubBed(server.url, { ...base, repos: 4, windowSeconds: 8, limits: { core: 15, graphql: 20 } });
   try {
     const legs = await syncToTheEnd(bed);
     // 36 core requests, at most 14 a window (the pause keeps 2 x cost): at least three legs.
