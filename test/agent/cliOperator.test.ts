@@ -2,6 +2,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import type { RunInfo } from '../../shared/protocol';
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { connectAgent } from '../../agent/client/agentClient';
 import { AGENT_JS, makeTestEnv, runCli, startAgent } from '../support/harness';
@@ -9,13 +10,16 @@ import { waitFor } from '../support/waitFor';
 
 const bash = (script: string) => ['/bin/bash', '-c', script];
 const FETCHERS = [
-  { name: 'printer', pool: 'network-light' as const, argv: bash('for i in $(seq 1 15); do echo "printer line $i"; sleep 0.3; done') },
+  // Prints three lines, then holds until the test has seen them (the go file), then the rest: the
+  // follower's live lines are checked on a signal, not on how long the fetcher happens to run.
+  { name: 'printer', pool: 'network-light' as const, argv: bash('for i in $(seq 1 15); do echo "printer line $i"; if [ "$i" = 3 ]; then until [ -e "$DATA_DIR/go" ]; do sleep 0.05; done; fi; sleep 0.05; done') },
   { name: 'failer', pool: 'cpu-analysis' as const, argv: bash('echo "boom"; exit 3') },
   { name: 'quick', pool: 'cpu-analysis' as const, argv: bash('echo ok') },
 ];
 
 test('logs --follow prints lines while the fetcher runs and exits when it ends; without an agent it reads the file; runs filters; completion lists the catalog', async () => {
   const t = makeTestEnv(FETCHERS);
+  fs.mkdirSync(t.dataDir, { recursive: true });
   const agent = await startAgent(t);
   try {
     const queued = await runCli(t, ['run', 'printer', '--detach', '--json']);
@@ -31,7 +35,8 @@ test('logs --follow prints lines while the fetcher runs and exits when it ends; 
     await waitFor(() => /printer line 3\n/.test(out), { what: 'the follower to print the third line', timeoutMs: 20_000 });
     const status = (JSON.parse((await runCli(t, ['runs', '--json'])).stdout) as { runs: RunInfo[] }).runs.find((r) => r.runId === run.runId)?.status;
     assert.equal(status, 'running', 'the line arrived while the fetcher was still running');
-    const code = await Promise.race([exited, new Promise<string>((resolve) => setTimeout(() => resolve('still running'), 30_000))]);
+    fs.writeFileSync(path.join(t.dataDir, 'go'), '');
+    const code = await exited;
     assert.equal(code, 0, `the follower exits when the run ends (stderr: ${err})`);
     for (let i = 1; i <= 15; i++) assert.equal(out.split('\n').filter((l) => l === `printer line ${i}`).length, 1, `line ${i} exactly once`);
     assert.match(err, /printer · run .* completed --/);
@@ -78,6 +83,7 @@ test('logs --follow prints lines while the fetcher runs and exits when it ends; 
     assert.match(zsh, /^#compdef quantilica/);
     assert.match(zsh, /__complete/);
   } finally {
+    fs.writeFileSync(path.join(t.dataDir, 'go'), '');
     agent.child.kill('SIGTERM');
     await new Promise((resolve) => agent.child.once('exit', resolve));
   }
