@@ -148,7 +148,8 @@ test('without an agent, `quantilica cancel` ends a run the stopped agent left qu
 });
 
 test('a run whose wait limit passed while no agent ran ends wait-timeout when the next agent starts; the others are not touched', { timeout: 120000 }, async () => {
-  const t = station({ CRON_POOL_CPU_ANALYSIS_TIMEOUT: '3' });
+  // A 15 s wait limit: long enough for a loaded machine's CLI polls to see the run wait under the first agent.
+  const t = station({ CRON_POOL_CPU_ANALYSIS_TIMEOUT: '15' });
   let agent = await startAgent(t);
   try {
     const holder = await detach(t, 'holder');
@@ -157,8 +158,8 @@ test('a run whose wait limit passed while no agent ran ends wait-timeout when th
     const waiting = await waitFor(async () => (await runs(t)).find((r) => r.runId === late && r.wait?.kind === 'pool'), { what: 'the run to wait for the slot', timeoutMs: 30000 });
     agent.child.kill('SIGTERM');
     assert.equal(await exited(agent.child), 0);
-    // The condition under test is time passing with no agent: its wait limit (3 s) from when it began waiting.
-    await waitFor(() => Date.now() > Date.parse(waiting.enqueuedAt) + 4000, { what: 'the wait limit to pass', timeoutMs: 10000, intervalMs: 100 });
+    // The condition under test is time passing with no agent: its wait limit (15 s) from when it began waiting.
+    await waitFor(() => Date.now() > Date.parse(waiting.enqueuedAt) + 16000, { what: 'the wait limit to pass', timeoutMs: 30000, intervalMs: 100 });
     agent = await startAgent(t);
     const end = await waitFor(async () => {
       const r = (await runs(t)).find((x) => x.runId === late);
