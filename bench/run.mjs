@@ -1,10 +1,10 @@
 // `npm run bench [-- name…]`: builds, then runs the benchmarks one after another (all by default),
-// each printing its figures, the targets and a JSON line. Names: slots, slotsPolicies, metrics, diskGate, schedule, flush, protocol, github, memory, pgSlots, pgSlotsThroughput.
+// each printing its figures, the targets and a JSON line. Names: slots, slotsPolicies, metrics, diskGate, schedule, flush, protocol, github, githubStatus, memory, pgSlots, pgSlotsThroughput.
 import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
 
 const root = path.resolve(import.meta.dirname, '..');
-const all = ['slots', 'slotsPolicies', 'metrics', 'diskGate', 'schedule', 'flush', 'protocol', 'github', 'memory', 'pgSlots', 'pgSlotsThroughput'];
+const all = ['slots', 'slotsPolicies', 'metrics', 'diskGate', 'schedule', 'flush', 'protocol', 'github', 'githubStatus', 'memory', 'pgSlots', 'pgSlotsThroughput'];
 const chosen = process.argv.slice(2).length > 0 ? process.argv.slice(2) : all;
 const unknown = chosen.filter((n) => !all.includes(n));
 if (unknown.length > 0) {
