@@ -12,7 +12,6 @@ import { execProcess } from '../support/execProcess';
 
 const TIGHTENED = /had mode 644 .* tightened to 600/;
 
-
 // The seed's migration path: a cron_fetch.sh of the same account takes slot 0 with util-linux flock
 // (`9>slot_0.lock` under umask 022 makes the file 0644) while the agent and CLI runs use the pool.
 test('a legacy flock script holding slot 0 (file 0644) while 12 CLI and 12 agent runs share the pool: never more than 3 holders, every run exits 0', { timeout: 300000 }, async (t) => {

@@ -15,8 +15,6 @@ function holdCatalog(logFile: string) {
   return [{ name: 'hold', pool: 'heavy-io' as const, argv: [process.execPath, path.join(OUT_FIXTURES, 'holdSlot.js'), logFile] }];
 }
 
-
-
 // 300 CLI and agent runs of a node fixture: minutes on a loaded 2-core machine; the bound guards a hang, not speed.
 test('six processes (3 agents and 3 loops of CLI runs) x 50 acquisitions never put more than 3 holders in a 3-slot pool', { timeout: 600000 }, async (t) => {
   const shared = makeTestEnv(null);
