@@ -15,7 +15,7 @@ import { showDiskDetails, SHOW_DETAILS_COMMAND_ID } from './diskDetailsDocument'
 import { activeRunOf, fetcherPickItems } from './fetcherPick';
 import type { Notices } from './notices';
 import type { TreeNode } from './poolTreeProvider';
-import { moveToEnd, runLogUri } from './runLogDocuments';
+import { runLogUri, type RunLogDocuments } from './runLogDocuments';
 import type { RunsNode } from './runsTreeProvider';
 import { sendRequest } from './protocolCalls';
 
@@ -28,7 +28,7 @@ type RunTarget = string | TreeNode | RunsNode | undefined;
  * explains that it is down and offers to start it, instead of "command not found". (The menus hide
  * Run and Flush while no agent is connected; the palette and keybindings still reach them.)
  */
-export function registerCommands(session: AgentSession, launcher: AgentLauncher, log: vscode.LogOutputChannel, notices: Notices): vscode.Disposable[] {
+export function registerCommands(session: AgentSession, launcher: AgentLauncher, log: vscode.LogOutputChannel, notices: Notices, logs: RunLogDocuments): vscode.Disposable[] {
   let flushSeq = 0;
 
   const connected = (): LanguageClient | undefined => {
@@ -93,7 +93,7 @@ export function registerCommands(session: AgentSession, launcher: AgentLauncher,
       const doc = await vscode.workspace.openTextDocument(runLogUri(runId, run?.fetcher ?? 'run'));
       const editor = await vscode.window.showTextDocument(doc, { preview: true });
       // Following starts at the end, so the view keeps up with the tail from then on.
-      if (follow) moveToEnd(editor);
+      if (follow) logs.followTail(editor);
       return editor;
     } catch (err) {
       return failed(`Quantilica: no log for ${run?.fetcher ?? `run ${runId}`}:`)(err);

@@ -80,7 +80,7 @@ export function activate(context: vscode.ExtensionContext): QuantilicaApi | unde
     const launcher = new AgentLauncher(context, session, log, notices);
     const station = new StationPanel(context.extensionUri, session, log);
     setRunsLookup((runId) => runs.run(runId), () => runs.allRuns());
-    context.subscriptions.push(session, tree, runs, schedule, disk, telemetry, logs, diskDetails, station, view, runsView, scheduleView, ...registerCommands(session, launcher, log, notices));
+    context.subscriptions.push(session, tree, runs, schedule, disk, telemetry, logs, diskDetails, station, view, runsView, scheduleView, ...registerCommands(session, launcher, log, notices, logs));
     context.subscriptions.push(
       vscode.workspace.registerTextDocumentContentProvider(RUN_LOG_SCHEME, logs),
       vscode.workspace.registerTextDocumentContentProvider(DISK_DETAILS_SCHEME, diskDetails),

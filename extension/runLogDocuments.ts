@@ -54,8 +54,13 @@ export class RunLogDocuments implements vscode.TextDocumentContentProvider, vsco
   readonly onDidChange = this.emitter.event;
   private readonly followed = new Map<string, Followed>();
   private readonly subscriptions: vscode.Disposable[];
-  /** Per document, the editors whose cursor was on the last line when new text came, and that line. */
-  private readonly tailing = new Map<string, Array<{ editor: vscode.TextEditor; line: number }>>();
+  /**
+   * The editors that follow their log's tail. Decided when the text changes, from where the cursor is
+   * against where the new text went in, never from a look taken when a chunk came: the extension host
+   * sees the document and the cursor a step behind the window, and a chunk can come before the editor
+   * is moved to the end, or two can come for one change.
+   */
+  private readonly following = new WeakSet<vscode.TextEditor>();
 
   constructor(private readonly session: AgentSession, private readonly log: vscode.LogOutputChannel) {
     this.subscriptions = [
@@ -67,13 +72,18 @@ export class RunLogDocuments implements vscode.TextDocumentContentProvider, vsco
       }),
       // Follow the tail as the Output panel does: an editor whose cursor was at the end stays there.
       vscode.workspace.onDidChangeTextDocument((e) => {
-        if (e.document.uri.scheme !== RUN_LOG_SCHEME) return;
-        const editors = this.tailing.get(e.document.uri.toString());
-        this.tailing.delete(e.document.uri.toString());
-        // Only where the cursor is still where it was: the operator may have moved it meanwhile.
-        for (const { editor, line } of editors ?? []) {
-          if (vscode.window.visibleTextEditors.includes(editor) && editor.selection.isEmpty && editor.selection.active.line === line) moveToEnd(editor);
+        if (e.document.uri.scheme !== RUN_LOG_SCHEME || e.contentChanges.length === 0) return;
+        // New text goes in at the old end: a cursor on that line or below was at the end.
+        const oldEnd = Math.min(...e.contentChanges.map((c) => c.range.start.line));
+        for (const editor of vscode.window.visibleTextEditors) {
+          if (editor.document !== e.document || !this.following.has(editor)) continue;
+          if (editor.selection.isEmpty && editor.selection.active.line >= oldEnd) moveToEnd(editor);
+          else this.following.delete(editor);
         }
+      }),
+      // Ctrl+End (or a click on the last line) starts following again.
+      vscode.window.onDidChangeTextEditorSelection((e) => {
+        if (e.textEditor.document.uri.scheme === RUN_LOG_SCHEME && atEnd(e.textEditor)) this.following.add(e.textEditor);
       }),
       // After a reconnect, open logs continue from their offset.
       session.onDidChangeState((state) => {
@@ -81,6 +91,12 @@ export class RunLogDocuments implements vscode.TextDocumentContentProvider, vsco
         for (const [key, f] of this.followed) if (!f.ended && !f.loop) this.follow(vscode.Uri.parse(key), f);
       }),
     ];
+  }
+
+  /** Puts the editor's cursor at the end of its log and keeps it there while lines come. */
+  followTail(editor: vscode.TextEditor): void {
+    this.following.add(editor);
+    moveToEnd(editor);
   }
 
   /** What the document shows now (tests read it through the API). */
@@ -135,10 +151,7 @@ export class RunLogDocuments implements vscode.TextDocumentContentProvider, vsco
         if (f.stopped) return;
         const changed = chunk.text.length > 0 || chunk.ended !== f.ended;
         this.append(f, chunk);
-        if (changed) {
-          this.tailing.set(uri.toString(), vscode.window.visibleTextEditors.filter((e) => e.document.uri.toString() === uri.toString() && atEnd(e)).map((editor) => ({ editor, line: editor.selection.active.line })));
-          this.emitter.fire(uri);
-        }
+        if (changed) this.emitter.fire(uri);
       }
     })().finally(() => { f.loop = null; });
   }
