@@ -35,13 +35,34 @@ if (files.length === 0) {
   process.exit(1);
 }
 const tap = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'quantilica-test-')), 'node.tap');
-const node = await run(process.execPath, ['--test', '--test-reporter=spec', '--test-reporter-destination=stdout', '--test-reporter=tap', `--test-reporter-destination=${tap}`, ...files]);
+// One file at a time, whatever the machine's count of CPUs: files share /proc, ports and the cgroup tree.
+const node = await run(process.execPath, ['--test', '--test-concurrency=1', '--test-reporter=spec', '--test-reporter-destination=stdout', '--test-reporter=tap', `--test-reporter-destination=${tap}`, ...files]);
 const tapText = fs.readFileSync(tap, 'utf8');
 let passed = Number(/^# pass (\d+)$/m.exec(tapText)?.[1] ?? 0);
 let failed = Number(/^# fail (\d+)$/m.exec(tapText)?.[1] ?? 0) + Number(/^# cancelled (\d+)$/m.exec(tapText)?.[1] ?? 0);
 let status = node.status;
 // The spec reporter's failures scroll away in a long run: name them again at the end, where a CI log's tail shows them.
-const notOk = [...tapText.matchAll(/^(\s*)not ok \d+ - (.*)$/gm)].map((m) => `${m[1]}${m[2]}`);
+// With each, where it failed and the first lines of its error: a CI log keeps only its tail.
+const notOk = [...tapText.matchAll(/^(\s*)not ok \d+ - (.*)$/gm)].map((m) => {
+  const indent = m[1];
+  const rest = tapText.slice(m.index + m[0].length).split('\n');
+  const block = [];
+  for (const line of rest.slice(1)) {
+    if (!line.startsWith(`${indent}  `) || /^\s*\.\.\.$/.test(line)) break;
+    block.push(line);
+  }
+  const location = block.find((l) => /^\s*location:/.test(l))?.trim();
+  const errorAt = block.findIndex((l) => /^\s*error:/.test(l));
+  const error = [];
+  if (errorAt >= 0) {
+    error.push(block[errorAt].trim());
+    for (const l of block.slice(errorAt + 1)) {
+      if (!l.startsWith(`${indent}    `) || error.length > 6) break;
+      error.push(l.trim());
+    }
+  }
+  return [`${indent}${m[2]}`, ...(location ? [`${indent}  ${location}`] : []), ...error.map((l) => `${indent}  ${l}`)].join('\n');
+});
 
 const extensionRunner = path.join(root, 'test', 'extension', 'runOffline.mjs');
 if (only.length === 0) {

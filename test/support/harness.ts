@@ -53,6 +53,8 @@ export function makeTestEnv(fetchers: FetcherSpec[] | null, extra: Record<string
   fs.mkdirSync(home, { recursive: true });
   const env: NodeJS.ProcessEnv = {
     PATH: process.env.PATH,
+    // The test reads times the CLI prints in its own zone: both use the same one.
+    ...(process.env.TZ !== undefined ? { TZ: process.env.TZ } : {}),
     HOME: home,
     QUANTILICA_LOCK_DIR: lockDir,
     DATA_DIR: dataDir,
