@@ -63,13 +63,16 @@ const SNAPSHOT_RECENT_RUNS = 50;
  * The pools' pictures: a change after a quiet window is published at once; changes inside the window
  * after a publication wait for one trailing publication at its end. Each computation reads
  * /proc/locks, lstats and opens every slot file, and a burst of runs changes a pool several times per
- * run: publishing each change cost the main thread about a seventh of its time. 50 ms keeps a burst
- * to twenty pictures a second while a slot change reaches the views within 50 ms (a snapshot is
+ * run: publishing each change cost the main thread about a seventh of its time. 30 ms keeps a burst
+ * to about thirty pictures a second while a slot change reaches the views within 30 ms (a snapshot is
  * always computed fresh). Under load one computation takes longer (the lock table grows, /proc reads
- * wait): the window then grows with it, so that publishing takes at most about a tenth of the thread.
+ * wait): the window then grows with it, to three times the last one's cost, so publishing takes at
+ * most about a quarter of the thread and a change still reaches the views within 100 ms (a tenth
+ * held a slow picture back for 150-200 ms at 100 waiting runs; the slots benchmark's throughput is
+ * the same with either).
  */
-const POOL_PUBLISH_WINDOW_MS = 50;
-const POOL_PUBLISH_COST_SHARE = 10;
+const POOL_PUBLISH_WINDOW_MS = 30;
+const POOL_PUBLISH_COST_SHARE = 3;
 
 /** The orchestration core shared by the agent and an in-process CLI run: catalog, pools, runs, state. */
 export class Orchestrator implements AgentControl {
