@@ -116,9 +116,14 @@ export class Schedule {
    */
   refresh(): void {
     if (!this.running) return;
-    const status = this.status();
-    if (status.entries.every((e) => (this.publishedLate.get(e.fetcher) ?? null) === (e.lateSince ?? null))) return;
-    this.publishStatus(status);
+    // Only entries under a lateness check can move, and each costs reads of the run store: a whole
+    // status per ended run held the main thread for milliseconds per catalog entry.
+    const paused = new Set(this.state.pausedFetchers);
+    const now = this.clock.now();
+    const moved = this.entries.some((e) => e.lateAfterMinutes !== null
+      && (this.publishedLate.get(e.name) ?? null) !== (this.lateOf(e, this.options.target.lastSucceededAt?.(e.name) ?? null, now, paused).lateSince?.toISOString() ?? null));
+    if (!moved) return;
+    this.publishStatus(this.status());
     this.arm();
   }
 
