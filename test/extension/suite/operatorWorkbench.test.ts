@@ -1,5 +1,5 @@
-// The workbench in daily use, in a real extension host against real agents: the live log follows its
-// tail, Pause Schedule asks which (and confirms all) with the whole-schedule pause in the view's
+// The workbench in daily use, in a real extension host against real agents: Restart Agent keeps the
+// queue (the waiting runs resume under the new agent in their order), the live log follows its tail, Pause Schedule asks which (and confirms all) with the whole-schedule pause in the view's
 // header, history rows have a keyboard-reachable context menu, the Station panel says the agent is
 // down and is restored by its serializer, no telemetry warning without a database, a filter that
 // matches nothing says so with Clear, a run that never started says why in its log, the words of the
@@ -398,6 +398,53 @@ describe('The workbench in daily use', () => {
     await requestScreenshot('schedule-paused');
     await vscode.commands.executeCommand('quantilica.resumeWholeSchedule');
     await waitFor(() => api.views.schedule.description === undefined && api.contextKeys.get('quantilica.schedulePaused') === false, { what: 'the header mark to go', timeoutMs: 10_000 });
+  });
+
+  it('Restart Agent keeps the queue: the waiting runs resume under the new agent, in their order, each once, none cancelled', async () => {
+    // The launcher's own agent (the demo catalog, the suite's station settings), so the restart starts the same one again.
+    if (api.session.state.kind === 'connected') await stopAgent();
+    const first = await vscode.commands.executeCommand<number | undefined>('quantilica.startAgent');
+    assert.ok(first, 'the extension started an agent');
+    agentPid = first;
+    const fetchersOf = (pool: string) => (api.session.snapshot?.catalog ?? []).filter((e) => e.pool === pool && e.kind !== 'github-sync').map((e) => e.name);
+    // A pool with two fetchers more than its slots: two runs wait behind its full slots.
+    const pool = await waitFor(() => [...(api.session.snapshot?.pools ?? [])].sort((a, b) => a.size - b.size).find((p) => fetchersOf(p.name).length >= p.size + 2), { what: 'a pool with two fetchers more than its slots', timeoutMs: 15_000 });
+    const fetchers = fetchersOf(pool.name);
+    const queued: RunInfo[] = [];
+    try {
+      for (const fetcher of fetchers.slice(0, pool.size + 2)) {
+        const run = await vscode.commands.executeCommand<RunInfo | undefined>('quantilica.runFetcher', fetcher);
+        assert.ok(run, `${fetcher} was queued`);
+        queued.push(run);
+      }
+      const holders = queued.slice(0, pool.size);
+      const waiters = queued.slice(pool.size);
+      await waitFor(async () => {
+        const runs = await agentRuns();
+        return holders.every((h) => runs.find((r) => r.runId === h.runId)?.status === 'running') && waiters.every((w) => runs.find((r) => r.runId === w.runId)?.status === 'waiting');
+      }, { what: `the ${pool.name} slots held and two runs waiting`, timeoutMs: 30_000, intervalMs: 200 });
+
+      const pid = await vscode.commands.executeCommand<number | undefined>('quantilica.restartAgent');
+      assert.ok(pid !== undefined && pid !== first, `a new agent (was ${first}, now ${pid})`);
+      agentPid = pid;
+      // The suite's station stops its fetchers on exit: the slots come free, and the kept queue takes them.
+      const resumed = await waitFor(async () => {
+        const runs = await agentRuns();
+        const mine = waiters.map((w) => runs.find((r) => r.runId === w.runId));
+        return mine.every((r) => r?.status === 'running') ? { runs, mine: mine as RunInfo[] } : undefined;
+      }, { what: 'the waiting runs to start under the new agent', timeoutMs: 60_000, intervalMs: 200 });
+      for (const [i, r] of resumed.mine.entries()) {
+        assert.equal(r.enqueuedAt, waiters[i].enqueuedAt, `${r.fetcher} keeps its enqueue time`);
+        assert.equal(r.trigger, waiters[i].trigger, `${r.fetcher} keeps its trigger`);
+        assert.equal(resumed.runs.filter((x) => x.fetcher === r.fetcher).length, 1, `${r.fetcher} ran once: the kept run, no second one`);
+      }
+      assert.ok(Date.parse(resumed.mine[0].startedAt!) <= Date.parse(resumed.mine[1].startedAt!), 'in their order');
+      // What the operator sees: the views name them running, not "cancelled".
+      await waitFor(() => waiters.every((w) => api.session.snapshot?.runs.find((r) => r.runId === w.runId)?.status === 'running'), { what: 'the views to show them running', timeoutMs: 15_000 });
+    } finally {
+      const active = new Set((await agentRuns().catch(() => [])).filter((r) => r.status === 'running' || r.status === 'waiting').map((r) => r.runId));
+      for (const r of queued) if (active.has(r.runId)) await vscode.commands.executeCommand('quantilica.cancelRun', r.runId);
+    }
   });
 
   it('Restart Agent is no warning, and a stop logs no "Server will not be restarted" nor "Stopping server failed"', async () => {
