@@ -1,9 +1,10 @@
-// The workbench in daily use, in a real extension host against real agents: Restart Agent keeps the
-// queue (the waiting runs resume under the new agent in their order), the live log follows its tail, Pause Schedule asks which (and confirms all) with the whole-schedule pause in the view's
-// header, history rows have a keyboard-reachable context menu, the Station panel says the agent is
-// down and is restored by its serializer, no telemetry warning without a database, a filter that
-// matches nothing says so with Clear, a run that never started says why in its log, the words of the
-// reason tokens, plain accessible labels, a quiet output, and the run policies' words.
+// The workbench in daily use, in a real extension host against real agents: Restart Agent keeps the queue
+// (the waiting runs resume under the new agent in their order), the live log follows its tail, Pause
+// Schedule asks which (and confirms all) with the whole-schedule pause in the view's header, history rows
+// have a keyboard-reachable context menu, the Station panel says the agent is down and is restored by its
+// serializer, no telemetry warning without a database, a filter that matches nothing says so with Clear,
+// a run that never started says why in its log, the words of the reason tokens, plain accessible labels,
+// a quiet output, and the run policies' words.
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
