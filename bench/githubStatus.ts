@@ -1,8 +1,6 @@
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import * as readline from 'node:readline';
 import { connectAgent } from '../agent/client/agentClient';
 import { migrateGithub } from '../agent/github/store/migrateGithub';
 import { PostgresGithubDb } from '../agent/github/store/postgresGithubDb';
@@ -11,6 +9,7 @@ import { newDatabase } from '../test/support/githubTestBed';
 import { makeTestEnv, runCli, startAgent } from '../test/support/harness';
 import { memoryLogger } from '../test/support/memoryLogger';
 import { startTestPostgres } from '../test/support/postgres';
+import { simulatorProcess } from '../test/support/simulatorProcess';
 import { percentile, printTable } from './benchSupport';
 
 // The agent's answers while a GitHub sync runs: `status` (a snapshot over the protocol) timed 200
@@ -19,22 +18,7 @@ import { percentile, printTable } from './benchSupport';
 // Target: p99 under 100 ms. (The test githubAgentRun checks only that the agent never stalls.)
 // Run: npm run bench -- githubStatus
 
-const SIMULATOR = path.join(__dirname, '..', '..', 'dist', 'githubSimulator.js');
 const CALLS = 200;
-
-async function simulator(): Promise<{ url: string; repos: string[]; stop(): Promise<unknown> }> {
-  const child = spawn(process.execPath, [SIMULATOR, '--port', '0', '--repos', '80', '--pull-requests', '12', '--runs', '7', '--jobs', '2', '--latency', '25'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const line = await new Promise<string>((resolve, reject) => {
-    readline.createInterface({ input: child.stdout }).once('line', resolve);
-    child.once('exit', (code) => reject(new Error(`simulator exited ${code}`)));
-  });
-  const { url, repos } = JSON.parse(line) as { url: string; repos: number };
-  return {
-    url,
-    repos: Array.from({ length: repos }, (_, i) => `sim-org/repo-${String(i + 1).padStart(3, '0')}`),
-    stop: () => new Promise((resolve) => { child.once('exit', resolve); child.kill('SIGTERM'); }),
-  };
-}
 
 async function timed<T>(call: () => Promise<T>): Promise<{ ms: number; value: T }> {
   const started = process.hrtime.bigint();
@@ -44,7 +28,7 @@ async function timed<T>(call: () => Promise<T>): Promise<{ ms: number; value: T 
 
 async function main(): Promise<void> {
   const postgres = await startTestPostgres();
-  const sim = await simulator();
+  const sim = await simulatorProcess(['--repos', '80', '--pull-requests', '12', '--runs', '7', '--jobs', '2', '--latency', '25']);
   try {
     const dbUrl = await newDatabase(postgres.url);
     const db = new PostgresGithubDb({ url: dbUrl, logger: memoryLogger() });

@@ -1,8 +1,6 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import * as readline from 'node:readline';
 import { after, before, test } from 'node:test';
 import type { RunInfo, Snapshot } from '../../shared/protocol';
 import { connectAgent } from '../../agent/client/agentClient';
@@ -13,8 +11,9 @@ import { migrateGithub } from '../../agent/github/store/migrateGithub';
 import { PostgresGithubDb } from '../../agent/github/store/postgresGithubDb';
 import { GithubSimulator, type SimulatorOptions } from '../../simulator/github/githubSimulator';
 import { githubBed, newDatabase } from '../support/githubTestBed';
-import { makeTestEnv, REPO, runCli, startAgent, type TestEnv } from '../support/harness';
+import { makeTestEnv, runCli, startAgent, type TestEnv } from '../support/harness';
 import { startTestPostgres, type TestPostgres } from '../support/postgres';
+import { simulatorProcess } from '../support/simulatorProcess';
 import { waitFor } from '../support/waitFor';
 
 // The GitHub sync as a catalog entry run by the agent: its network-light slot is the
@@ -28,21 +27,6 @@ after(async () => { await server?.stop(); });
 const DATA: SimulatorOptions = { repos: 8, pullRequestsPerRepo: 12, runsPerRepo: 7, jobsPerRun: 2, latencyMs: 5 };
 
 interface Station { env: TestEnv; sim: GithubSimulator; store: GithubStore; dbUrl: string; close(): Promise<void> }
-
-/** The simulator as its own process (`npm run simulate:github`), so this process only measures. */
-async function simulatorProcess(args: string[]): Promise<{ url: string; repos: string[]; stop(): Promise<void> }> {
-  const child = spawn(process.execPath, [path.join(REPO, 'dist', 'githubSimulator.js'), '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const line = await new Promise<string>((resolve, reject) => {
-    readline.createInterface({ input: child.stdout }).once('line', resolve);
-    child.once('exit', (code) => reject(new Error(`simulator exited ${code}`)));
-  });
-  const { url, repos } = JSON.parse(line) as { url: string; repos: number };
-  return {
-    url,
-    repos: Array.from({ length: repos }, (_, i) => `sim-org/repo-${String(i + 1).padStart(3, '0')}`),
-    stop: () => new Promise((resolve) => { child.once('exit', resolve); child.kill('SIGTERM'); }),
-  };
-}
 
 async function station(sim: SimulatorOptions, extra: Record<string, string> = {}, concurrency = 5, external?: { url: string; repos: string[] }): Promise<Station> {
   const simulator = new GithubSimulator(sim);
