@@ -17,7 +17,8 @@ export function capLogFile(fd: number, capBytes: number): boolean {
   const read = fs.readSync(fd, tail, 0, keep, size - keep);
   const marker = Buffer.from(`[quantilica: log over its cap of ${capBytes} bytes; ${size - read} earlier bytes dropped]\n`);
   fs.ftruncateSync(fd, 0);
-  // One append (the descriptor is O_APPEND): the marker and the tail stay together.
+  // One append (the descriptor is O_APPEND): the marker and the tail stay together. What the fetcher
+  // appends between the truncate and this write lands before the marker: kept, though out of order.
   fs.writeSync(fd, Buffer.concat([marker, tail.subarray(0, read)]));
   return true;
 }
