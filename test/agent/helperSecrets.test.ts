@@ -40,8 +40,9 @@ after(() => {
 
 /** Starts the agent with `extraFd` open without close-on-exec at descriptor 251, as a careless parent leaves one. */
 async function startAgentWithFd(s: TestEnv, extraFd: number): Promise<ChildProcess> {
-  const stdio: (number | 'ignore' | 'pipe')[] = ['ignore', 'pipe', 'pipe'];
-  stdio[251] = extraFd;
+  // Filled, not sparse: child_process reduces the array, which skips holes, so a sparse stdio[251]
+  // would land at descriptor 3.
+  const stdio: (number | 'ignore' | 'pipe')[] = ['ignore', 'pipe', 'pipe', ...Array<'ignore'>(248).fill('ignore'), extraFd];
   const child = spawn(process.execPath, [AGENT_JS, 'agent'], { env: s.env, stdio });
   let stderr = '';
   child.stderr!.on('data', (d: Buffer) => { stderr += d.toString(); });
@@ -73,7 +74,7 @@ for (const spawner of ['native', 'thread'] as const) {
     fs.closeSync(inherited);
     let log: string;
     try {
-      assert.ok(fs.readdirSync(`/proc/${agent.pid}/fd`).includes('251'), 'the agent holds the inherited descriptor');
+      assert.equal(fs.readlinkSync(`/proc/${agent.pid}/fd/251`), path.join(s.root, 'inherited.txt'), 'the agent holds the inherited descriptor at 251');
       const r = await runCli(s, ['run', 'probe']);
       assert.equal(r.code, 0, r.stderr);
       const logs = fs.readdirSync(path.join(s.dataDir, 'logs')).filter((f) => f.startsWith('probe-'));
