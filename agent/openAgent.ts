@@ -1,7 +1,7 @@
 import * as path from 'node:path';
 import { checkStationDirs } from './checkStationDirs';
-import { secureHome } from './cli/checkSettingPaths';
-import { takeInstanceLock } from './cli/instanceLock';
+import { secureHome } from './station/checkSettingPaths';
+import { takeInstanceLock } from './station/instanceLock';
 import type { Config } from './config/config';
 import { DiskGate } from './disk/diskGate';
 import { startDiskSampler } from './history/diskSampler';
@@ -14,7 +14,7 @@ import type { ScheduleTarget } from './schedule/scheduleTarget';
 import { StateHub, type SnapshotParts } from './state/stateHub';
 import { Flusher } from './telemetry/flusher';
 import { SERIAL_POOL, type DiskStatus, type OperatorEvent, type RunInfo, type ScheduleStatus, type SpoolStatus } from '../shared/protocol';
-import { cliVersion } from './cli/cliVersion';
+import { cliVersion } from './cliVersion';
 import { EventHook } from './events/eventHook';
 import { EventRing } from './events/eventRing';
 import { OperatorEvents } from './events/operatorEvents';

@@ -22,7 +22,7 @@ import { RunStore, toRunInfo } from './runs/runStore';
 import { openGate, type StartGate } from './runs/startGate';
 import type { AgentControl, FlushResult } from './server/agentControl';
 import { readProcInfo } from '../shared/node/procInfo';
-import { readKernelFlocks, type KernelLock } from './slots/procLocks';
+import { readKernelFlocks, type KernelLock } from './flock/procLocks';
 import { SlotPool, type ReclaimEvent } from './slots/slotPool';
 import { PgRunCancel } from './slots/pgRunCancel';
 import { PgSlotBackend } from './slots/pgSlotBackend';

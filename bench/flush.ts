@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import pg from 'pg';
 import { createLogger } from '../agent/log/logger';
 import { Flusher } from '../agent/telemetry/flusher';
-import { migrate } from '../agent/telemetry/migrate';
+import { migrate } from '../agent/db/migrate';
 import { Spool } from '../agent/telemetry/spool';
 import type { NewTelemetryEvent } from '../agent/telemetry/telemetrySink';
 import { percentile, printTable } from './benchSupport';

@@ -9,7 +9,7 @@ import { ErrorCodes, type ConnectionInfo } from '../../shared/protocol';
 import type { AgentLink } from './agentLink';
 import { localLink } from './localLink';
 import { remoteLink } from './remoteLink';
-import { instanceLockHolder } from './instanceLock';
+import { instanceLockHolder } from '../station/instanceLock';
 import * as path from 'node:path';
 
 /** How long a command waits for a live agent that does not answer (starting, stopping, overloaded). */

@@ -9,7 +9,7 @@ import { createLogger, type Logger } from '../log/logger';
 import { redactCredentials } from '../config/redact';
 import type { RunInfo, RunStatus } from '../../shared/protocol';
 import type { FlushResult } from '../server/agentControl';
-import { registerGithubCommands } from '../github/githubCommand'; // the GitHub sync
+import { registerGithubCommands } from './githubCommand'; // the GitHub sync
 import { emitFromCli, flushFromCli, type TelemetryEmitOptions } from '../telemetry/emitCommand';
 import { Spool } from '../telemetry/spool';
 import type { AgentLink } from './agentLink';
@@ -22,12 +22,12 @@ import { filterRuns, formatRunsTable, parseSince, parseStatus, useColour } from 
 import { formatScheduleTable, progressBar } from './scheduleTable';
 import { formatSlots, formatStatus } from './format';
 import { openLink, openLiveAgentLink, openRemoteLink } from './openLink';
-import { checkSettingPaths, secureHome } from './checkSettingPaths';
+import { checkSettingPaths, secureHome } from '../station/checkSettingPaths';
 import { startDetachedOwner, type OwnerReport } from './detachedRun';
 import type { LinkHolder } from './followRun';
 import { runExitCode } from './runExitCode';
 import { waitWithCancelOnSignal } from './waitWithCancelOnSignal';
-import { cliVersion } from './cliVersion';
+import { cliVersion } from '../cliVersion';
 import { cancelCommand } from './cancelCommand';
 import { makeStrict } from './strictCommands';
 import { ConnectionFileError } from '../../shared/node/connectionFile';

@@ -1,5 +1,5 @@
 import * as fs from 'node:fs';
-import { runMembers, type RunGroup } from '../runs/runGroup';
+import { runMembers, type RunGroup } from '../process/runGroup';
 
 /** Clock ticks per second of /proc's utime and stime (USER_HZ, 100 on every Linux ABI). */
 const TICKS = 100;

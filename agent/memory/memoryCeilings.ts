@@ -1,6 +1,6 @@
 import type { MemoryEnforcement, PoolMemory } from '../../shared/protocol';
 import type { Logger } from '../log/logger';
-import type { RunGroup } from '../runs/runGroup';
+import type { RunGroup } from '../process/runGroup';
 import { CgroupLayout, type CgroupDirs } from './cgroupLayout';
 import { detectCgroups, type CgroupSupport } from './cgroupSupport';
 import { defaultCgroupName } from './defaultCgroupName';

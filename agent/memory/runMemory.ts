@@ -1,5 +1,5 @@
 import type { MemorySource } from '../../shared/protocol';
-import type { RunGroup } from '../runs/runGroup';
+import type { RunGroup } from '../process/runGroup';
 
 /** A run's memory and CPU as last read (MB, seconds). */
 export interface RunUsage {

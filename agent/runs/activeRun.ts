@@ -1,6 +1,6 @@
 import type { CatalogEntry } from '../catalog/catalog';
 import type { RunWatch } from './runProcess';
-import type { RunGroup } from './runGroup';
+import type { RunGroup } from '../process/runGroup';
 import { runPolicy, type RunPolicy } from './runPolicy';
 import type { StoredRun } from './runStore';
 

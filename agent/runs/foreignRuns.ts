@@ -1,5 +1,5 @@
 import { ErrorCodes, type RunInfo } from '../../shared/protocol';
-import { ownerOf, signalOwner } from '../cli/runOwner';
+import { ownerOf, signalOwner } from './runOwner';
 import { ClientError, UnknownRunError } from '../errors';
 import { ExitCode } from '../exitCodes';
 import { readProcInfo } from '../../shared/node/procInfo';

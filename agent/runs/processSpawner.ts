@@ -1,5 +1,5 @@
 import { readProcInfo } from '../../shared/node/procInfo';
-import { findRunGroup, runMembers, signalRunGroup } from './runGroup';
+import { findRunGroup, runMembers, signalRunGroup } from '../process/runGroup';
 import { readStatusFile, spawnRun, watchRun } from './runProcess';
 import type { RunSpawner } from './runPorts';
 

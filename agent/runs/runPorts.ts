@@ -1,7 +1,7 @@
 import type { OwnerRecord } from '../slots/ownerRecord';
 import type { SlotBackendCause } from '../slots/slotBackendCause';
 import type { NewTelemetryEvent } from '../telemetry/telemetrySink';
-import type { RunGroup } from './runGroup';
+import type { RunGroup } from '../process/runGroup';
 import type { ExitInfo, RunProcess, RunWatch, SpawnOptions } from './runProcess';
 import type { StoredRun } from './runStore';
 

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import { readProcInfo } from '../../shared/node/procInfo';
-import { runMembers, type RunGroup } from './runGroup';
+import { runMembers, type RunGroup } from '../process/runGroup';
 
 /** How a run's process ended. `signal` is set when the fetcher (or the wrapper) died of a signal. */
 export interface ExitInfo {

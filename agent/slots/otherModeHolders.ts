@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { SERIAL_POOL, type OtherModeHolders } from '../../shared/protocol';
 import { SERIAL_LOCK_FILE } from '../checkStationDirs';
-import { kernelLockOf, type KernelLock } from './procLocks';
+import { kernelLockOf, type KernelLock } from '../flock/procLocks';
 
 const SLOT_FILE = /^slot_\d+\.lock$/;
 

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { ConfigError } from '../config/configError';
 import { redactCredentials } from '../config/redact';
 import type { Logger } from '../log/logger';
-import { migrate } from '../telemetry/migrate';
+import { migrate } from '../db/migrate';
 import type { SlotBackendStatus } from '../../shared/protocol';
 import { cleanDeadRows, ensurePool, liveHolders, MAX_POOL_SLOTS, type HolderRow, type PoolRow } from './pgSlotSql';
 import { slotBackendCause } from './slotBackendCause';

@@ -1,7 +1,7 @@
 import type { SlotState } from '../../shared/protocol';
 import type { SlotBackendCause } from './slotBackendCause';
 import type { OwnerRecord } from './ownerRecord';
-import type { KernelLock } from './procLocks';
+import type { KernelLock } from '../flock/procLocks';
 
 /**
  * A slot taken for a run (the run manager's HeldSlot has the same shape: slots do not import runs).

@@ -10,7 +10,7 @@ import { ensureVerifiedDir } from '../station/verifiedDir';
 import { HeldSlots } from './heldSlots';
 import { parseOwnerRecord, type OwnerRecord } from './ownerRecord';
 import { readProcInfo } from '../../shared/node/procInfo';
-import { kernelLockOf, readKernelFlocks, type KernelLock } from './procLocks';
+import { kernelLockOf, readKernelFlocks, type KernelLock } from '../flock/procLocks';
 import { whyNotOurRun, type RecordedRun } from './provenHolder';
 import { reclaimIfStopped, type ReclaimEvent } from './reclaimIfStopped';
 import { tryLockIn, type SlotLock } from './slotLock';

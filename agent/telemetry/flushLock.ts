@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import { flockSync } from 'fs-ext';
-import { openExclusiveFlock } from '../slots/openExclusiveFlock';
+import { openExclusiveFlock } from '../flock/openExclusiveFlock';
 import { checkOwnFile, UnsafeFileError } from './sqliteFileGuard';
 
 /**

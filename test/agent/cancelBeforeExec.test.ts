@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { runMembers } from '../../agent/runs/runGroup';
+import { runMembers } from '../../agent/process/runGroup';
 import { readProcInfo } from '../../shared/node/procInfo';
 import { makeTestEnv, openOrchestrator, stopAll } from '../support/harness';
 import { waitFor } from '../support/waitFor';

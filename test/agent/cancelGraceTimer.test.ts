@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { runMembers, signalRunGroup } from '../../agent/runs/runGroup';
+import { runMembers, signalRunGroup } from '../../agent/process/runGroup';
 import { readProcInfo } from '../../shared/node/procInfo';
 import { makeTestEnv, openOrchestrator, stopAll } from '../support/harness';
 import { waitFor } from '../support/waitFor';

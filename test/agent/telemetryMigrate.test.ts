@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type pg from 'pg';
 import { memoryLogger } from '../support/memoryLogger';
-import { migrate } from '../../agent/telemetry/migrate';
-import { MIGRATIONS } from '../../agent/telemetry/migrations/migrations';
+import { migrate } from '../../agent/db/migrate';
+import { MIGRATIONS } from '../../agent/db/migrations';
 import { startTestPostgres, type TestPostgres } from '../support/postgres';
 import { connect } from '../fixtures/telemetryTestBed';
 

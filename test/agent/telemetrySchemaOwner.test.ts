@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import * as crypto from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { memoryLogger } from '../support/memoryLogger';
-import { migrate } from '../../agent/telemetry/migrate';
+import { migrate } from '../../agent/db/migrate';
 import { Flusher } from '../../agent/telemetry/flusher';
 import { connect, tempSpool } from '../fixtures/telemetryTestBed';
 import { startTestPostgres, type TestPostgres } from '../support/postgres';

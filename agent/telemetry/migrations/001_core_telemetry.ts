@@ -1,4 +1,4 @@
-import type { Migration } from './migrations';
+import type { Migration } from '../../db/migration';
 
 // SQL as a string constant: esbuild bundles the agent into one file, so there is no .sql beside it.
 export const migration001: Migration = {

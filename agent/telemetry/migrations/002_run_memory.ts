@@ -1,4 +1,4 @@
-import type { Migration } from './migrations';
+import type { Migration } from '../../db/migration';
 
 // memory ceilings: each run's peak memory (MB) and CPU time (seconds), from its finish event
 // (its cgroup's counters, or samples of /proc; the event's payload says which: memorySource).

@@ -1,4 +1,4 @@
-import type { Migration } from './migrations';
+import type { Migration } from '../../db/migration';
 
 // Retries: a run is one row however many tries it took; `attempts` is how many it made (the highest
 // `attempt` its start and finish events carry). Runs without a retry policy make one.

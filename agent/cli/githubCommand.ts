@@ -2,12 +2,12 @@ import type { Command } from 'commander';
 import { loadConfig } from '../config/config';
 import { ExitCode } from '../exitCodes';
 import { createLogger } from '../log/logger';
-import { formatGithubStatus } from './formatGithubStatus';
+import { formatGithubStatus } from '../github/formatGithubStatus';
 import { githubSyncCommand } from './githubSyncCommand';
-import { githubSyncStatus } from './githubSyncStatus';
-import { parseRepos } from './parseRepos';
-import type { GithubStore } from './store/githubStore';
-import { openGithubStore } from './store/openGithubStore';
+import { githubSyncStatus } from '../github/githubSyncStatus';
+import { parseRepos } from '../github/parseRepos';
+import type { GithubStore } from '../github/store/githubStore';
+import { openGithubStore } from '../github/store/openGithubStore';
 
 /** Registers `github sync` and `github status` (one line in runCli). */
 export function registerGithubCommands(program: Command, setExitCode: (code: number) => void): void {

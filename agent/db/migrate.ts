@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { Logger } from '../log/logger';
-import { MIGRATIONS, type Migration } from './migrations/migrations';
+import type { Migration } from './migration';
+import { MIGRATIONS } from './migrations';
 
 /** Advisory lock key of schema changes ('quantilica-migrate'); every agent and CLI uses the same one. */
 export const MIGRATION_LOCK_KEY = 0x5175_616e_4d69;

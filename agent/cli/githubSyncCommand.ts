@@ -1,17 +1,17 @@
 import type { CatalogEntryInfo, RunInfo } from '../../shared/protocol';
-import { checkSettingPaths, secureHome } from '../cli/checkSettingPaths';
-import { startDetachedOwner } from '../cli/detachedRun';
-import { openLink, openRemoteLink } from '../cli/openLink';
-import { runExitCode } from '../cli/runExitCode';
-import { waitWithCancelOnSignal } from '../cli/waitWithCancelOnSignal';
+import { checkSettingPaths, secureHome } from '../station/checkSettingPaths';
+import { startDetachedOwner } from './detachedRun';
+import { openLink, openRemoteLink } from './openLink';
+import { runExitCode } from './runExitCode';
+import { waitWithCancelOnSignal } from './waitWithCancelOnSignal';
 import { loadConfig, type Config } from '../config/config';
 import { ClientError } from '../errors';
 import { ExitCode } from '../exitCodes';
 import { createLogger, type Logger } from '../log/logger';
-import { formatGithubStatus } from './formatGithubStatus';
-import { githubApiConfigured, githubClientConfigFromEnv } from './githubClient';
-import { githubSyncStatus, type GithubSyncStatus } from './githubSyncStatus';
-import { openGithubStore } from './store/openGithubStore';
+import { formatGithubStatus } from '../github/formatGithubStatus';
+import { githubApiConfigured, githubClientConfigFromEnv } from '../github/githubClient';
+import { githubSyncStatus, type GithubSyncStatus } from '../github/githubSyncStatus';
+import { openGithubStore } from '../github/store/openGithubStore';
 
 export interface GithubSyncOptions {
   /** The run's repositories (--repos, --repos-file), or null for its catalog entry's. */

@@ -1,4 +1,4 @@
-import type { Migration } from './migrations';
+import type { Migration } from '../../db/migration';
 
 // Cancel from any station: a station asks the station that owns a run (the one whose keeper
 // holds its slot, or whose agent queues it) to cancel it. The row is the request, its durable record and

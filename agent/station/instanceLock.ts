@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { flockSync } from 'fs-ext';
 import { EnvironmentError } from '../errors';
-import { kernelLockOf, readKernelFlocks } from '../slots/procLocks';
+import { kernelLockOf, readKernelFlocks } from '../flock/procLocks';
 
 /**
  * One agent per user and host: an exclusive flock(2) on `QUANTILICA_HOME/agent.flock`. The kernel

@@ -1,4 +1,4 @@
-import type { Migration } from './migrations';
+import type { Migration } from '../../db/migration';
 
 // The postgres slot backend (agent/slots/pgSlotPool.ts). A slot is a session advisory lock
 // pg_try_advisory_lock(pool.lock_key, slot); these tables only say how many slots a pool has, who waits

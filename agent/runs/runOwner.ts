@@ -1,5 +1,5 @@
 import * as fs from 'node:fs';
-import type { StoredRun } from '../runs/runStore';
+import type { StoredRun } from './runStore';
 import { readProcInfo } from '../../shared/node/procInfo';
 
 export type OwnerKind = 'gone' | 'self' | 'cli' | 'agent';
