@@ -112,5 +112,3 @@ export function runTooltip(run: RunInfo): vscode.MarkdownString {
 export function escapeMd(text: string): string {
   return text.replace(/[\\`*_{}[\]()#+\-.!|<>]/g, '\\$&');
 }
-
-export const ACTIVE_STATUSES: ReadonlySet<RunInfo['status']> = new Set(['waiting', 'running']);

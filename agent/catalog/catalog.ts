@@ -1,12 +1,9 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { z } from 'zod';
-import { POOL_NAMES } from '../../shared/protocol';
+import { FETCHER_NAME, POOL_NAMES } from '../../shared/protocol';
 import { ConfigError } from '../config/configError';
 import { UnknownFetcherError } from '../errors';
-
-/** Fetcher names are file and lock-record components: no path characters, no shell metacharacters. */
-export const FETCHER_NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 
 const nameSchema = z.string().regex(FETCHER_NAME, 'lowercase letters, digits, ".", "_" or "-", at most 64, starting with a letter or digit');
 

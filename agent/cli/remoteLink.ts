@@ -1,7 +1,6 @@
 import { ResponseError } from 'vscode-jsonrpc/node';
-import { ErrorCodes } from '../../shared/protocol';
+import { ErrorCodes, FETCHER_NAME } from '../../shared/protocol';
 import type { AgentClient } from '../client/agentClient';
-import { FETCHER_NAME } from '../catalog/catalog';
 import { ClientError, UnknownFetcherError } from '../errors';
 import { ExitCode } from '../exitCodes';
 import { AgentLostError, type AgentLink } from './agentLink';

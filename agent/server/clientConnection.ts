@@ -7,12 +7,12 @@ import {
   type MessageConnection,
 } from 'vscode-jsonrpc';
 import type { RawData, WebSocket } from 'ws';
-import { Changed, ErrorCodes, FlushTelemetry, Hello, PROTOCOL_VERSION, type ChangedParams, type RequestMethod, type Snapshot } from '../../shared/protocol';
+import { BEFORE_HELLO, Changed, ErrorCodes, FlushTelemetry, Hello, PROTOCOL_VERSION, REQUESTS, type ChangedParams, type RequestMethod, type Snapshot } from '../../shared/protocol';
 import { errorResponseText, TextMessageReader, TextMessageWriter } from '../../shared/textMessageTransport';
 import { wsText } from '../../shared/node/wsText';
 import type { Logger } from '../log/logger';
 import type { AgentControl } from './agentControl';
-import { BEFORE_HELLO, describeIssues, paramSchemas } from './paramSchemas';
+import { parseParams } from './parseParams';
 import type { RequestContext, RequestHandlers } from './requestHandlers';
 import { SendFlow, type SendFlowLimits } from './sendFlow';
 import { toResponseError } from './toResponseError';
@@ -118,8 +118,8 @@ export class ClientConnection {
   }
 
   private async dispatch(method: string, params: unknown, cancel: CancellationToken): Promise<unknown> {
-    if (!Object.hasOwn(paramSchemas, method)) {
-      throw new ResponseError(RpcErrorCodes.MethodNotFound, `unknown method ${JSON.stringify(method)}; the agent answers ${Object.keys(paramSchemas).join(', ')}`);
+    if (!Object.hasOwn(REQUESTS, method)) {
+      throw new ResponseError(RpcErrorCodes.MethodNotFound, `unknown method ${JSON.stringify(method)}; the agent answers ${Object.keys(REQUESTS).join(', ')}`);
     }
     const known = method as RequestMethod;
     if (!BEFORE_HELLO.has(known) && this.unsubscribe === null) {
@@ -128,12 +128,9 @@ export class ClientConnection {
     try {
       await this.flow.ready();
       if (this.closed) throw new ResponseError(RpcErrorCodes.ConnectionInactive, 'the connection is closed');
-      const parsed = paramSchemas[known].safeParse(params);
-      if (!parsed.success) {
-        throw new ResponseError(RpcErrorCodes.InvalidParams, `invalid params for ${method}: ${describeIssues(parsed.error)}`);
-      }
+      const parsed = parseParams(known, params);
       const handler = this.handlers[known] as (p: unknown, ctx: RequestContext) => unknown;
-      return await handler(parsed.data, this.context(cancel));
+      return await handler(parsed, this.context(cancel));
     } catch (err) {
       throw toResponseError(err, method, this.logger);
     }

@@ -68,14 +68,6 @@ export function slotNumbers(slots: number, blocked: readonly number[]): number[]
   return out;
 }
 
-/** How many live tickets of the pool are ahead of `ticket` (the waiters of dead sessions do not count). */
-export async function ticketsAhead(client: pg.ClientBase, pool: string, ticket: string): Promise<number> {
-  const row = (await client.query<{ n: string }>(`SELECT count(*) AS n FROM core.slot_waiter w
-    WHERE w.pool = $1 AND w.ticket < $2::bigint
-      AND EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = w.backend_pid)`, [pool, ticket])).rows[0];
-  return Number(row?.n ?? 0);
-}
-
 /** Rows of sessions that are gone: their locks died with them, their rows only mislead a reader. */
 export async function cleanDeadRows(client: pg.ClientBase): Promise<void> {
   await client.query('DELETE FROM core.slot_waiter w WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = w.backend_pid)');

@@ -56,22 +56,3 @@ export function childrenOf(pid: number): number[] {
     return [];
   }
 }
-
-/**
- * True while any process of the group exists and is not a zombie. kill(-pgid, 0) alone would count
- * zombies, which the init of some systems reaps only seconds later; a zombie holds no slot and does
- * no work, so the /proc scan runs only when the cheap probe says the group is there.
- */
-export function groupAlive(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
-  }
-  for (const entry of fs.readdirSync('/proc')) {
-    if (entry.charCodeAt(0) < 48 || entry.charCodeAt(0) > 57) continue;
-    const info = readProcInfo(Number(entry));
-    if (info && info.pgid === pgid && info.state !== 'Z') return true;
-  }
-  return false;
-}
