@@ -8,7 +8,9 @@ import { startDiskSampler } from './history/diskSampler';
 import { setHistoryStore } from './history/historyRegistry';
 import { HistoryStore } from './history/historyStore';
 import type { Logger } from './log/logger';
-import { Orchestrator } from './orchestrator';
+import type { Orchestrator } from './orchestrator';
+import type { Catalog } from './catalog/catalog';
+import { composeCore, type Core, type CoreParts } from './compose/composeCore';
 import { Schedule } from './schedule/schedule';
 import type { ScheduleTarget } from './schedule/scheduleTarget';
 import { StateHub, type SnapshotParts } from './state/stateHub';
@@ -34,6 +36,8 @@ export interface OpenAgentOptions {
 export interface OpenedAgent {
   /** What the protocol server and the in-process CLI drive. */
   control: Orchestrator;
+  /** The fetchers and syncs this station knows (the agent's ready line and summary name them). */
+  catalog: Catalog;
   /** Adopts runs a previous owner left, then starts what runs in the background. */
   start(): Promise<void>;
   /** Stops what makes new runs (the schedule): first thing on shutdown. */
@@ -44,8 +48,8 @@ export interface OpenedAgent {
 
 /**
  * The one composition root. Builds the parts in dependency order (state hub, spool and flusher, disk
- * gate, pools and runs, schedule), each handed what it needs when it is made; the station's folders
- * are checked once, before anything is opened in them.
+ * gate, the core of pools and runs (agent/compose/), schedule), each handed what it needs when it is
+ * made; the station's folders are checked once, before anything is opened in them.
  */
 export function openAgent(config: Config, logger: Logger, { role }: OpenAgentOptions): OpenedAgent {
   const policy = checkStationDirs(config, logger);
@@ -71,8 +75,8 @@ function build(config: Config, logger: Logger, role: OpenAgentOptions['role'], p
   const flusher = new Flusher({ spool, databaseUrl: config.databaseUrl, logger });
   // 3. The disk gate in front of every start.
   const gate = new DiskGate({ dataDir: config.dataDir, disk: config.disk, logger, hub });
-  // 4. Pools, runs and their store.
-  const control: Orchestrator = new Orchestrator(config, logger, {
+  // 4. Pools, runs and their store, and the facade over them.
+  const core: Core = composeCore(config, logger, {
     hub,
     policy,
     role,
@@ -82,19 +86,20 @@ function build(config: Config, logger: Logger, role: OpenAgentOptions['role'], p
       const { sent, remaining, error } = await flusher.flushNow(onProgress);
       return { sent, remaining, error };
     },
-    setSchedulePaused: (paused, fetcher) => schedule.setPaused(paused, fetcher === undefined ? undefined : control.catalog.resolve(fetcher).name),
+    setSchedulePaused: (paused, fetcher) => schedule.setPaused(paused, fetcher === undefined ? undefined : core.parts.catalog.resolve(fetcher).name),
     listEvents: role === 'agent' ? (params, abort) => ring.wait(params.after, params.limit ?? DEFAULT_EVENTS, params.waitMs ?? 0, abort) : undefined,
     metrics: async () => ({ contentType: metrics.contentType, text: await metrics.text() }),
   });
+  const { control, parts } = core;
   // 5. The schedule. A CLI builds it too, to show next due times and to record a pause for the next
   //    agent; only the agent starts it.
-  const successes = new LastSuccessMemo((fetcher) => control.store.lastSucceededAt(fetcher));
-  const schedule: Schedule = new Schedule({ fetchers: control.catalog.entries, target: scheduleTarget(control, successes), logger, homeDir: config.homeDir, catchUp: config.scheduleCatchUp, hub });
+  const successes = new LastSuccessMemo((fetcher) => parts.store.lastSucceededAt(fetcher));
+  const schedule: Schedule = new Schedule({ fetchers: parts.catalog.entries, target: scheduleTarget(control, parts, successes), logger, homeDir: config.homeDir, catchUp: config.scheduleCatchUp, hub });
   // 6. Operator events (the hook, `quantilica events`) and the metrics, from what the hub publishes.
   const ring = new EventRing();
   const hook = role === 'agent' && config.onEvent !== null ? new EventHook({ program: config.onEvent, logger }) : null;
-  const metrics = new AgentMetrics(metricsSources(control, () => gate.status(), () => spool.status(), () => schedule.status()));
-  const stopObserving = observeOperatorEvents(hub, new OperatorEvents({ poolOf: (f) => poolOf(control, f), lastOutcomes: control.store.lastOutcomes() }), (event) => {
+  const metrics = new AgentMetrics(metricsSources(control, parts, () => gate.status(), () => spool.status(), () => schedule.status()));
+  const stopObserving = observeOperatorEvents(hub, new OperatorEvents({ poolOf: (f) => poolOf(config, parts, f), lastOutcomes: parts.store.lastOutcomes() }), (event) => {
     ring.push(event);
     hook?.send(event);
     logger.info({ event: 'operator-event', operatorEvent: event.event, runId: event.runId, fetcher: event.fetcher, reason: event.reason }, `event ${event.event}${event.fetcher ? ` ${event.fetcher}` : ''}${event.runId ? ` run ${event.runId}` : ''}${event.reason ? ` (${event.reason})` : ''}`);
@@ -107,16 +112,16 @@ function build(config: Config, logger: Logger, role: OpenAgentOptions['role'], p
   }, (status) => metrics.observeSchedule(status));
   // The Station panel's disk history: kept by the agent only (a CLI run is too short to matter).
   const history = role === 'agent' ? new HistoryStore(path.join(config.homeDir, 'history.db')) : null;
+  // The agent says at once what its memory ceilings can enforce (and why not, when they cannot).
+  if (role === 'agent') parts.memory.logEnforcement(logger);
 
   let stopSpoolStatus: (() => void) | null = null;
   let stopSampler: (() => void) | null = null;
   return {
     control,
+    catalog: parts.catalog,
     start: async () => {
-      await control.openSlots(); // the postgres slot backend, when configured
-      await control.runs.adoptLeftovers();
-      if (role === 'agent') await control.listenForCancels(); // cancels asked by other stations
-      if (role === 'agent') control.startRetention();
+      await core.start(); // slot database, adoption, remote cancels, retention
       stopSpoolStatus = publishSpoolStatus(spool, (status) => hub.publish({ kind: 'spool', spool: status }));
       flusher.start();
       await gate.start();
@@ -136,7 +141,7 @@ function build(config: Config, logger: Logger, role: OpenAgentOptions['role'], p
         history.close();
       }
       schedule.close();
-      await control.close(stopFetchers, cancelWaiting);
+      await core.close(stopFetchers, cancelWaiting);
       await gate.close();
       stopSpoolStatus?.();
       await flusher.close();
@@ -146,14 +151,14 @@ function build(config: Config, logger: Logger, role: OpenAgentOptions['role'], p
   };
 }
 
-function scheduleTarget(control: Orchestrator, successes: LastSuccessMemo): ScheduleTarget {
+function scheduleTarget(control: Orchestrator, { runs, store }: CoreParts, successes: LastSuccessMemo): ScheduleTarget {
   return {
-    isActive: (fetcher) => control.runs.activeRunOf(fetcher) !== null,
+    isActive: (fetcher) => runs.activeRunOf(fetcher) !== null,
     enqueue: (fetcher, trigger) => { control.run(fetcher, [], trigger).catch(() => { /* refused: the schedule logged its attempt */ }); },
-    recordSkipped: (fetcher, reason, trigger, message) => { void control.runs.recordSkipped(fetcher, reason, trigger, { message }); },
-    lastStartedAt: (fetcher) => control.store.lastStartedAt(fetcher),
+    recordSkipped: (fetcher, reason, trigger, message) => { void runs.recordSkipped(fetcher, reason, trigger, { message }); },
+    lastStartedAt: (fetcher) => store.lastStartedAt(fetcher),
     lastSucceededAt: (fetcher) => successes.get(fetcher),
-    firstRecordedAt: (fetcher) => control.store.firstRecordedAt(fetcher),
+    firstRecordedAt: (fetcher) => store.firstRecordedAt(fetcher),
   };
 }
 
@@ -181,10 +186,10 @@ const TERMINAL = new Set<RunInfo['status']>(['completed', 'failed', 'cancelled',
 /** Events `quantilica events` lists without --limit. */
 const DEFAULT_EVENTS = 100;
 
-function poolOf(control: Orchestrator, fetcher: string): string | null {
+function poolOf(config: Config, { catalog }: CoreParts, fetcher: string): string | null {
   try {
-    const entry = control.catalog.resolve(fetcher);
-    return control.config.usePools ? entry.pool : SERIAL_POOL;
+    const entry = catalog.resolve(fetcher);
+    return config.usePools ? entry.pool : SERIAL_POOL;
   } catch {
     return null;
   }
@@ -199,15 +204,15 @@ function observeOperatorEvents(hub: StateHub, events: OperatorEvents, onEvent: (
   });
 }
 
-function metricsSources(control: Orchestrator, disk: () => DiskStatus | null, spool: () => SpoolStatus | null, schedule: () => ScheduleStatus): MetricsSources {
+function metricsSources(control: Orchestrator, { runs, github, store }: CoreParts, disk: () => DiskStatus | null, spool: () => SpoolStatus | null, schedule: () => ScheduleStatus): MetricsSources {
   return {
     version: cliVersion(),
     pools: () => control.poolStates(),
-    activeRuns: () => control.runs.activeRuns(),
+    activeRuns: () => runs.activeRuns(),
     schedule,
     disk,
     spool,
-    sync: () => control.github.info(),
-    finished: () => control.store.finishedFigures(),
+    sync: () => github.info(),
+    finished: () => store.finishedFigures(),
   };
 }

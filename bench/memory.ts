@@ -1,13 +1,10 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { checkStationDirs } from '../agent/checkStationDirs';
+import { openCore } from '../agent/compose/openCore';
 import { loadConfig } from '../agent/config/config';
 import { createLogger } from '../agent/log/logger';
 import { MemoryCeilings } from '../agent/memory/memoryCeilings';
-import { Orchestrator } from '../agent/orchestrator';
-import { StateHub, type SnapshotParts } from '../agent/state/stateHub';
-import { Spool } from '../agent/telemetry/spool';
 import { percentile, printTable } from './benchSupport';
 
 // The memory ceilings' benchmark: what a run's cgroup costs. The same 1,000 no-op runs through the three pools
@@ -33,9 +30,8 @@ async function measure(enforce: boolean): Promise<Figures> {
   };
   const config = loadConfig(env);
   const logger = createLogger('bench', 'error');
-  const spool = new Spool({ path: config.telemetrySpool, logger });
-  const hub: StateHub = new StateHub((): SnapshotParts => ({ ...orchestrator.coreState(), disk: null, spool: spool.status(), schedule: null }));
-  const orchestrator: Orchestrator = new Orchestrator(config, logger, { hub, policy: checkStationDirs(config), telemetry: spool });
+  const core = openCore(config, logger);
+  const orchestrator = core.control;
   const enforcement = orchestrator.agentInfo().memory?.kind ?? 'unknown';
   try {
     const started = process.hrtime.bigint();
@@ -57,8 +53,7 @@ async function measure(enforce: boolean): Promise<Figures> {
     off();
     return { runsPerSecond: RUNS / seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99), enforcement };
   } finally {
-    await orchestrator.close();
-    spool.close();
+    await core.close();
     fs.rmSync(root, { recursive: true, force: true });
   }
 }

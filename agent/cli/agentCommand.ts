@@ -22,8 +22,7 @@ export async function agentCommand(config: Config, stopFetchersFlag: boolean, ca
   checkEventHook(config.onEvent);
   const stopLogCap = capStderrLog(config.agentLogCapBytes);
   const agent = openAgent(config, logger, { role: 'agent' });
-  const { control } = agent;
-  control.memory.logEnforcement(logger);
+  const { control, catalog } = agent;
   const stopRunLines = logRunLines(control.hub, logger);
   await agent.start();
   const server = await startAgentServer(control, { port: config.port, connectionFile: config.connectionFile, logger });
@@ -52,8 +51,8 @@ export async function agentCommand(config: Config, stopFetchersFlag: boolean, ca
   });
   // The ready line is what scripts and tests wait for: it comes after the agent can serve. A person
   // at a terminal gets a short summary instead.
-  const ready = { ready: true, pid: process.pid, port: server.port, mode: config.usePools ? 'pools' : 'serial', catalog: control.catalog.source, ...(metricsServer ? { metricsPort: metricsServer.port } : {}) };
-  if (process.stdout.isTTY) process.stdout.write(startSummary(config, ready, control.catalog.entries));
+  const ready = { ready: true, pid: process.pid, port: server.port, mode: config.usePools ? 'pools' : 'serial', catalog: catalog.source, ...(metricsServer ? { metricsPort: metricsServer.port } : {}) };
+  if (process.stdout.isTTY) process.stdout.write(startSummary(config, ready, catalog.entries));
   else {
     process.stdout.write(`${JSON.stringify(ready)}\n`);
     logger.info({ pid: process.pid, lockDir: config.lockDir, dataDir: config.dataDir }, 'agent ready');

@@ -22,10 +22,10 @@ export async function localLink(config: Config, logger: Logger): Promise<AgentLi
     run: async (fetcher, args) => {
       // Without an agent nobody would keep this run waiting for the slot database past this command:
       // a CLI run (cron's) says so at once rather than wait with nothing to show.
-      const slots = orchestrator.slotBackend;
-      if (slots && !slots.reachable) {
+      const unreachable = orchestrator.slotDatabaseError();
+      if (unreachable !== null) {
         throw new ClientError(ErrorCodes.unavailable, ExitCode.agentUnavailable,
-          `the slot database (QUANTILICA_SLOT_DATABASE_URL) cannot be reached: ${slots.status().error ?? 'unknown error'}; no run was queued (an agent keeps runs waiting for it)`);
+          `the slot database (QUANTILICA_SLOT_DATABASE_URL) cannot be reached: ${unreachable}; no run was queued (an agent keeps runs waiting for it)`);
       }
       return orchestrator.run(fetcher, args, 'cli');
     },

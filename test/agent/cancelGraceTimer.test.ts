@@ -27,16 +27,16 @@ test('the cancel grace timer ends with its run: a process that later gets the pi
   // Long enough to put the new process in place before the old timer would fire, even under load.
   const graceSeconds = 6;
   const t = makeTestEnv([{ name: 'sleeper', pool: 'network-light', argv: ['sleep', '300'] }], { QUANTILICA_CANCEL_GRACE_SECONDS: String(graceSeconds) });
-  const { orchestrator, close } = openOrchestrator(t);
+  const { orchestrator, runManager, close } = openOrchestrator(t);
   let victim: ChildProcess | null = null;
   try {
     const run = await orchestrator.run('sleeper', [], 'cli');
     const running = await waitFor(() => {
-      const r = orchestrator.runs.get(run.runId);
+      const r = runManager.get(run.runId);
       return r?.status === 'running' ? r : null;
     }, { what: 'the run to start' });
     const cancelledAt = Date.now();
-    orchestrator.runs.cancel(run.runId);
+    runManager.cancel(run.runId);
     // sleep dies of the SIGTERM at once: the run ends long before its grace period does.
     const ended = await orchestrator.waitRun(run.runId);
     assert.equal(ended.status, 'cancelled');
@@ -53,7 +53,7 @@ test('the cancel grace timer ends with its run: a process that later gets the pi
     assert.equal(victim.exitCode, null, 'the process with the old group id still runs');
   } finally {
     victim?.kill('SIGKILL');
-    await stopAll(orchestrator);
+    await stopAll(orchestrator, runManager);
     await close();
   }
 });

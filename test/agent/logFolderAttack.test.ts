@@ -56,11 +56,11 @@ test('a running log swapped for a link to the victim\'s private file: the cap an
   fs.writeFileSync(victim, 'secret\n'.repeat(40000), { mode: 0o600 }); // 280 KB: over the cap
   const before = sha(victim);
   const capBytes = 64 * 1024;
-  const { orchestrator, close } = openOrchestrator(t2, { logCapBytes: capBytes });
+  const { orchestrator, runManager, close } = openOrchestrator(t2, { logCapBytes: capBytes });
   try {
     const run = await orchestrator.run('writer', [], 'cli');
     const running = await waitFor(() => {
-      const r = orchestrator.runs.get(run.runId);
+      const r = runManager.get(run.runId);
       return r?.status === 'running' && r.logPath && fs.readFileSync(r.logPath, 'utf8').includes('started') ? r : null;
     }, { what: 'the writer to run and log' });
     const logPath = running.logPath!;
@@ -91,7 +91,7 @@ test('a running log swapped for a link to the victim\'s private file: the cap an
     // Once the run ended its log is read by name only without following a link.
     await assert.rejects(orchestrator.tailLog(run.runId, 1000), (err: unknown) => err instanceof UnsafeStationError && /symbolic link/.test(err.message));
   } finally {
-    await stopAll(orchestrator);
+    await stopAll(orchestrator, runManager);
     await close();
   }
 });

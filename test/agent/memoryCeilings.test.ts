@@ -34,12 +34,12 @@ test('200 MB under a 64 MB run ceiling fails with memory-limit, nothing else kil
     { name: 'alloc-512', pool: 'heavy-io', argv: [process.execPath, ALLOCATE, '200'], memoryMb: 512 },
     { name: 'bystander', pool: 'heavy-io', argv: [path.join(FIXTURES, 'exitWhenFileExists.sh'), release, '0'] },
   ], { QUANTILICA_CGROUP_NAME: name });
-  const { orchestrator, close } = openOrchestrator(t);
+  const { orchestrator, runManager, close } = openOrchestrator(t);
   try {
     const enforcement = orchestrator.agentInfo().memory!;
     assert.notEqual(enforcement.kind, 'not-enforced', `cgroups must be usable as root here (${enforcement.reason ?? ''})`);
     const bystander = await orchestrator.run('bystander', [], 'cli');
-    const bystanderPid = (await waitFor(() => orchestrator.runs.get(bystander.runId)?.pid, { what: 'the bystander to run', timeoutMs: 30000 }));
+    const bystanderPid = (await waitFor(() => runManager.get(bystander.runId)?.pid, { what: 'the bystander to run', timeoutMs: 30000 }));
 
     const small = await orchestrator.run('alloc-64', [], 'cli');
     const smallEnd = await orchestrator.waitRun(small.runId);
@@ -48,7 +48,7 @@ test('200 MB under a 64 MB run ceiling fails with memory-limit, nothing else kil
     assert.equal(smallEnd.signal, 'SIGKILL');
     assert.equal(smallEnd.memoryLimitMb, 64);
     assert.ok(smallEnd.peakMemoryMb! <= 64.5, `the run never used more than its ceiling (${smallEnd.peakMemoryMb} MB)`);
-    assert.equal(orchestrator.runs.get(bystander.runId)!.status, 'running', 'the other run of the pool is not touched');
+    assert.equal(runManager.get(bystander.runId)!.status, 'running', 'the other run of the pool is not touched');
     assert.ok(alive(bystanderPid), 'the bystander process lives');
     const smallFinish = finishPayload(t.env.QUANTILICA_TELEMETRY_SPOOL!, small.runId)!;
     assert.equal(smallFinish.reason, 'memory-limit');
@@ -56,7 +56,7 @@ test('200 MB under a 64 MB run ceiling fails with memory-limit, nothing else kil
     assert.equal(fs.existsSync(memoryCgroup(name, 'heavy-io', small.runId)), false, 'the run\'s cgroup is removed at its end');
 
     const big = await orchestrator.run('alloc-512', [], 'cli');
-    await waitFor(() => fs.existsSync(memoryCgroup(name, 'heavy-io', big.runId)) || orchestrator.runs.get(big.runId)?.status !== 'waiting', { what: 'the run\'s cgroup' });
+    await waitFor(() => fs.existsSync(memoryCgroup(name, 'heavy-io', big.runId)) || runManager.get(big.runId)?.status !== 'waiting', { what: 'the run\'s cgroup' });
     const bigEnd = await orchestrator.waitRun(big.runId);
     assert.equal(bigEnd.status, 'completed', `ended ${bigEnd.status} ${bigEnd.reason ?? ''}`);
     assert.ok(bigEnd.peakMemoryMb! > 200 && bigEnd.peakMemoryMb! < 512, `peak ${bigEnd.peakMemoryMb} MB is between 200 and 512`);
@@ -69,7 +69,7 @@ test('200 MB under a 64 MB run ceiling fails with memory-limit, nothing else kil
     const bystanderEnd = await orchestrator.waitRun(bystander.runId);
     assert.equal(bystanderEnd.status, 'completed', 'the bystander ends as it chose to');
   } finally {
-    await stopAll(orchestrator);
+    await stopAll(orchestrator, runManager);
     await close();
   }
 });
@@ -92,7 +92,7 @@ test('three runs of 100 MB in a pool of 300 MB: the ceiling holds, one is killed
     // may charge to this pool (~35 MB), stay under 300 MB; three do not.
     CRON_POOL_CPU_ANALYSIS_MEMORY_GB: String(300 / 1024),
   });
-  const { orchestrator, close } = openOrchestrator(t);
+  const { orchestrator, runManager, close } = openOrchestrator(t);
   try {
     assert.equal(orchestrator.poolStates().find((p) => p.name === 'cpu-analysis')!.memory!.ceilingMb, 300);
     // Two runs take their 100 MB and hold it until the test says so; then a third one asks for 100 MB
@@ -104,7 +104,7 @@ test('three runs of 100 MB in a pool of 300 MB: the ceiling holds, one is killed
     const last = await orchestrator.run('alloc-last', [], 'cli');
     const killed = await orchestrator.waitRun(last.runId);
     assert.equal(`${killed.status} ${killed.reason ?? ''}`, 'failed memory-limit', 'the run killed at the ceiling says why');
-    for (const r of holders) assert.equal(orchestrator.runs.get(r.runId)?.status, 'running', 'the runs under the ceiling are left alone');
+    for (const r of holders) assert.equal(runManager.get(r.runId)?.status, 'running', 'the runs under the ceiling are left alone');
     const poolPeak = Number(fs.readFileSync(path.join(memoryCgroup(name, 'cpu-analysis'), 'memory.max_usage_in_bytes'), 'utf8')) / (1024 * 1024);
     assert.ok(poolPeak <= 300.5, `the pool never used more than its ceiling (${poolPeak} MB)`);
     const running = orchestrator.poolStates().find((p) => p.name === 'cpu-analysis')!.memory!;
@@ -114,7 +114,7 @@ test('three runs of 100 MB in a pool of 300 MB: the ceiling holds, one is killed
     assert.deepEqual(ends.map((e) => e.status), ['completed', 'completed']);
     for (const e of ends) assert.ok(e.peakMemoryMb! >= 100, `peak ${e.peakMemoryMb} MB`);
   } finally {
-    await stopAll(orchestrator);
+    await stopAll(orchestrator, runManager);
     await close();
   }
 });
@@ -126,23 +126,23 @@ test('a fetcher whose child leaves the process group (setsid): cancel ends both'
   // The child calls setsid (a new session and process group) and runs on; the parent waits.
   const script = `setsid sh -c 'echo $$ > ${childPidFile}; trap "" TERM; while :; do sleep 1; done' & while :; do sleep 1; done`;
   const t = makeTestEnv([{ name: 'escaper', pool: 'network-light', argv: ['sh', '-c', script] }], { QUANTILICA_CGROUP_NAME: name, QUANTILICA_CANCEL_GRACE_SECONDS: '30' });
-  const { orchestrator, close } = openOrchestrator(t);
+  const { orchestrator, runManager, close } = openOrchestrator(t);
   try {
     const run = await orchestrator.run('escaper', [], 'cli');
     const childPid = await waitFor(() => {
       const text = fs.existsSync(childPidFile) ? fs.readFileSync(childPidFile, 'utf8').trim() : '';
       return text.length > 0 ? Number(text) : null;
     }, { what: 'the escaped child to start', timeoutMs: 30000 });
-    const pgid = orchestrator.runs.get(run.runId)!.pid!;
+    const pgid = runManager.get(run.runId)!.pid!;
     assert.ok(!groupMembers(pgid).includes(childPid), 'the child really left the run\'s process group');
     assert.ok(alive(childPid));
-    orchestrator.runs.cancel(run.runId);
+    runManager.cancel(run.runId);
     const ended = await orchestrator.waitRun(run.runId);
     assert.equal(ended.status, 'cancelled');
     assert.deepEqual(groupMembers(pgid), [], 'the group is gone');
     await waitFor(() => !alive(childPid), { what: 'the escaped child to be gone', timeoutMs: 10000 });
   } finally {
-    await stopAll(orchestrator);
+    await stopAll(orchestrator, runManager);
     await close();
   }
 });

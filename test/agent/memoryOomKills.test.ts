@@ -16,7 +16,7 @@ test('a child OOM-killed at the run\'s ceiling while the fetcher exits 0: comple
     { name: 'oom-child', pool: 'heavy-io', argv: [process.execPath, path.join(OUT_FIXTURES, 'allocateMemory.js'), '400', '--in-child'], memoryMb: 192 },
     { name: 'fits', pool: 'heavy-io', argv: [process.execPath, path.join(OUT_FIXTURES, 'allocateMemory.js'), '16'], memoryMb: 192 },
   ], { QUANTILICA_CGROUP_NAME: NAME });
-  const { orchestrator, close } = openOrchestrator(t);
+  const { orchestrator, runManager, store, close } = openOrchestrator(t);
   let runId: string;
   let fitsId: string;
   try {
@@ -28,7 +28,7 @@ test('a child OOM-killed at the run\'s ceiling while the fetcher exits 0: comple
     assert.equal(ended.status, 'completed', `ended ${ended.status} ${ended.reason ?? ''}`);
     assert.equal(ended.exitCode, 0);
     assert.ok((ended.oomKills ?? 0) >= 1, `the run carries its OOM kills (${String(ended.oomKills)})`);
-    assert.equal(orchestrator.store.get(run.runId)?.oomKills, ended.oomKills, 'the run store keeps them');
+    assert.equal(store.get(run.runId)?.oomKills, ended.oomKills, 'the run store keeps them');
     const finish = finishPayload(t.env.QUANTILICA_TELEMETRY_SPOOL!, run.runId)!;
     assert.equal(finish.oomKills, ended.oomKills, 'the finish event carries them');
 
@@ -37,7 +37,7 @@ test('a child OOM-killed at the run\'s ceiling while the fetcher exits 0: comple
     assert.equal(fits.status, 'completed');
     assert.equal(fits.oomKills, 0, 'a run without OOM kills says 0');
   } finally {
-    await stopAll(orchestrator);
+    await stopAll(orchestrator, runManager);
     await close();
   }
   // The views, read by the CLI from the store (no agent runs).

@@ -8,16 +8,16 @@ import { waitFor } from '../support/waitFor';
 
 test('cancel of a group that ignores SIGTERM and has grandchildren: nothing left after grace + 1 s, slot freed, status cancelled', async () => {
   const t = makeTestEnv([{ name: 'stubborn', pool: 'network-light', argv: [path.join(FIXTURES, 'stubbornGroup.sh')] }], { QUANTILICA_CANCEL_GRACE_SECONDS: '1' });
-  const { orchestrator, close } = openOrchestrator(t);
+  const { orchestrator, runManager, close } = openOrchestrator(t);
   try {
     const run = await orchestrator.run('stubborn', [], 'cli');
     const running = await waitFor(() => {
-      const r = orchestrator.runs.get(run.runId);
+      const r = runManager.get(run.runId);
       return r?.status === 'running' && groupMembers(r.pid!).length >= 4 ? r : null;
     }, { what: 'the wrapper, the fetcher and two grandchildren to run' });
     const pgid = running.pid!;
     const cancelledAt = Date.now();
-    orchestrator.runs.cancel(run.runId);
+    runManager.cancel(run.runId);
     // SIGTERM is ignored by all of them: until the grace period ends, the group lives on.
     const ended = await orchestrator.waitRun(run.runId);
     const elapsed = Date.now() - cancelledAt;
@@ -29,30 +29,30 @@ test('cancel of a group that ignores SIGTERM and has grandchildren: nothing left
     assert.ok(lock, 'the slot is free');
     lock.closeOwnCopy();
   } finally {
-    await stopAll(orchestrator);
+    await stopAll(orchestrator, runManager);
     await close();
   }
 });
 
 test('cancelling a waiting run takes it out of the queue', async () => {
   const t = makeTestEnv([{ name: 'long', pool: 'cpu-analysis', argv: ['sleep', '600'] }], { CRON_POOL_CPU_ANALYSIS_SLOTS: '1' });
-  const { orchestrator, close } = openOrchestrator(t);
+  const { orchestrator, runManager, close } = openOrchestrator(t);
   try {
     const holder = await orchestrator.run('long', [], 'cli');
-    await waitFor(() => orchestrator.runs.get(holder.runId)?.status === 'running', { what: 'the holder to run' });
+    await waitFor(() => runManager.get(holder.runId)?.status === 'running', { what: 'the holder to run' });
     const waiting = await orchestrator.run('long', [], 'cli');
     const behind = await orchestrator.run('long', [], 'cli');
-    await waitFor(() => orchestrator.runs.get(behind.runId)?.wait?.kind === 'pool', { what: 'two runs waiting' });
-    assert.deepEqual(orchestrator.runs.get(behind.runId)!.wait, { kind: 'pool', position: 2 });
-    orchestrator.runs.cancel(waiting.runId);
+    await waitFor(() => runManager.get(behind.runId)?.wait?.kind === 'pool', { what: 'two runs waiting' });
+    assert.deepEqual(runManager.get(behind.runId)!.wait, { kind: 'pool', position: 2 });
+    runManager.cancel(waiting.runId);
     const ended = await orchestrator.waitRun(waiting.runId);
     assert.equal(ended.status, 'cancelled');
     assert.equal(ended.pid, null, 'it never started');
-    await waitFor(() => orchestrator.runs.get(behind.runId)?.wait?.kind === 'pool' && orchestrator.runs.get(behind.runId)!.wait, { what: 'the queue to move up' });
-    assert.deepEqual(orchestrator.runs.get(behind.runId)!.wait, { kind: 'pool', position: 1 });
+    await waitFor(() => runManager.get(behind.runId)?.wait?.kind === 'pool' && runManager.get(behind.runId)!.wait, { what: 'the queue to move up' });
+    assert.deepEqual(runManager.get(behind.runId)!.wait, { kind: 'pool', position: 1 });
     assert.equal(orchestrator.poolStates().find((p) => p.name === 'cpu-analysis')!.waiting, 1);
   } finally {
-    await stopAll(orchestrator);
+    await stopAll(orchestrator, runManager);
     await close();
   }
 });
@@ -100,11 +100,11 @@ test('exit codes and signals are recorded as the fetcher ended', async () => {
 
 test('waiting runs of a pool are served first come, first served', async () => {
   const t = makeTestEnv([{ name: 'until-file', pool: 'cpu-analysis', argv: [path.join(FIXTURES, 'exitWhenFileExists.sh')] }], { CRON_POOL_CPU_ANALYSIS_SLOTS: '1' });
-  const { orchestrator, close } = openOrchestrator(t);
+  const { orchestrator, runManager, close } = openOrchestrator(t);
   try {
     const go = path.join(t.root, 'go');
     const holder = await orchestrator.run('until-file', [go, '0'], 'cli');
-    await waitFor(() => orchestrator.runs.get(holder.runId)?.status === 'running', { what: 'the holder to run' });
+    await waitFor(() => runManager.get(holder.runId)?.status === 'running', { what: 'the holder to run' });
     const queued = await Promise.all(Array.from({ length: 4 }, () => orchestrator.run('until-file', [go, '0'], 'cli')));
     const started: string[] = [];
     const stop = orchestrator.hub.onChange(({ change }) => {
@@ -115,7 +115,7 @@ test('waiting runs of a pool are served first come, first served', async () => {
     stop();
     assert.deepEqual(started, queued.map((r) => r.runId));
   } finally {
-    await stopAll(orchestrator);
+    await stopAll(orchestrator, runManager);
     await close();
   }
 });

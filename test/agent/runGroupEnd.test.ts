@@ -18,11 +18,11 @@ function slotFree(lockDir: string, pool: string, slot: number): boolean {
 
 test('a process that outlives its wrapper keeps the run running (reason lingering) and its slot; cancel stops it', { timeout: 60000 }, async () => {
   const t = makeTestEnv([{ name: 'leaves-child', pool: 'network-light', argv: ['sh', '-c', 'sleep 300 & echo started; exit 0'] }], { QUANTILICA_CANCEL_GRACE_SECONDS: '1' });
-  const { orchestrator, close } = openOrchestrator(t);
+  const { orchestrator, runManager, close } = openOrchestrator(t);
   try {
     const run = await orchestrator.run('leaves-child', [], 'cli');
     const lingering = await waitFor(() => {
-      const r = orchestrator.runs.get(run.runId);
+      const r = runManager.get(run.runId);
       return r?.reason === 'lingering' ? r : null;
     }, { what: 'the run to report its lingering process', timeoutMs: 20000 });
     assert.equal(lingering.status, 'running', 'the run is not over while a process holding its slot lives');
@@ -31,24 +31,24 @@ test('a process that outlives its wrapper keeps the run running (reason lingerin
     assert.equal(members.length, 1, `one sleep is left (${members.join(', ')})`);
     assert.equal(slotFree(t.lockDir, 'network-light', lingering.slot!), false, 'the lingering process holds the slot');
 
-    orchestrator.runs.cancel(run.runId);
+    runManager.cancel(run.runId);
     const ended = await orchestrator.waitRun(run.runId);
     assert.equal(ended.status, 'cancelled');
     assert.equal(ended.reason, 'cancelled');
     assert.deepEqual(groupMembers(pgid), [], 'cancel reached the lingering process');
     assert.ok(slotFree(t.lockDir, 'network-light', lingering.slot!), 'the slot is free');
   } finally {
-    await stopAll(orchestrator);
+    await stopAll(orchestrator, runManager);
     await close();
   }
 });
 
 test('a lingering process that ends by itself ends the run with the fetcher\'s own exit code', { timeout: 60000 }, async () => {
   const t = makeTestEnv([{ name: 'short-child', pool: 'network-light', argv: ['sh', '-c', 'sleep 1.5 & exit 3'] }]);
-  const { orchestrator, close } = openOrchestrator(t);
+  const { orchestrator, runManager, close } = openOrchestrator(t);
   try {
     const run = await orchestrator.run('short-child', [], 'cli');
-    await waitFor(() => orchestrator.runs.get(run.runId)?.reason === 'lingering', { what: 'the run to linger', timeoutMs: 20000 });
+    await waitFor(() => runManager.get(run.runId)?.reason === 'lingering', { what: 'the run to linger', timeoutMs: 20000 });
     const ended = await orchestrator.waitRun(run.runId);
     assert.equal(ended.status, 'failed');
     assert.equal(ended.exitCode, 3);
@@ -148,17 +148,17 @@ test(`${spawner} spawner: ${spawner === 'thread' ? 'a wrapper' : 'the spawner'} 
 
 test('a wrapper killed while the agent watches: the run goes on until its fetcher ends, with the fetcher\'s exit code', { timeout: 60000 }, async () => {
   const t = makeTestEnv([{ name: 'until-file', pool: 'network-light', argv: [path.join(FIXTURES, 'exitWhenFileExists.sh')] }]);
-  const { orchestrator, close } = openOrchestrator(t);
+  const { orchestrator, runManager, close } = openOrchestrator(t);
   const go = path.join(t.root, 'go');
   try {
     const run = await orchestrator.run('until-file', [go, '7'], 'cli');
     const running = await waitFor(() => {
-      const r = orchestrator.runs.get(run.runId);
+      const r = runManager.get(run.runId);
       return r?.status === 'running' && groupMembers(r.pid!).length >= 3 ? r : null;
     }, { what: 'the wrapper, its subshell and the fetcher to run' });
     process.kill(running.pid!, 'SIGKILL');
     const lingering = await waitFor(() => {
-      const r = orchestrator.runs.get(run.runId);
+      const r = runManager.get(run.runId);
       return r?.reason === 'lingering' ? r : null;
     }, { what: 'the run to note that its wrapper is gone', timeoutMs: 20000 });
     assert.equal(lingering.status, 'running', 'the fetcher still runs, so the run does');
@@ -168,7 +168,7 @@ test('a wrapper killed while the agent watches: the run goes on until its fetche
     assert.deepEqual([ended.status, ended.exitCode, ended.signal, ended.reason], ['failed', 7, null, 'exit-code']);
     assert.ok(slotFree(t.lockDir, 'network-light', running.slot!));
   } finally {
-    await stopAll(orchestrator);
+    await stopAll(orchestrator, runManager);
     await close();
   }
 });

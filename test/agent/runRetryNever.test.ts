@@ -34,11 +34,11 @@ test('never retried: a cancel, an exit 127, a memory-limit without retryMemoryLi
   ];
   const t = makeTestEnv(fetchers, { QUANTILICA_CGROUP_NAME: CGROUP });
   stations.push(t, { root } as TestEnv);
-  const { orchestrator, close } = openOrchestrator(t);
+  const { orchestrator, runManager, close } = openOrchestrator(t);
   try {
     const hang = await orchestrator.run('hang', [], 'cli');
-    await waitFor(() => orchestrator.runs.get(hang.runId)?.status === 'running' && tries('hang') === 1, { what: 'the hanging run to start', timeoutMs: 20000 });
-    orchestrator.runs.cancel(hang.runId);
+    await waitFor(() => runManager.get(hang.runId)?.status === 'running' && tries('hang') === 1, { what: 'the hanging run to start', timeoutMs: 20000 });
+    runManager.cancel(hang.runId);
     const cancelled = await orchestrator.waitRun(hang.runId);
     assert.deepEqual([cancelled.status, cancelled.reason, cancelled.attempt], ['cancelled', 'cancelled', 1]);
     assert.equal(tries('hang'), 1, 'a cancel is never retried');
@@ -66,12 +66,12 @@ test('a cancel during the backoff ends the run cancelled, with no further try', 
   const counter = path.join(makeTestEnv(null).root, 'tries');
   const t = makeTestEnv([{ name: 'flaky', pool: 'network-light', argv: [FAIL_TIMES, counter, '5', '75'], retry: { attempts: 3, backoffSeconds: 600 } }]);
   stations.push(t);
-  const { orchestrator, close } = openOrchestrator(t);
+  const { orchestrator, runManager, close } = openOrchestrator(t);
   try {
     const run = await orchestrator.run('flaky', [], 'cli');
-    const backing = await waitFor(() => { const r = orchestrator.runs.get(run.runId); return r?.reason === 'retry-backoff' ? r : null; }, { what: 'the retry backoff', timeoutMs: 20000 });
+    const backing = await waitFor(() => { const r = runManager.get(run.runId); return r?.reason === 'retry-backoff' ? r : null; }, { what: 'the retry backoff', timeoutMs: 20000 });
     assert.equal(backing.wait?.kind, 'retry');
-    orchestrator.runs.cancel(run.runId);
+    runManager.cancel(run.runId);
     const end = await orchestrator.waitRun(run.runId);
     assert.deepEqual([end.status, end.reason, end.attempt, end.exitCode], ['cancelled', 'cancelled', 1, 75]);
     assert.equal(fs.readFileSync(counter, 'utf8').trim(), '1');

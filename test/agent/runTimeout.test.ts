@@ -28,10 +28,10 @@ test('a hanging fetcher under timeoutSeconds 2 ends failed/timeout within second
     { name: 'next', pool: 'heavy-io', argv: ['true'] },
   ], { CRON_POOL_HEAVY_IO_SLOTS: '1' });
   stations.push(t, { root } as TestEnv);
-  const { orchestrator, close } = openOrchestrator(t);
+  const { orchestrator, runManager, close } = openOrchestrator(t);
   try {
     const hang = await orchestrator.run('hang', [], 'cli');
-    const running = await waitFor(() => { const r = orchestrator.runs.get(hang.runId); return r?.status === 'running' && r.pid && fs.existsSync(childPid) ? r : null; }, { what: 'the hanging run and its child', timeoutMs: 20000 });
+    const running = await waitFor(() => { const r = runManager.get(hang.runId); return r?.status === 'running' && r.pid && fs.existsSync(childPid) ? r : null; }, { what: 'the hanging run and its child', timeoutMs: 20000 });
     assert.ok(running.deadline, 'a run under a timeout has its deadline');
     assert.ok(Math.abs(Date.parse(running.deadline) - Date.parse(running.startedAt!) - 2000) < 1000);
     const next = await orchestrator.run('next', [], 'cli');

@@ -8,11 +8,11 @@ import { waitFor } from '../support/waitFor';
 
 test('the fetcher holds the slot on fd 3 (spawn clears close-on-exec there), the agent keeps no copy, and the files are private', { timeout: 60000 }, async () => {
   const t = makeTestEnv([{ name: 'long', pool: 'heavy-io', argv: ['sleep', '600'] }]);
-  const { orchestrator, close } = openOrchestrator(t);
+  const { orchestrator, runManager, close } = openOrchestrator(t);
   try {
     const run = await orchestrator.run('long', [], 'cli');
-    await waitFor(() => orchestrator.runs.get(run.runId)?.status === 'running', { what: 'the run to start' });
-    const { pid, slot } = orchestrator.runs.get(run.runId)!;
+    await waitFor(() => runManager.get(run.runId)?.status === 'running', { what: 'the run to start' });
+    const { pid, slot } = runManager.get(run.runId)!;
     const lockPath = path.join(t.lockDir, 'heavy-io', `slot_${slot}.lock`);
     const lock = fs.statSync(lockPath);
     // The wrapper (and its fetcher) have the lock file as fd 3 after exec.
@@ -34,19 +34,19 @@ test('the fetcher holds the slot on fd 3 (spawn clears close-on-exec there), the
     assert.equal(fs.statSync(t.lockDir).mode & 0o7777, 0o700);
     assert.match(fs.readFileSync(lockPath, 'utf8'), new RegExp(`"runId":"${run.runId}"`));
   } finally {
-    await stopAll(orchestrator);
+    await stopAll(orchestrator, runManager);
     await close();
   }
 });
 
 test('a slot this agent still holds is its own, also once its run has left the active set (between the run’s end and the release): never “another process”', { timeout: 60000 }, async () => {
   const t = makeTestEnv([{ name: 'long', pool: 'heavy-io', argv: ['sleep', '600'] }]);
-  const { orchestrator, close } = openOrchestrator(t);
+  const { orchestrator, runManager, pools, close } = openOrchestrator(t);
   try {
     const run = await orchestrator.run('long', [], 'cli');
-    await waitFor(() => orchestrator.runs.get(run.runId)?.status === 'running', { what: 'the run to start' });
-    const { slot } = orchestrator.runs.get(run.runId)!;
-    const pool = orchestrator.pools.get('heavy-io')!;
+    await waitFor(() => runManager.get(run.runId)?.status === 'running', { what: 'the run to start' });
+    const { slot } = runManager.get(run.runId)!;
+    const pool = pools.get('heavy-io')!;
     // The pool is asked as it is in that moment: the run is no longer one of the agent's active runs.
     const holder = pool.state(() => false).find((s) => s.index === slot)?.holder;
     assert.equal(holder?.runId, run.runId);
@@ -61,7 +61,7 @@ test('a slot this agent still holds is its own, also once its run has left the a
       legacy.kill('SIGKILL');
     }
   } finally {
-    await stopAll(orchestrator);
+    await stopAll(orchestrator, runManager);
     await close();
   }
 });

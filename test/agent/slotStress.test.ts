@@ -58,7 +58,7 @@ test('slots held by util-linux flock count as taken, and flock waits for the age
   ]);
   const poolDir = path.join(station.lockDir, 'heavy-io');
   fs.mkdirSync(poolDir, { recursive: true, mode: 0o700 });
-  const { orchestrator, close } = openOrchestrator(station);
+  const { orchestrator, runManager, close } = openOrchestrator(station);
   try {
     // A legacy script takes all three slots: each `flock` holds its file while `cat` waits on stdin.
     // The script runs with umask 077, as the runbook asks: its lock files are private like ours.
@@ -66,14 +66,14 @@ test('slots held by util-linux flock count as taken, and flock waits for the age
     await waitFor(() => orchestrator.poolStates().find((p) => p.name === 'heavy-io')!.used === 3, { what: 'flock to hold the 3 slots' });
     const release = path.join(station.root, 'release');
     const run = await orchestrator.run('until-file', [release, '0'], 'cli');
-    await waitFor(() => orchestrator.runs.get(run.runId)?.wait?.kind === 'pool', { what: 'the run to wait for a slot' });
+    await waitFor(() => runManager.get(run.runId)?.wait?.kind === 'pool', { what: 'the run to wait for a slot' });
     const pool = orchestrator.poolStates().find((p) => p.name === 'heavy-io')!;
     assert.ok(pool.slots.every((s) => s.holder?.foreign === true), 'script-held slots show as foreign holders');
-    assert.equal(orchestrator.runs.get(run.runId)!.status, 'waiting');
+    assert.equal(runManager.get(run.runId)!.status, 'waiting');
     // The script lets one slot go: the agent's run takes it.
     holders[1].stdin.end();
-    await waitFor(() => orchestrator.runs.get(run.runId)?.status === 'running', { what: 'the run to start', timeoutMs: 5000 });
-    assert.equal(orchestrator.runs.get(run.runId)!.slot, 1);
+    await waitFor(() => runManager.get(run.runId)?.status === 'running', { what: 'the run to start', timeoutMs: 5000 });
+    assert.equal(runManager.get(run.runId)!.slot, 1);
 
     // Now the script wants that slot back and must wait until the agent's run ends.
     const waiter = spawn('flock', [path.join(poolDir, 'slot_1.lock'), 'sh', '-c', 'echo got'], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -84,7 +84,7 @@ test('slots held by util-linux flock count as taken, and flock waits for the age
     const inode = fs.statSync(path.join(poolDir, 'slot_1.lock')).ino;
     await waitFor(() => fs.readFileSync('/proc/locks', 'utf8').split('\n').some((l) => l.includes('->') && l.includes(`:${inode} `)), { what: 'flock to block on slot 1' });
     assert.equal(waiter.exitCode, null, 'flock must not get a slot the agent holds');
-    assert.equal(orchestrator.runs.get(run.runId)!.status, 'running');
+    assert.equal(runManager.get(run.runId)!.status, 'running');
     fs.writeFileSync(release, '');
     await waiterDone;
     assert.equal(got.trim(), 'got');

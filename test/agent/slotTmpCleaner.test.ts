@@ -23,31 +23,31 @@ function kernelLocked(file: string): boolean {
 
 test('a lock folder removed before a run takes its slot leaks no slot: a 2-slot pool still runs 2', { timeout: 60000 }, async () => {
   const t = makeTestEnv(long('cpu-analysis'));
-  const { orchestrator, close } = openOrchestrator(t);
+  const { orchestrator, runManager, close } = openOrchestrator(t);
   const poolDir = path.join(t.lockDir, 'cpu-analysis');
   try {
     // A tmp cleaner removes the folder between the agent's start and the run (ENOENT on the open).
     // maxRetries: the agent may re-create the folder while it is being removed (ENOTEMPTY), as with a real cleaner.
     fs.rmSync(t.lockDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 20 });
     const first = await orchestrator.run('long', [], 'cli');
-    await waitFor(() => orchestrator.runs.get(first.runId)?.status !== 'waiting', { what: 'the first run to start or fail', timeoutMs: 10000 });
+    await waitFor(() => runManager.get(first.runId)?.status !== 'waiting', { what: 'the first run to start or fail', timeoutMs: 10000 });
     // Whatever became of it, the folder is back (as a legacy script's mkdir -p would make it).
     fs.mkdirSync(poolDir, { recursive: true, mode: 0o700 });
-    if (orchestrator.runs.get(first.runId)!.status === 'running') {
+    if (runManager.get(first.runId)!.status === 'running') {
       await orchestrator.cancel({ runId: first.runId });
       await orchestrator.waitRun(first.runId);
     }
     const runs = [await orchestrator.run('long', [], 'cli'), await orchestrator.run('long', [], 'cli')];
-    await waitFor(() => runs.every((r) => orchestrator.runs.get(r.runId)?.status === 'running'), { what: 'both slots to be usable again (none leaked to a failed waiter)', timeoutMs: 10000 });
+    await waitFor(() => runs.every((r) => runManager.get(r.runId)?.status === 'running'), { what: 'both slots to be usable again (none leaked to a failed waiter)', timeoutMs: 10000 });
   } finally {
-    await stopAll(orchestrator);
+    await stopAll(orchestrator, runManager);
     await close();
   }
 });
 
 test('a lock file that cannot be opened fails that run with a reason and leaks no slot', { timeout: 60000 }, async () => {
   const t = makeTestEnv(long('cpu-analysis'));
-  const { orchestrator, close } = openOrchestrator(t);
+  const { orchestrator, runManager, close } = openOrchestrator(t);
   const blocker = path.join(t.lockDir, 'cpu-analysis', 'slot_0.lock');
   try {
     // A folder where slot 0's file should be: every open of it fails (EISDIR).
@@ -58,10 +58,10 @@ test('a lock file that cannot be opened fails that run with a reason and leaks n
     assert.equal(ended.reason, 'lock-file-unsafe');
     fs.rmdirSync(blocker);
     const runs = [await orchestrator.run('long', [], 'cli'), await orchestrator.run('long', [], 'cli')];
-    await waitFor(() => runs.every((r) => orchestrator.runs.get(r.runId)?.status === 'running'), { what: 'both slots to be usable (none leaked to the failed waiter)', timeoutMs: 10000 });
-    assert.deepEqual(runs.map((r) => orchestrator.runs.get(r.runId)!.slot).sort(), [0, 1]);
+    await waitFor(() => runs.every((r) => runManager.get(r.runId)?.status === 'running'), { what: 'both slots to be usable (none leaked to the failed waiter)', timeoutMs: 10000 });
+    assert.deepEqual(runs.map((r) => runManager.get(r.runId)!.slot).sort(), [0, 1]);
   } finally {
-    await stopAll(orchestrator);
+    await stopAll(orchestrator, runManager);
     await close();
   }
 });

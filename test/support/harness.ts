@@ -5,10 +5,9 @@ import * as path from 'node:path';
 import * as readline from 'node:readline';
 import { loadConfig, type Config } from '../../agent/config/config';
 import { memoryLogger } from './memoryLogger';
-import { checkStationDirs } from '../../agent/checkStationDirs';
-import { Orchestrator } from '../../agent/orchestrator';
-import { StateHub, type SnapshotParts } from '../../agent/state/stateHub';
-import { Spool } from '../../agent/telemetry/spool';
+import { openCore } from '../../agent/compose/openCore';
+import type { Orchestrator } from '../../agent/orchestrator';
+import type { RunManager } from '../../agent/runs/runManager';
 
 /** The repository root, from out/test/support. */
 export const REPO = path.resolve(__dirname, '..', '..', '..');
@@ -82,22 +81,24 @@ export function testConfig(t: TestEnv): Config {
   return loadConfig(t.env);
 }
 
-/** An orchestrator in this process, as an in-process CLI run has, with a real spool. */
+/**
+ * The agent's core in this process, as an in-process CLI run has it, with a real spool (the
+ * composition root's core alone: no disk gate, flusher or schedule). `runManager`, `store` and
+ * `pools` are the parts the root made, for what a test looks at beside the facade.
+ */
 export function openOrchestrator(t: TestEnv, overrides: Partial<Config> = {}) {
   const config = { ...testConfig(t), ...overrides };
   const logger = memoryLogger();
-  const spool = new Spool({ path: config.telemetrySpool, logger, fallbackPath: path.join(t.root, 'fallback-spool.db') });
-  // The core alone (no disk gate, no flusher, no schedule): its snapshot has the spool beside it.
-  const hub: StateHub = new StateHub((): SnapshotParts => ({ ...orchestrator.coreState(), disk: null, spool: spool.status(), schedule: null }));
-  const orchestrator: Orchestrator = new Orchestrator(config, logger, { hub, policy: checkStationDirs(config), telemetry: spool });
+  const core = openCore(config, logger, { fallbackPath: path.join(t.root, 'fallback-spool.db') });
+  const { runs, store, pools } = core.parts;
   return {
-    orchestrator,
-    spool,
+    orchestrator: core.control,
+    runManager: runs,
+    store,
+    pools,
+    spool: core.spool,
     logger,
-    close: async () => {
-      await orchestrator.close(false);
-      spool.close();
-    },
+    close: () => core.close(false),
   };
 }
 
@@ -165,8 +166,8 @@ export function groupMembers(pgid: number): number[] {
 }
 
 /** Cancels every active run of an orchestrator and waits until each has ended. */
-export async function stopAll(orchestrator: Orchestrator): Promise<void> {
-  const active = orchestrator.runs.activeRuns();
-  for (const run of active) orchestrator.runs.cancel(run.runId);
+export async function stopAll(orchestrator: Orchestrator, runs: RunManager): Promise<void> {
+  const active = runs.activeRuns();
+  for (const run of active) runs.cancel(run.runId);
   await Promise.all(active.map((run) => orchestrator.waitRun(run.runId)));
 }
