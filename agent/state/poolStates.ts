@@ -1,6 +1,6 @@
 import type { PoolMemory, PoolState, RunInfo } from '../../shared/protocol';
 import type { PoolBackend } from '../slots/poolBackend';
-import { readKernelFlocks, type KernelLock } from '../slots/procLocks';
+import { readKernelFlocks, type KernelLock } from '../flock/procLocks';
 
 /** What a pool's picture is read from (structural: the state layer imports neither runs nor memory). */
 export interface PoolStateSources {
