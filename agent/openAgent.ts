@@ -208,6 +208,7 @@ function metricsSources(control: Orchestrator, disk: () => DiskStatus | null, sp
     disk,
     spool,
     sync: () => control.github.info(),
+    githubTotals: () => control.github.totals(),
     finished: () => control.store.finishedFigures(),
   };
 }

@@ -16,7 +16,7 @@ import { githubClientConfigFromEnv, type GithubClientConfig } from './githubClie
 import { parseRepos } from './parseRepos';
 import { githubSyncStatus, type GithubSyncStatus } from './githubSyncStatus';
 import { runLegInWorker } from './runLegInWorker';
-import type { GithubStore } from './store/githubStore';
+import type { GithubStore, SyncTotals } from './store/githubStore';
 import { openGithubStore } from './store/openGithubStore';
 import { SyncTimeoutError } from './syncTimeoutError';
 import { SyncWorkClock } from './syncWorkClock';
@@ -68,6 +68,9 @@ export class GithubRuns implements InAgentWork {
   private latest: GithubSyncInfo | null = null;
   private stuckTimer: NodeJS.Timeout | null = null;
   private closed = false;
+  private started = false;
+  /** What the stored syncs sent, read once the store first opens. */
+  private seed: SyncTotals | null = null;
 
   constructor(private readonly deps: GithubRunsDeps) {
     this.simulator = new DemoSimulator(deps.logger);
@@ -82,8 +85,18 @@ export class GithubRuns implements InAgentWork {
     return this.latest;
   }
 
+  /**
+   * The requests and hibernations of every sync stored when this process first opened the store (the
+   * metrics' counters start there, so a restart is no reset); null until then. A process that never
+   * starts the sync (no github-sync entry) has none to report: all zero.
+   */
+  totals(): SyncTotals | null {
+    return this.started ? this.seed : { requests: { core: 0, graphql: 0 }, hibernations: 0, syncs: [] };
+  }
+
   /** Opens the store in the background (a down database must not stop the agent) and shows the newest sync. */
   start(): void {
+    this.started = true;
     void this.openStore().then(async (store) => {
       const row = await store.latestSync();
       if (row !== null && this.latest === null) this.publish(await githubSyncStatus(store, row), row.runId, null, false);
@@ -315,7 +328,15 @@ export class GithubRuns implements InAgentWork {
 
   private openStore(): Promise<GithubStore> {
     if (this.closed) return Promise.reject(new Error('the agent is stopping'));
-    this.store ??= openGithubStore({ databaseUrl: this.deps.config.databaseUrl, homeDir: this.deps.config.homeDir, logger: this.deps.logger });
+    this.store ??= openGithubStore({ databaseUrl: this.deps.config.databaseUrl, homeDir: this.deps.config.homeDir, logger: this.deps.logger }).then(async (store) => {
+      if (this.seed === null) {
+        this.seed = await store.totals().catch((err: unknown) => {
+          this.deps.logger.warn({ err: String(err) }, 'could not read the stored syncs\' request counts; the metrics count from zero');
+          return { requests: { core: 0, graphql: 0 }, hibernations: 0, syncs: [] };
+        });
+      }
+      return store;
+    });
     this.store.catch(() => { this.store = null; });
     return this.store;
   }

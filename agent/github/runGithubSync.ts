@@ -61,7 +61,7 @@ export async function runGithubSync(ctx: GithubSyncContext): Promise<GithubSyncO
   const budgets = ctx.budgets ?? new BudgetTracker();
   budgets.secondaryStreak = row.secondaryBackoffs;
   const pending = new PendingCounters();
-  const client = new GithubClient(ctx.client, budgets, () => pending.requestMade());
+  const client = new GithubClient(ctx.client, budgets, (budget) => pending.requestMade(budget));
   let quotaSavedAt = 0;
   let reportedAt = 0;
   const progress = async (force = false) => {

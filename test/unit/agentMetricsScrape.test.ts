@@ -20,6 +20,7 @@ function sources() {
     disk: () => null,
     spool: () => null,
     sync: () => null,
+    githubTotals: () => null,
     finished: () => { calls.finished += 1; return [{ fetcher: 'nightly', status: 'completed', startedAt: '2026-01-01T03:00:00.000Z', finishedAt: '2026-01-01T03:00:10.000Z', attempt: 1 }]; },
   };
   return { s, calls, schedule };
