@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { DiskGateState, DiskStatus, GithubSyncInfo, PoolState, RunInfo, ScheduleStatus, SpoolStatus } from '../../shared/protocol';
+import type { DiskGateState, DiskStatus, GithubBudget, GithubSyncInfo, PoolState, RunInfo, ScheduleStatus, SpoolStatus } from '../../shared/protocol';
 
 /**
  * What the metrics read: the agent's state as it is now (pools, waiting runs, disk, spool, sync: each
@@ -30,7 +30,6 @@ export interface GithubTotals {
 }
 
 /** The budgets (GitHub's rate-limit resources) a sync reserves its requests on. */
-type GithubBudget = 'core' | 'graphql';
 const GITHUB_BUDGETS: readonly GithubBudget[] = ['core', 'graphql'];
 /** Syncs whose counters are remembered, so that the next figures of each add only what moved. */
 const MAX_SYNCS = 64;
