@@ -213,6 +213,7 @@ function metricsSources(control: Orchestrator, { runs, github, store }: CorePart
     disk,
     spool,
     sync: () => github.info(),
+    githubTotals: () => github.totals(),
     finished: () => store.finishedFigures(),
   };
 }

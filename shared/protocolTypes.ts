@@ -290,7 +290,8 @@ export interface GithubSyncInfo {
   reason: string | null;
   startedAt: string;
   finishedAt: string | null;
-  counters: { records_collected: number; records_created: number; requests_made: number; requests_saved: number; hibernations: number };
+  /** `requests_core` and `requests_graphql` split `requests_made` by budget (absent from an agent that did not count them). */
+  counters: { records_collected: number; records_created: number; requests_made: number; requests_saved: number; hibernations: number; requests_core?: number; requests_graphql?: number };
   stages: Record<GithubStage, GithubStageProgress>;
   /** Set while the sync hibernates: when it wakes, and which budget it waits for. */
   hibernatingUntil: string | null;

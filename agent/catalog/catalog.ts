@@ -96,6 +96,8 @@ const githubSyncSchema = z.object({
   schedule: z.string().min(1).optional(),
   timezone: z.string().min(1).optional(),
   ...lateness,
+  /** Seconds the sync may work (holding its slot), hibernations not counted; wins over CRON_POOL_NETWORK_LIGHT_RUN_TIMEOUT. 0: none. */
+  timeoutSeconds: policyFields.timeoutSeconds,
   /** Tasks at once (ADR item 3); defaults to GITHUB_SYNC_CONCURRENCY. */
   concurrency: z.number().int().min(1).max(50).optional(),
 }).strict().refine((e) => (e.repos === undefined) !== (e.reposFile === undefined), 'give exactly one of repos and reposFile');

@@ -3,13 +3,16 @@ import { createLogger } from '../log/logger';
 import type { LegRequest, LegMessage } from './runLegInWorker';
 import { runGithubSync } from './runGithubSync';
 import { openGithubStore } from './store/openGithubStore';
+import { SyncTimeoutError } from './syncTimeoutError';
 
 // The worker thread of one leg of an in-agent GitHub sync (runLegInWorker.ts): its requests, JSON,
 // database round trips and garbage stay off the agent's event loop, which keeps answering clients.
 const request = workerData as LegRequest;
 const port = parentPort!;
 const controller = new AbortController();
-port.on('message', (message: { type: 'abort' }) => { if (message.type === 'abort') controller.abort(new Error('cancelled')); });
+port.on('message', (message: { type: 'abort'; reason?: { timeoutSeconds: number } | null }) => {
+  if (message.type === 'abort') controller.abort(message.reason ? new SyncTimeoutError(message.reason.timeoutSeconds) : new Error('cancelled'));
+});
 const send = (message: LegMessage) => port.postMessage(message);
 
 void (async () => {

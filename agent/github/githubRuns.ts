@@ -16,8 +16,10 @@ import { githubClientConfigFromEnv, type GithubClientConfig } from './githubClie
 import { parseRepos } from './parseRepos';
 import { githubSyncStatus, type GithubSyncStatus } from './githubSyncStatus';
 import { runLegInWorker } from './runLegInWorker';
-import type { GithubStore } from './store/githubStore';
+import type { GithubStore, SyncTotals } from './store/githubStore';
 import { openGithubStore } from './store/openGithubStore';
+import { SyncTimeoutError } from './syncTimeoutError';
+import { SyncWorkClock } from './syncWorkClock';
 
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -44,13 +46,19 @@ interface SyncRun {
   heartbeat: NodeJS.Timeout | null;
   slot: number | null;
   wakeTimer: NodeJS.Timeout | null;
+  /** The timeout's working time: runs while a leg holds the slot, stands still while hibernating. */
+  clock: SyncWorkClock;
+  /** Set when the working time ran out: the leg was stopped for it. */
+  timedOut: SyncTimeoutError | null;
 }
 
 /**
  * The GitHub sync as in-agent work of a run (ADR 0006; agent/github/README.md): each leg holds a
  * network-light slot (the agent's own flock), a hibernation releases it and moves the run to
  * `waiting` (reason `hibernating`) with a timer at the wake-up time, which takes a slot again. The
- * wake-up time lives in github.sync, so a next agent (after a restart or kill -9) re-arms it.
+ * wake-up time lives in github.sync, so a next agent (after a restart or kill -9) re-arms it. A
+ * timeout counts working time only (syncWorkClock.ts): at its end the leg is stopped, the slot freed
+ * at once, and the run ends `failed` (timeout).
  */
 export class GithubRuns implements InAgentWork {
   private store: Promise<GithubStore> | null = null;
@@ -60,6 +68,9 @@ export class GithubRuns implements InAgentWork {
   private latest: GithubSyncInfo | null = null;
   private stuckTimer: NodeJS.Timeout | null = null;
   private closed = false;
+  private started = false;
+  /** What the stored syncs sent, read once the store first opens. */
+  private seed: SyncTotals | null = null;
 
   constructor(private readonly deps: GithubRunsDeps) {
     this.simulator = new DemoSimulator(deps.logger);
@@ -74,8 +85,18 @@ export class GithubRuns implements InAgentWork {
     return this.latest;
   }
 
+  /**
+   * The requests and hibernations of every sync stored when this process first opened the store (the
+   * metrics' counters start there, so a restart is no reset); null until then. A process that never
+   * starts the sync (no github-sync entry) has none to report: all zero.
+   */
+  totals(): SyncTotals | null {
+    return this.started ? this.seed : { requests: { core: 0, graphql: 0 }, hibernations: 0, syncs: [] };
+  }
+
   /** Opens the store in the background (a down database must not stop the agent) and shows the newest sync. */
   start(): void {
+    this.started = true;
     void this.openStore().then(async (store) => {
       const row = await store.latestSync();
       if (row !== null && this.latest === null) this.publish(await githubSyncStatus(store, row), row.runId, null, false);
@@ -105,13 +126,14 @@ export class GithubRuns implements InAgentWork {
           return;
         }
         run.syncId = row.id;
+        run.clock = new SyncWorkClock(SyncWorkClock.leftOf(state.policy.timeoutSeconds, state.run, row.progressAt));
         this.deps.logger.info({ runId: state.run.runId, syncId: row.id, hibernatingUntil: row.hibernatingUntil }, 'adopted a GitHub sync left by a previous agent');
         if (row.hibernatingUntil !== null) {
-          if (state.run.status === 'running') await moves.hibernating(state, new Date(row.hibernatingUntil), { syncId: row.id, budget: row.budget, adopted: true });
+          if (state.run.status === 'running') await moves.hibernating(state, new Date(row.hibernatingUntil), { syncId: row.id, budget: row.budget, adopted: true }, run.clock.left());
           this.sleep(run, row.hibernatingUntil);
         } else {
           // Killed in the middle of a leg: the checkpoints say what is left; take a slot and go on.
-          if (state.run.status === 'running') await moves.hibernating(state, new Date(), { syncId: row.id, adopted: true });
+          if (state.run.status === 'running') await moves.hibernating(state, new Date(), { syncId: row.id, adopted: true }, run.clock.left());
           await this.wake(run);
         }
       } catch (err) {
@@ -123,7 +145,10 @@ export class GithubRuns implements InAgentWork {
   async close(): Promise<void> {
     this.closed = true;
     if (this.stuckTimer) clearInterval(this.stuckTimer);
-    for (const run of this.runs.values()) if (run.wakeTimer) clearTimeout(run.wakeTimer);
+    for (const run of this.runs.values()) {
+      if (run.wakeTimer) clearTimeout(run.wakeTimer);
+      run.clock.pause();
+    }
     await this.simulator.stop();
     const store = this.store;
     this.store = null;
@@ -131,7 +156,8 @@ export class GithubRuns implements InAgentWork {
   }
 
   private track(state: ActiveRun, moves: RunMoves): SyncRun {
-    const run: SyncRun = { state, entry: state.entry as GithubSyncEntry, moves, syncId: null, lock: null, slot: null, wakeTimer: null, heartbeat: null };
+    const clock = new SyncWorkClock(SyncWorkClock.leftOf(state.policy.timeoutSeconds, state.run, null));
+    const run: SyncRun = { state, entry: state.entry as GithubSyncEntry, moves, syncId: null, lock: null, slot: null, wakeTimer: null, heartbeat: null, clock, timedOut: null };
     this.runs.set(state.run.runId, run);
     // A cancel while hibernating: nothing runs, so the abort itself ends the sync and the run.
     state.abort.signal.addEventListener('abort', () => {
@@ -166,6 +192,11 @@ export class GithubRuns implements InAgentWork {
   /** One leg: works with the slot until the sync completes, hibernates, is cancelled or fails. */
   private async leg(run: SyncRun, first: boolean): Promise<void> {
     const { state, moves } = run;
+    // The leg stops for a cancel (the run's abort) or for its timeout (this leg's only).
+    const legAbort = new AbortController();
+    const follow = () => legAbort.abort(state.abort.signal.reason);
+    if (state.abort.signal.aborted) follow();
+    else state.abort.signal.addEventListener('abort', follow, { once: true });
     try {
       const store = await this.openStore();
       if (run.syncId === null) {
@@ -173,7 +204,8 @@ export class GithubRuns implements InAgentWork {
         await store.attachRun(run.syncId, state.run.runId);
       }
       const syncId = run.syncId;
-      await moves.running(state, run.slot!, { syncId, ...(first ? {} : { budget: null }) });
+      const workLeftMs = run.clock.start(() => this.onDeadline(run, legAbort));
+      await moves.running(state, run.slot!, { syncId, ...(first ? {} : { budget: null }), ...(workLeftMs === null ? {} : { workLeftSeconds: Math.round(workLeftMs / 1000) }) }, workLeftMs);
       this.progress(run, legStartLines(first, run.slot, state.run.pool));
       run.heartbeat = setInterval(() => moves.heartbeat(state, { syncId }), this.deps.config.heartbeatSeconds * 1000);
       run.heartbeat.unref();
@@ -182,13 +214,18 @@ export class GithubRuns implements InAgentWork {
       const outcome = await runLegInWorker({
         syncId, client, databaseUrl: this.deps.config.databaseUrl, homeDir: this.deps.config.homeDir,
         concurrency: run.entry.concurrency, logLevel: this.deps.config.logLevel ?? 'info',
-      }, state.abort.signal, (status) => this.publish(status, state.run.runId, state.run.fetcher, run.entry.demo));
+      }, legAbort.signal, (status) => this.publish(status, state.run.runId, state.run.fetcher, run.entry.demo));
+      run.clock.pause();
       this.releaseSlot(run);
       const status = await githubSyncStatus(store, syncId);
       if (status) this.publish(status, state.run.runId, state.run.fetcher, run.entry.demo);
       this.progress(run, legEndLines(status, outcome.kind === 'failed' ? { kind: outcome.reason === 'cancelled' ? 'cancelled' : 'failed', reason: outcome.reason } : outcome));
-      if (outcome.kind === 'hibernate') {
-        await moves.hibernating(state, new Date(outcome.until), { syncId, budget: outcome.budget, kind: outcome.reason });
+      if (outcome.kind === 'hibernate' && run.timedOut !== null) {
+        // The leg hibernated as its time ran out: the sync ends for the timeout all the same.
+        await store.finish(syncId, 'failed', 'timeout');
+        this.end(run, 'failed', 'timeout', null, run.timedOut.message);
+      } else if (outcome.kind === 'hibernate') {
+        await moves.hibernating(state, new Date(outcome.until), { syncId, budget: outcome.budget, kind: outcome.reason }, run.clock.left());
         this.sleep(run, outcome.until);
       } else if (outcome.kind === 'completed') {
         const partial = notReachedAnywhere(outcome.summary);
@@ -196,14 +233,27 @@ export class GithubRuns implements InAgentWork {
       } else if (outcome.reason === 'cancelled') {
         this.end(run, 'cancelled', this.cancelReason(run), null);
       } else {
-        this.end(run, 'failed', outcome.reason, null);
+        this.end(run, 'failed', outcome.reason, null, outcome.reason === 'timeout' ? run.timedOut?.message : undefined);
       }
     } catch (err) {
+      run.clock.pause();
       this.releaseSlot(run);
       const reason = err instanceof RunRefusedError ? err.reason : 'start-error';
       if (run.syncId !== null) await this.openStore().then((s) => s.finish(run.syncId!, 'failed', reason)).catch(() => {});
       this.end(run, 'failed', reason, null, (err as Error).message);
+    } finally {
+      state.abort.signal.removeEventListener('abort', follow);
     }
+  }
+
+  /** The sync used up its working time: the slot is free at once (the leg's last writes need none), the leg stops. */
+  private onDeadline(run: SyncRun, leg: AbortController): void {
+    if (leg.signal.aborted || run.lock === null) return;
+    const { run: r, policy } = run.state;
+    run.timedOut = new SyncTimeoutError(policy.timeoutSeconds ?? 0);
+    this.deps.logger.warn({ runId: r.runId, fetcher: r.fetcher, deadline: r.deadline }, `${run.timedOut.message}; stopping it`);
+    this.releaseSlot(run);
+    leg.abort(run.timedOut);
   }
 
   /** Lines into the run's log: what the sync did, for the operator who opens it. */
@@ -250,6 +300,7 @@ export class GithubRuns implements InAgentWork {
 
   private end(run: SyncRun, status: 'completed' | 'failed' | 'cancelled', reason: string | null, exitCode: number | null, message?: string): void {
     this.runs.delete(run.state.run.runId);
+    run.clock.pause();
     void run.moves.finish(run.state, status, asRunReason(reason), exitCode, message);
   }
 
@@ -277,7 +328,15 @@ export class GithubRuns implements InAgentWork {
 
   private openStore(): Promise<GithubStore> {
     if (this.closed) return Promise.reject(new Error('the agent is stopping'));
-    this.store ??= openGithubStore({ databaseUrl: this.deps.config.databaseUrl, homeDir: this.deps.config.homeDir, logger: this.deps.logger });
+    this.store ??= openGithubStore({ databaseUrl: this.deps.config.databaseUrl, homeDir: this.deps.config.homeDir, logger: this.deps.logger }).then(async (store) => {
+      if (this.seed === null) {
+        this.seed = await store.totals().catch((err: unknown) => {
+          this.deps.logger.warn({ err: String(err) }, 'could not read the stored syncs\' request counts; the metrics count from zero');
+          return { requests: { core: 0, graphql: 0 }, hibernations: 0, syncs: [] };
+        });
+      }
+      return store;
+    });
     this.store.catch(() => { this.store = null; });
     return this.store;
   }

@@ -48,6 +48,7 @@ export async function githubSyncStatus(store: GithubStore, sync: SyncRow | strin
     counters: {
       records_collected: row.records_collected, records_created: row.records_created,
       requests_made: row.requests_made, requests_saved: row.requests_saved, hibernations: row.hibernations,
+      requests_core: row.requests_core, requests_graphql: row.requests_graphql,
     },
     stages, hibernatingUntil: iso(row.hibernatingUntil), budget: row.budget, quota,
   };

@@ -1,4 +1,4 @@
-import type { Counters } from './store/githubStore';
+import type { Budget, Counters } from './store/githubStore';
 
 /**
  * Requests made and saved since the last write, handed over whole to the next write's increment (one
@@ -8,9 +8,13 @@ import type { Counters } from './store/githubStore';
 export class PendingCounters {
   private made = 0;
   private saved = 0;
+  private core = 0;
+  private graphql = 0;
 
-  requestMade(): void {
+  requestMade(budget: Budget): void {
     this.made += 1;
+    if (budget === 'graphql') this.graphql += 1;
+    else this.core += 1;
   }
 
   requestSaved(): void {
@@ -18,9 +22,11 @@ export class PendingCounters {
   }
 
   take(): Partial<Counters> {
-    const out = { requests_made: this.made, requests_saved: this.saved };
+    const out = { requests_made: this.made, requests_saved: this.saved, requests_core: this.core, requests_graphql: this.graphql };
     this.made = 0;
     this.saved = 0;
+    this.core = 0;
+    this.graphql = 0;
     return out;
   }
 }

@@ -8,6 +8,7 @@ import { notReachedReason } from './notReachedReason';
 import { PendingCounters } from './pendingCounters';
 import { RateLimitedError, type RateLimitKind } from './rateLimited';
 import { STAGE_WORK } from './stages';
+import { SyncTimeoutError } from './syncTimeoutError';
 import { UnauthorizedError } from './unauthorizedError';
 import { STAGES, type Budget, type GithubStore } from './store/githubStore';
 
@@ -21,7 +22,7 @@ export interface GithubSyncContext {
   client: GithubClientConfig;
   repos?: readonly string[];
   resume?: string;
-  /** Aborting it cancels the sync: requests are aborted, the row ends `cancelled`. */
+  /** Aborting it cancels the sync: requests are aborted, the row ends `cancelled` (`failed`, timeout, for a SyncTimeoutError). */
   signal?: AbortSignal;
   onProgress?: (status: GithubSyncStatus) => void;
   concurrency?: number;
@@ -60,7 +61,7 @@ export async function runGithubSync(ctx: GithubSyncContext): Promise<GithubSyncO
   const budgets = ctx.budgets ?? new BudgetTracker();
   budgets.secondaryStreak = row.secondaryBackoffs;
   const pending = new PendingCounters();
-  const client = new GithubClient(ctx.client, budgets, () => pending.requestMade());
+  const client = new GithubClient(ctx.client, budgets, (budget) => pending.requestMade(budget));
   let quotaSavedAt = 0;
   let reportedAt = 0;
   const progress = async (force = false) => {
@@ -111,8 +112,9 @@ export async function runGithubSync(ctx: GithubSyncContext): Promise<GithubSyncO
       });
       await store.increment(syncId, pending.take());
       if (ctx.signal?.aborted === true) {
-        await store.finish(syncId, 'cancelled', 'cancelled');
-        return { kind: 'failed', syncId, reason: 'cancelled' };
+        const timedOut = ctx.signal.reason instanceof SyncTimeoutError;
+        await store.finish(syncId, timedOut ? 'failed' : 'cancelled', timedOut ? 'timeout' : 'cancelled');
+        return { kind: 'failed', syncId, reason: timedOut ? 'timeout' : 'cancelled' };
       }
       if (unauthorized) {
         ctx.logger?.error({ syncId, stage }, 'the GitHub API refused the token (401): sync failed');

@@ -3,6 +3,7 @@ import { Worker } from 'node:worker_threads';
 import type { GithubClientConfig } from './githubClient';
 import type { GithubSyncStatus } from './githubSyncStatus';
 import type { GithubSyncOutcome } from './runGithubSync';
+import { SyncTimeoutError } from './syncTimeoutError';
 
 /** What the leg's worker needs: plain data only (a worker shares no objects with the agent). */
 export interface LegRequest {
@@ -26,13 +27,15 @@ const WORKER_JS = path.join(__dirname, 'githubLegWorker.js');
  * One leg of a sync (`runGithubSync({ resume })`) in a worker thread with its own database
  * connections. Why: at concurrency 5 a leg's sockets, JSON and garbage took most of the agent's
  * main thread (a CPU profile: ~80 % busy, most of it writes to PostgreSQL and the API), and a
- * client's `status` waited behind them. Aborting `signal` cancels the leg as in-process.
+ * client's `status` waited behind them. Aborting `signal` cancels the leg as in-process (with a
+ * SyncTimeoutError as its reason: the leg's timeout).
  */
 export function runLegInWorker(request: LegRequest, signal: AbortSignal, onProgress: (status: GithubSyncStatus) => void): Promise<GithubSyncOutcome> {
   return new Promise((resolve, reject) => {
     const worker = new Worker(WORKER_JS, { workerData: request });
     let settled = false;
-    const onAbort = () => worker.postMessage({ type: 'abort' });
+    // Plain data across the thread: a timeout ends the sync `failed` (timeout), any other abort `cancelled`.
+    const onAbort = () => worker.postMessage({ type: 'abort', reason: signal.reason instanceof SyncTimeoutError ? { timeoutSeconds: signal.reason.timeoutSeconds } : null });
     if (signal.aborted) onAbort();
     else signal.addEventListener('abort', onAbort, { once: true });
     const settle = (fn: () => void) => {

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { DiskGateState, DiskStatus, GithubSyncInfo, PoolState, RunInfo, ScheduleStatus, SpoolStatus } from '../../shared/protocol';
+import type { DiskGateState, DiskStatus, GithubBudget, GithubSyncInfo, PoolState, RunInfo, ScheduleStatus, SpoolStatus } from '../../shared/protocol';
 
 /**
  * What the metrics read: the agent's state as it is now (pools, waiting runs, disk, spool, sync: each
@@ -13,9 +13,26 @@ export interface MetricsSources {
   disk(): DiskStatus | null;
   spool(): SpoolStatus | null;
   sync(): GithubSyncInfo | null;
+  /**
+   * What every stored sync sent (by budget) and how often it hibernated, with each sync's share
+   * (newest first): the GitHub counters start from it, so a restart is no reset. Null until the
+   * sync's store has answered.
+   */
+  githubTotals(): GithubTotals | null;
   /** Finished runs already in the run store: the counters start from them, so a restart is no reset. */
   finished(): Array<{ fetcher: string; status: string; startedAt: string | null; finishedAt: string | null; attempt: number | null }>;
 }
+
+export interface GithubTotals {
+  requests: Record<GithubBudget, number>;
+  hibernations: number;
+  syncs: ReadonlyArray<{ id: string; requests: Record<GithubBudget, number>; hibernations: number }>;
+}
+
+/** The budgets (GitHub's rate-limit resources) a sync reserves its requests on. */
+const GITHUB_BUDGETS: readonly GithubBudget[] = ['core', 'graphql'];
+/** Syncs whose counters are remembered, so that the next figures of each add only what moved. */
+const MAX_SYNCS = 64;
 
 const TERMINAL = new Set<RunInfo['status']>(['completed', 'failed', 'cancelled', 'skipped']);
 const GATE_STATES: readonly DiskGateState[] = ['ok', 'warn', 'paused', 'unknown'];
@@ -44,9 +61,10 @@ export class AgentMetrics {
   private readonly duration: Histogram<'fetcher'>;
   private readonly retries: Counter<'fetcher'>;
   private readonly counted = new Set<string>();
-  /** Per GitHub sync, the requests and hibernations last seen, for the totals. */
-  private readonly syncs = new Map<string, { requests: number; hibernations: number }>();
-  private syncTotals = { requests: 0, hibernations: 0 };
+  /** Per GitHub sync, the requests and hibernations last counted, for the totals. */
+  private readonly syncs = new Map<string, { requests: Record<GithubBudget, number>; hibernations: number }>();
+  /** Every sync's requests and hibernations: from the store at start, then what each sync seen adds; null until the store answered. */
+  private syncTotals: { requests: Record<GithubBudget, number>; hibernations: number } | null = null;
   /**
    * The schedule as last published (its lateness moves only when it publishes), so a scrape never
    * recomputes it: Schedule.status() reads the run store for each entry, which with 100 fetchers and
@@ -104,10 +122,15 @@ export class AgentMetrics {
     gauge(r, 'quantilica_github_quota_remaining', 'Requests the GitHub API said are left in each budget at its last answer.', ['budget'], (g) => {
       for (const [budget, q] of Object.entries(s.sync()?.quota ?? {})) if (q) g.set({ budget }, q.remaining);
     });
-    new Counter({ name: 'quantilica_github_requests_total', help: 'Requests the GitHub syncs of this agent sent (all budgets together: budget="all").', labelNames: ['budget'], registers: [r],
-      collect() { this.reset(); this.inc({ budget: 'all' }, syncCounts().requests); } });
-    new Counter({ name: 'quantilica_github_hibernations_total', help: 'Rate-limit hibernations of the GitHub syncs of this agent.', registers: [r],
-      collect() { this.reset(); this.inc(syncCounts().hibernations); } });
+    // No samples until the store answered: a series absent for a moment, never a false reset to 0.
+    new Counter({ name: 'quantilica_github_requests_total', help: 'Requests the GitHub syncs sent, by the rate-limit budget each was reserved on (core, graphql).', labelNames: ['budget'], registers: [r],
+      collect() {
+        this.reset();
+        const counts = syncCounts();
+        if (counts) for (const budget of GITHUB_BUDGETS) this.inc({ budget }, counts.requests[budget]);
+      } });
+    new Counter({ name: 'quantilica_github_hibernations_total', help: 'Rate-limit hibernations of the GitHub syncs.', registers: [r],
+      collect() { this.reset(); this.inc(syncCounts()?.hibernations ?? 0); } });
     new Gauge({ name: 'quantilica_agent_info', help: 'The agent\'s version (always 1).', labelNames: ['version'], registers: [r],
       collect() { this.set({ version: s.version }, 1); } });
   }
@@ -172,18 +195,28 @@ export class AgentMetrics {
     else if (run.status !== 'skipped') this.retries.inc({ fetcher: run.fetcher }, 0);
   }
 
-  /** Requests and hibernations of every sync seen, from the latest counters of each. */
-  private syncCounts(): { requests: number; hibernations: number } {
+  /**
+   * Requests (by budget) and hibernations of every sync: the store's totals at start, then what the
+   * sync now shown added since its figures were last counted (a sync in the store's totals counts
+   * from what it had there). Null until the store answered.
+   */
+  private syncCounts(): { requests: Record<GithubBudget, number>; hibernations: number } | null {
+    if (this.syncTotals === null) {
+      const seed = this.sources.githubTotals();
+      if (seed === null) return null;
+      this.syncTotals = { requests: { ...seed.requests }, hibernations: seed.hibernations };
+      for (const s of seed.syncs.slice(0, MAX_SYNCS).reverse()) this.syncs.set(s.id, { requests: { ...s.requests }, hibernations: s.hibernations });
+    }
     const sync = this.sources.sync();
     if (sync) {
       const seen = this.syncs.get(sync.syncId);
-      const now = { requests: sync.counters.requests_made, hibernations: sync.counters.hibernations };
-      this.syncTotals = {
-        requests: this.syncTotals.requests + now.requests - (seen?.requests ?? 0),
-        hibernations: this.syncTotals.hibernations + now.hibernations - (seen?.hibernations ?? 0),
-      };
+      const c = sync.counters;
+      const now = { requests: { core: c.requests_core ?? 0, graphql: c.requests_graphql ?? 0 }, hibernations: c.hibernations };
+      for (const budget of GITHUB_BUDGETS) this.syncTotals.requests[budget] += Math.max(0, now.requests[budget] - (seen?.requests[budget] ?? 0));
+      this.syncTotals.hibernations += Math.max(0, now.hibernations - (seen?.hibernations ?? 0));
+      this.syncs.delete(sync.syncId);
       this.syncs.set(sync.syncId, now);
-      if (this.syncs.size > 64) this.syncs.delete(this.syncs.keys().next().value as string);
+      if (this.syncs.size > MAX_SYNCS) this.syncs.delete(this.syncs.keys().next().value as string);
     }
     return this.syncTotals;
   }

@@ -435,8 +435,9 @@ export class RunManager {
   /** The moves of in-agent work (runMoves.ts): each goes through `transition` like a fetcher's. */
   private readonly moves: RunMoves = {
     // In-agent work (a GitHub sync) writes its progress into the run's own log.
-    running: (state, slot, detail) => this.move(state, 'running', { startedAt: state.run.startedAt ?? this.deps.clock.now().toISOString(), slot, pid: null, reason: null, wait: null, logPath: state.run.logPath ?? runLogPath(this.deps.config.logDir, state.run.fetcher, state.run.runId) }, detail),
-    hibernating: (state, until, detail) => this.move(state, 'waiting', { slot: null, reason: 'hibernating', wait: { kind: 'hibernating', until: until.toISOString() } }, detail),
+    running: (state, slot, detail, workLeftMs = null) => this.move(state, 'running', { startedAt: state.run.startedAt ?? this.deps.clock.now().toISOString(), slot, pid: null, reason: null, wait: null, logPath: state.run.logPath ?? runLogPath(this.deps.config.logDir, state.run.fetcher, state.run.runId),
+      deadline: workLeftMs === null ? null : new Date(this.deps.clock.now().getTime() + workLeftMs).toISOString(), workLeftMs }, detail),
+    hibernating: (state, until, detail, workLeftMs = null) => this.move(state, 'waiting', { slot: null, reason: 'hibernating', wait: { kind: 'hibernating', until: until.toISOString() }, deadline: null, workLeftMs }, detail),
     setWait: (state, wait) => this.setWait(state, wait),
     heartbeat: (state, payload) => { if (!this.closed) void this.deps.journal.record({ runId: state.run.runId, event: 'heartbeat', task: state.run.fetcher, pool: state.run.pool, payload }); },
     // The work has released its slot already: the end must not release it again.

@@ -8,10 +8,13 @@ import type { HeldSlot } from './runPorts';
  * says what happened. Each move resolves once it is durable.
  */
 export interface RunMoves {
-  /** waiting → running on `slot` (the agent holds the slot's lock itself): `start`, or `resumed` after a hibernation. */
-  running(state: ActiveRun, slot: number, detail: Record<string, unknown>): Promise<void>;
-  /** running → waiting with reason `hibernating` and the wake-up time (`hibernated`); the slot is already released. */
-  hibernating(state: ActiveRun, until: Date, detail: Record<string, unknown>): Promise<void>;
+  /**
+   * waiting → running on `slot` (the agent holds the slot's lock itself): `start`, or `resumed` after a
+   * hibernation. `workLeftMs`: the working time its timeout leaves (the run's deadline is now plus it).
+   */
+  running(state: ActiveRun, slot: number, detail: Record<string, unknown>, workLeftMs?: number | null): Promise<void>;
+  /** running → waiting with reason `hibernating` and the wake-up time (`hibernated`); the slot is already released; `workLeftMs` is kept for the resume. */
+  hibernating(state: ActiveRun, until: Date, detail: Record<string, unknown>, workLeftMs?: number | null): Promise<void>;
   /** Why a waiting run still waits (the pool, when it wakes up). */
   setWait(state: ActiveRun, wait: WaitReason): void;
   /** A `heartbeat` event while the work goes on. */

@@ -21,15 +21,16 @@ const CANNOT_RUN = new Set([126, 127]);
 
 /**
  * The policy of an entry. `poolTimeoutSeconds` is CRON_POOL_<POOL>_RUN_TIMEOUT (0: none); the entry's
- * own `timeoutSeconds` wins. A GitHub sync has none of these: its deadline would have to count working
- * time only, and it already ends on its own stuck-no-progress check.
+ * own `timeoutSeconds` wins. A GitHub sync has a timeout only: its deadline counts working time (a
+ * slot held), never hibernation (githubRuns.ts keeps what is left); it is not retried and has no log
+ * watchdog (its own stuck-no-progress check ends it).
  */
 export function runPolicy(entry: CatalogEntry, poolTimeoutSeconds = 0): RunPolicy {
+  const timeout = entry.timeoutSeconds ?? poolTimeoutSeconds;
   if (isGithubSync(entry)) {
-    return { attempts: 1, backoffSeconds: 0, maxBackoffSeconds: 0, exitCodes: null, retryMemoryLimit: false, retryOnTimeout: false, timeoutSeconds: null, stallSeconds: null, onStall: 'mark' };
+    return { attempts: 1, backoffSeconds: 0, maxBackoffSeconds: 0, exitCodes: null, retryMemoryLimit: false, retryOnTimeout: false, timeoutSeconds: timeout > 0 ? timeout : null, stallSeconds: null, onStall: 'mark' };
   }
   const backoffSeconds = entry.retry?.backoffSeconds ?? RETRY_DEFAULTS.backoffSeconds;
-  const timeout = entry.timeoutSeconds ?? poolTimeoutSeconds;
   return {
     attempts: entry.retry?.attempts ?? 1,
     backoffSeconds,

@@ -23,6 +23,8 @@ export interface StoredRun extends RunInfo {
   ownerRole?: 'agent' | 'cli';
   /** When the run began its present wait (the disk gate, a slot): a next agent counts its limit from there. */
   waitSince?: string | null;
+  /** A GitHub sync under a timeout: the working time it had left when its present leg started or it hibernated (ms). */
+  workLeftMs?: number | null;
 }
 
 /** What status and the log can say about the store: a write that failed, a file moved aside. */
@@ -41,7 +43,7 @@ const silent: Logger = { debug: () => {}, info: () => {}, warn: () => {}, error:
 
 /** What clients see of a stored run: without the fields only a later agent needs to adopt it. */
 export function toRunInfo(run: StoredRun): RunInfo {
-  const { startTime: _s, statusFile: _f, ownerPid: _p, ownerStartTime: _o, ownerRole: _r, waitSince: _w, ...info } = run;
+  const { startTime: _s, statusFile: _f, ownerPid: _p, ownerStartTime: _o, ownerRole: _r, waitSince: _w, workLeftMs: _l, ...info } = run;
   return info;
 }
 

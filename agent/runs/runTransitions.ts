@@ -68,7 +68,7 @@ export class IllegalMoveError extends IllegalTransitionError {
 /** What a move may change besides the status. */
 export type RunFields = Partial<Pick<StoredRun, 'startedAt' | 'finishedAt' | 'slot' | 'pid' | 'startTime' | 'exitCode' | 'signal' | 'logPath' | 'statusFile' | 'ownerPid' | 'ownerStartTime'
   | 'memoryMb' | 'peakMemoryMb' | 'cpuSeconds' | 'memoryLimitMb' | 'memorySource' | 'oomKills'
-  | 'attempt' | 'attempts' | 'deadline' | 'logGrewAt' | 'stalledSince' | 'waitSince' | 'ownerRole'>> & {
+  | 'attempt' | 'attempts' | 'deadline' | 'logGrewAt' | 'stalledSince' | 'waitSince' | 'ownerRole' | 'workLeftMs'>> & {
   reason?: RunReason | null;
   wait?: WaitReason | null;
 };

@@ -5,7 +5,8 @@ import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { makeTestEnv, runCli, startAgent } from '../support/harness';
+import { GithubSimulator } from '../../simulator/github/githubSimulator';
+import { makeTestEnv, runCli, startAgent, type TestEnv } from '../support/harness';
 import { freePort, prometheusTools, startPrometheus } from '../support/prometheus';
 import { waitFor } from '../support/waitFor';
 
@@ -54,5 +55,54 @@ test('/metrics passes promtool check metrics, and a real Prometheus scrapes quan
     const exited = new Promise((resolve) => agent.child.once('exit', resolve));
     agent.child.kill('SIGTERM');
     await exited;
+  }
+});
+
+const sample = (text: string, name: string, labels: string) => {
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}}`));
+  return line === undefined ? null : Number(line.slice(line.lastIndexOf(' ') + 1));
+};
+
+async function stopAgent(agent: Awaited<ReturnType<typeof startAgent>>): Promise<void> {
+  const exited = new Promise((resolve) => agent.child.once('exit', resolve));
+  agent.child.kill('SIGTERM');
+  await exited;
+}
+
+test('quantilica_github_requests_total counts each budget\'s requests, and a restarted agent goes on from the stored syncs', { timeout: 180_000 }, async () => {
+  const sim = new GithubSimulator({ repos: 3, pullRequestsPerRepo: 6, runsPerRepo: 3, jobsPerRun: 1 });
+  const url = await sim.start();
+  const port = await freePort();
+  // The sync's store is the embedded SQLite file (no QUANTILICA_DATABASE_URL): it outlives the agent.
+  const t: TestEnv = makeTestEnv([{ name: 'other', pool: 'network-light', argv: ['true'] }], { QUANTILICA_METRICS_LISTEN: `127.0.0.1:${port}`, QUANTILICA_GITHUB_API_URL: url });
+  const catalog = JSON.parse(fs.readFileSync(t.env.QUANTILICA_CATALOG!, 'utf8')) as { fetchers: object[] };
+  catalog.fetchers.push({ name: 'github', kind: 'github-sync', pool: 'network-light', repos: sim.repoNames });
+  fs.writeFileSync(t.env.QUANTILICA_CATALOG!, JSON.stringify(catalog));
+  const served = (resource: 'core' | 'graphql') => sim.served.filter((r) => r.resource === resource).length;
+  const requests = async () => {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const core = sample(text, 'quantilica_github_requests_total', 'budget="core"');
+    const graphql = sample(text, 'quantilica_github_requests_total', 'budget="graphql"');
+    return core === null || graphql === null ? null : { core, graphql };
+  };
+  let agent = await startAgent(t);
+  try {
+    const first = await runCli(t, ['run', 'github']);
+    assert.equal(first.code, 0, first.stderr);
+    assert.ok(served('core') > 0 && served('graphql') > 0, 'the sync used both budgets');
+    assert.deepEqual(await waitFor(requests, { what: 'the request counts', timeoutMs: 30_000, intervalMs: 50 }), { core: served('core'), graphql: served('graphql') });
+
+    // A new agent: the counters start from the stored syncs, never from zero (a reset to Prometheus).
+    await stopAgent(agent);
+    agent = await startAgent(t);
+    assert.deepEqual(await waitFor(requests, { what: 'the seeded request counts', timeoutMs: 30_000, intervalMs: 50 }), { core: served('core'), graphql: served('graphql') });
+    const before = served('core') + served('graphql');
+    const second = await runCli(t, ['run', 'github']);
+    assert.equal(second.code, 0, second.stderr);
+    assert.ok(served('core') + served('graphql') > before, 'the second sync asked again');
+    assert.deepEqual(await requests(), { core: served('core'), graphql: served('graphql') }, 'both syncs, each request once');
+  } finally {
+    await stopAgent(agent);
+    await sim.stop();
   }
 });

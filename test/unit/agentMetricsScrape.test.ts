@@ -20,6 +20,7 @@ function sources() {
     disk: () => null,
     spool: () => null,
     sync: () => null,
+    githubTotals: () => null,
     finished: () => { calls.finished += 1; return [{ fetcher: 'nightly', status: 'completed', startedAt: '2026-01-01T03:00:00.000Z', finishedAt: '2026-01-01T03:00:10.000Z', attempt: 1 }]; },
   };
   return { s, calls, schedule };
@@ -57,4 +58,37 @@ test('scrapes read the run store only at start, the schedule only until one is p
   assert.equal(sample(text, 'quantilica_fetcher_last_success_timestamp_seconds', 'fetcher="nightly"'), Date.parse('2026-01-02T03:00:10.000Z') / 1000);
   assert.deepEqual({ finished: calls.finished, schedule: calls.schedule }, { finished: 1, schedule: 1 });
   assert.equal((text.match(/^# TYPE quantilica_runs_finished_total /gm) ?? []).length, 1, 'each metric once in the text');
+});
+
+test('GitHub requests are counted by budget from the stored totals on: nothing before the store answered, a sync in the totals adds only what moved', async () => {
+  const { s } = sources();
+  let totals: ReturnType<MetricsSources['githubTotals']> = null;
+  const counters = { records_collected: 0, records_created: 0, requests_made: 0, requests_saved: 0, hibernations: 0, requests_core: 0, requests_graphql: 0 };
+  let sync: ReturnType<MetricsSources['sync']> = null;
+  const shown = (id: string, core: number, graphql: number, hibernations: number) => {
+    sync = { syncId: id, status: 'running', reason: null, startedAt: '2026-01-01T00:00:00.000Z', finishedAt: null, stages: { changes: { total: 1, done: 0, notReached: 0, notReachedRepos: [] }, checks: { total: 1, done: 0, notReached: 0, notReachedRepos: [] } },
+      hibernatingUntil: null, budget: null, quota: {}, runId: null, fetcher: 'github', demo: false,
+      counters: { ...counters, requests_made: core + graphql, requests_core: core, requests_graphql: graphql, hibernations } };
+  };
+  const metrics = new AgentMetrics({ ...s, githubTotals: () => totals, sync: () => sync });
+  shown('new', 3, 4, 0);
+  let text = await metrics.text();
+  assert.equal(sample(text, 'quantilica_github_requests_total', 'budget="core"'), null, 'no requests sample before the store answered');
+  assert.match(text, /^# TYPE quantilica_github_requests_total counter/m);
+
+  // The store: an old sync and the one shown now, whose 10 + 20 requests are in the totals already.
+  totals = { requests: { core: 110, graphql: 220 }, hibernations: 3, syncs: [{ id: 'new', requests: { core: 10, graphql: 20 }, hibernations: 1 }, { id: 'old', requests: { core: 100, graphql: 200 }, hibernations: 2 }] };
+  shown('new', 10, 20, 1);
+  text = await metrics.text();
+  assert.deepEqual([sample(text, 'quantilica_github_requests_total', 'budget="core"'), sample(text, 'quantilica_github_requests_total', 'budget="graphql"')], [110, 220]);
+  assert.equal(Number(/^quantilica_github_hibernations_total (\d+)/m.exec(text)?.[1]), 3);
+  shown('new', 15, 21, 2);
+  text = await metrics.text();
+  assert.deepEqual([sample(text, 'quantilica_github_requests_total', 'budget="core"'), sample(text, 'quantilica_github_requests_total', 'budget="graphql"')], [115, 221]);
+  shown('next', 7, 0, 0);
+  await metrics.text();
+  shown('next', 9, 1, 0);
+  text = await metrics.text();
+  assert.deepEqual([sample(text, 'quantilica_github_requests_total', 'budget="core"'), sample(text, 'quantilica_github_requests_total', 'budget="graphql"')], [124, 222]);
+  assert.equal(Number(/^quantilica_github_hibernations_total (\d+)/m.exec(text)?.[1]), 4);
 });

@@ -15,8 +15,18 @@ export interface Counters {
   requests_made: number;
   requests_saved: number;
   hibernations: number;
+  /** requests_made by the budget each was reserved on. */
+  requests_core: number;
+  requests_graphql: number;
 }
-const COUNTERS: ReadonlyArray<keyof Counters> = ['records_collected', 'records_created', 'requests_made', 'requests_saved', 'hibernations'];
+const COUNTERS: ReadonlyArray<keyof Counters> = ['records_collected', 'records_created', 'requests_made', 'requests_saved', 'hibernations', 'requests_core', 'requests_graphql'];
+
+/** What every sync in the store sent and how often it hibernated, in total and per sync (newest first). */
+export interface SyncTotals {
+  requests: Record<Budget, number>;
+  hibernations: number;
+  syncs: Array<{ id: string; requests: Record<Budget, number>; hibernations: number }>;
+}
 
 export interface QuotaSnapshot { remaining: number; limit: number; resetAt: number }
 
@@ -43,9 +53,10 @@ const INCREMENT = `UPDATE github.sync SET ${COUNTERS.map((c, i) => `${c} = ${c} 
 
 // PostgreSQL's one-statement page write: the counters grow by what the `up` CTE wrote ($3: now,
 // and the given placeholders). Still an increment in SQL, never a value computed in the agent.
-const pgCountUp = (now: string, made: string, saved: string) => `UPDATE github.sync SET records_collected = records_collected + (SELECT count(*) FROM up),
+const pgCountUp = (now: string, made: string, saved: string, core: string, graphql: string) => `UPDATE github.sync SET records_collected = records_collected + (SELECT count(*) FROM up),
   records_created = records_created + (SELECT count(*) FROM up WHERE created),
-  requests_made = requests_made + ${made}, requests_saved = requests_saved + ${saved}, progress_at = ${now}`;
+  requests_made = requests_made + ${made}, requests_saved = requests_saved + ${saved},
+  requests_core = requests_core + ${core}, requests_graphql = requests_graphql + ${graphql}, progress_at = ${now}`;
 
 /** The GitHub sync's storage, the same statements on PostgreSQL and on the embedded SQLite file. */
 export class GithubStore {
@@ -78,6 +89,21 @@ export class GithubStore {
   async latestSync(onlyRunning = false): Promise<SyncRow | null> {
     const rows = await this.db.query<RawSync>(`SELECT * FROM github.sync ${onlyRunning ? "WHERE status = 'running'" : ''} ORDER BY started_at DESC, id DESC LIMIT 1`);
     return rows.length > 0 ? toSync(rows[0]) : null;
+  }
+
+  /** The requests and hibernations of every sync stored, read in one statement (the metrics' counters start from it). */
+  async totals(): Promise<SyncTotals> {
+    const rows = await this.db.query<{ id: string; core: number; graphql: number; hibernations: number }>(
+      'SELECT id, requests_core AS core, requests_graphql AS graphql, hibernations FROM github.sync ORDER BY started_at DESC, id DESC');
+    const totals: SyncTotals = { requests: { core: 0, graphql: 0 }, hibernations: 0, syncs: [] };
+    for (const r of rows) {
+      const sync = { id: r.id, requests: { core: Number(r.core), graphql: Number(r.graphql) }, hibernations: Number(r.hibernations) };
+      totals.requests.core += sync.requests.core;
+      totals.requests.graphql += sync.requests.graphql;
+      totals.hibernations += sync.hibernations;
+      totals.syncs.push(sync);
+    }
+    return totals;
   }
 
   async increment(syncId: string, deltas: Partial<Counters>, runner: SqlRunner = this.db): Promise<void> {
@@ -134,8 +160,8 @@ export class GithubStore {
       // One statement (atomic by itself): a round trip per run instead of five, on the hot path.
       const rows = await this.db.query<{ created: number }>(`WITH up AS (${upsertSql('workflow_job', 'postgres')}),
         mark AS (UPDATE github.workflow_run SET jobs_stored_at = $3 WHERE id = $4)
-        ${pgCountUp('$3', '$5', '$6')} WHERE id = $2 RETURNING (SELECT count(*) FROM up WHERE created)::int AS created`,
-      [JSON.stringify(records), syncId, this.now(), runId, extra.requests_made ?? 0, extra.requests_saved ?? 0]);
+        ${pgCountUp('$3', '$5', '$6', '$7', '$8')} WHERE id = $2 RETURNING (SELECT count(*) FROM up WHERE created)::int AS created`,
+      [JSON.stringify(records), syncId, this.now(), runId, extra.requests_made ?? 0, extra.requests_saved ?? 0, extra.requests_core ?? 0, extra.requests_graphql ?? 0]);
       return Number(rows[0]?.created ?? 0);
     }
     return this.db.transaction(async (tx) => {
@@ -167,8 +193,8 @@ export class GithubStore {
       const rows = await this.db.query<{ created: number }>(`WITH up AS (${upsertSql(entity, 'postgres')}),
         cp AS (INSERT INTO github.checkpoint (sync_id, repo, stage, state, cursor, reason, updated_at) VALUES ($2, $3, $4, 'in-progress', $5, NULL, $6)
           ON CONFLICT (sync_id, repo, stage) DO UPDATE SET state = excluded.state, cursor = excluded.cursor, reason = NULL, updated_at = excluded.updated_at)
-        ${pgCountUp('$6', '$7', '$8')} WHERE id = $2 RETURNING (SELECT count(*) FROM up WHERE created)::int AS created`,
-      [JSON.stringify(records), syncId, repo, stage, nextCursor, this.now(), extra.requests_made ?? 0, extra.requests_saved ?? 0]);
+        ${pgCountUp('$6', '$7', '$8', '$9', '$10')} WHERE id = $2 RETURNING (SELECT count(*) FROM up WHERE created)::int AS created`,
+      [JSON.stringify(records), syncId, repo, stage, nextCursor, this.now(), extra.requests_made ?? 0, extra.requests_saved ?? 0, extra.requests_core ?? 0, extra.requests_graphql ?? 0]);
       return Number(rows[0]?.created ?? 0);
     }
     return this.db.transaction(async (tx) => {
@@ -210,6 +236,7 @@ function toSync(r: RawSync): SyncRow {
     id: r.id, runId: r.run_id ?? null, status: r.status, reason: r.reason, repos: JSON.parse(r.repos) as string[],
     records_collected: Number(r.records_collected), records_created: Number(r.records_created),
     requests_made: Number(r.requests_made), requests_saved: Number(r.requests_saved), hibernations: Number(r.hibernations),
+    requests_core: Number(r.requests_core ?? 0), requests_graphql: Number(r.requests_graphql ?? 0),
     secondaryBackoffs: Number(r.secondary_backoffs), startedAt: Number(r.started_at), finishedAt: num(r.finished_at),
     progressAt: Number(r.progress_at), hibernatingUntil: num(r.hibernating_until), budget: r.budget,
     quota: r.quota === null ? {} : JSON.parse(r.quota) as SyncRow['quota'],
