@@ -190,6 +190,8 @@ test('the rules catch each kind of wrong import', () => {
   ];
   // Each wrong edge is caught by at least one rule (an old and a new one may both name the same edge).
   assert.deepEqual(wrong.filter((e) => violations([e]).length === 0), []);
+  // And each rule catches one of them: no rule that cannot fail.
+  assert.deepEqual(Object.keys(RULES).filter((rule) => !wrong.some(RULES[rule])), []);
   const right: Edge[] = [
     { from: 'agent/runs/runManager.ts', to: 'agent/slots/slotPool', specifier: '../slots/slotPool' },
     { from: 'agent/memory/groupSampler.ts', to: 'agent/process/runGroup', specifier: '../process/runGroup' },
