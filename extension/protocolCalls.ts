@@ -1,7 +1,7 @@
 import type { CancellationToken, Disposable, LanguageClient } from 'vscode-languageclient/node';
 import type { NotificationType, RequestType, RequestType0 } from 'vscode-jsonrpc';
 
-// Calls to the agent typed by the constants of shared/protocol.ts. vscode-languageclient 9 carries
+// Calls to the agent typed by the constants of shared/messages.ts. vscode-languageclient 9 carries
 // its own copy of vscode-jsonrpc (8.2.0) beside the one shared/ and the agent use: its `sendRequest`
 // neither accepts the other copy's RequestType (a private member makes the classes distinct) nor
 // could use it (it compares parameter-structure objects by identity). So the constant gives the

@@ -228,8 +228,8 @@ export const REQUESTS = requestRegistry({
   [TailLog.method]: TailLog,
   [FlushTelemetry.method]: FlushTelemetry,
   [SetSchedulePaused.method]: SetSchedulePaused,
-  [ReadLog.method]: ReadLog,
   [GetHistory.method]: GetHistory,
+  [ReadLog.method]: ReadLog,
   [ListEvents.method]: ListEvents,
   [GetMetrics.method]: GetMetrics,
 });
