@@ -34,6 +34,8 @@ export interface OpenAgentOptions {
 export interface OpenedAgent {
   /** What the protocol server and the in-process CLI drive. */
   control: Orchestrator;
+  /** `GET /metrics`'s answer: the exposition as ready bytes (metricsServer.ts). */
+  metricsBody(): Promise<{ contentType: string; body: Buffer }>;
   /** Adopts runs a previous owner left, then starts what runs in the background. */
   start(): Promise<void>;
   /** Stops what makes new runs (the schedule): first thing on shutdown. */
@@ -112,6 +114,7 @@ function build(config: Config, logger: Logger, role: OpenAgentOptions['role'], p
   let stopSampler: (() => void) | null = null;
   return {
     control,
+    metricsBody: async () => ({ contentType: metrics.contentType, body: await metrics.body() }),
     start: async () => {
       await control.openSlots(); // the postgres slot backend, when configured
       await control.runs.adoptLeftovers();
