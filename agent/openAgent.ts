@@ -38,6 +38,8 @@ export interface OpenedAgent {
   control: Orchestrator;
   /** The fetchers and syncs this station knows (the agent's ready line and summary name them). */
   catalog: Catalog;
+  /** `GET /metrics`'s answer: the exposition as ready bytes (metricsServer.ts). */
+  metricsBody(): Promise<{ contentType: string; body: Buffer }>;
   /** Adopts runs a previous owner left, then starts what runs in the background. */
   start(): Promise<void>;
   /** Stops what makes new runs (the schedule): first thing on shutdown. */
@@ -120,6 +122,7 @@ function build(config: Config, logger: Logger, role: OpenAgentOptions['role'], p
   return {
     control,
     catalog: parts.catalog,
+    metricsBody: async () => ({ contentType: metrics.contentType, body: await metrics.body() }),
     start: async () => {
       await core.start(); // slot database, adoption, remote cancels, retention
       stopSpoolStatus = publishSpoolStatus(spool, (status) => hub.publish({ kind: 'spool', spool: status }));

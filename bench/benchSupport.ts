@@ -12,8 +12,8 @@ export function percentile(values: number[], p: number): number {
   return sorted[at];
 }
 
-/** CPU ticks (user + system) of a process from /proc. */
-function cpuTicks(pid: number): number {
+/** CPU ticks (user + system, USER_HZ: 100 a second) of a process from /proc. */
+export function cpuTicks(pid: number): number {
   const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return Number(fields[11]) + Number(fields[12]);

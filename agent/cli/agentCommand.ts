@@ -26,7 +26,7 @@ export async function agentCommand(config: Config, stopFetchersFlag: boolean, ca
   const stopRunLines = logRunLines(control.hub, logger);
   await agent.start();
   const server = await startAgentServer(control, { port: config.port, connectionFile: config.connectionFile, logger });
-  const metricsServer = config.metricsListen === null ? null : await startMetricsServer(config.metricsListen, () => control.metrics(), logger);
+  const metricsServer = config.metricsListen === null ? null : await startMetricsServer(config.metricsListen, () => agent.metricsBody(), logger);
   // Listen for the stop signals before saying ready: a signal sent on the ready line must stop the
   // agent in order, never meet the default action (an instant exit).
   const stopFetchers = stopFetchersFlag || config.stopFetchersOnExit;

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { KeptExposition } from './keptExposition';
 import type { DiskGateState, DiskStatus, GithubBudget, GithubSyncInfo, PoolState, RunInfo, ScheduleStatus, SpoolStatus } from '../../shared/protocol';
 
 /**
@@ -40,6 +41,12 @@ const GATE_STATES: readonly DiskGateState[] = ['ok', 'warn', 'paused', 'unknown'
 const DURATION_BUCKETS = [1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200];
 /** Finished runs remembered so a republished end is not counted twice. */
 const MAX_COUNTED = 4096;
+/**
+ * How old the pools' figures of a scrape may be: a read takes the kernel's lock table and each slot's
+ * file (the costliest part of a scrape), and slots held outside the agent (a shell's flock) move
+ * without an event. Prometheus scrapes every 15 s or more, so each of its scrapes still reads afresh.
+ */
+const POOLS_MAX_AGE_MS = 1000;
 /** The disk gate reports GB of 10^9 bytes (diskProbe). */
 const GB = 1e9;
 
@@ -47,16 +54,15 @@ const GB = 1e9;
  * The agent's Prometheus metrics, in registries of their own (never prom-client's global one): counters
  * and the duration histogram move as runs end (seeded from the run store at start), gauges are read
  * from the agent's state at each scrape. The run-end metrics (a histogram per fetcher: most of the
- * text) have a registry of their own whose text is kept until the next run ends, so a scrape formats
- * only what moved.
+ * text) and the per-fetcher gauges have registries of their own whose text and bytes are kept until
+ * the next run end or published schedule, so a scrape formats and encodes only what moved.
  */
 export class AgentMetrics {
   readonly registry = new Registry();
-  private readonly ends = new Registry();
-  /** The text of `ends` as of the last run end, or null once another run ended. */
-  private endsText: string | null = null;
-  /** Bumped at each run end: a text formatted while another run ended is not kept. */
-  private endsVersion = 0;
+  /** The run-end counters and histogram: they move only when a run ends. */
+  private readonly ends = new KeptExposition(new Registry());
+  /** The per-fetcher gauges (lateness, last success): they move only when the schedule is published or a run ends. */
+  private readonly perFetcher = new KeptExposition(new Registry());
   private readonly finished: Counter<'fetcher' | 'outcome'>;
   private readonly duration: Histogram<'fetcher'>;
   private readonly retries: Counter<'fetcher'>;
@@ -73,12 +79,13 @@ export class AgentMetrics {
   private schedule: ScheduleStatus | null = null;
   /** Each fetcher's latest completed finish (ms), from the run store at start, then from run ends. */
   private readonly lastSuccess = new Map<string, number>();
-  /** The pools read once for a scrape (two gauges use them; a read takes the kernel's lock table and each slot's file). */
-  private scrapePools: PoolState[] | null = null;
+  /** The pools as last read, and when (POOLS_MAX_AGE_MS). */
+  private pools: { at: number; states: PoolState[] } | null = null;
 
-  constructor(private readonly sources: MetricsSources) {
+  constructor(private readonly sources: MetricsSources, private readonly now: () => number = Date.now) {
     const r = this.registry;
-    const ends = [this.ends];
+    const ends = [this.ends.registry];
+    const perFetcher = this.perFetcher.registry;
     this.finished = new Counter({ name: 'quantilica_runs_finished_total', help: 'Runs that ended, by fetcher and outcome (completed, failed, cancelled, skipped).', labelNames: ['fetcher', 'outcome'], registers: ends });
     this.duration = new Histogram({ name: 'quantilica_run_duration_seconds', help: 'Wall time of ended runs, from start to finish.', labelNames: ['fetcher'], buckets: DURATION_BUCKETS, registers: ends });
     this.retries = new Counter({ name: 'quantilica_run_retries_total', help: 'Tries after the first of ended runs (a retry policy), by fetcher.', labelNames: ['fetcher'], registers: ends });
@@ -100,10 +107,10 @@ export class AgentMetrics {
       }
       for (const c of counts.values()) g.set({ pool: c.pool, reason: c.reason }, c.n);
     });
-    gauge(r, 'quantilica_fetcher_late', '1 while a scheduled fetcher is late (no completed run within its lateAfterMinutes of a due time), else 0.', ['fetcher'], (g) => {
+    gauge(perFetcher, 'quantilica_fetcher_late', '1 while a scheduled fetcher is late (no completed run within its lateAfterMinutes of a due time), else 0.', ['fetcher'], (g) => {
       for (const e of this.scheduleNow()?.entries ?? []) if (e.lateAfterMinutes != null) g.set({ fetcher: e.fetcher }, e.lateSince ? 1 : 0);
     });
-    gauge(r, 'quantilica_fetcher_last_success_timestamp_seconds', 'When the fetcher last completed a run (Unix time).', ['fetcher'], (g) => {
+    gauge(perFetcher, 'quantilica_fetcher_last_success_timestamp_seconds', 'When the fetcher last completed a run (Unix time).', ['fetcher'], (g) => {
       for (const e of this.scheduleNow()?.entries ?? []) {
         const at = this.lastSuccess.get(e.fetcher);
         if (at !== undefined) g.set({ fetcher: e.fetcher }, at / 1000);
@@ -146,21 +153,22 @@ export class AgentMetrics {
   /** The schedule the agent published (at its start, when an entry's lateness or a pause moved). */
   observeSchedule(status: ScheduleStatus): void {
     this.schedule = status;
+    this.perFetcher.changed();
   }
 
   /** The Prometheus text exposition of every metric, as of now. */
   async text(): Promise<string> {
-    let live: string;
-    try {
-      live = await this.registry.metrics();
-    } finally {
-      this.scrapePools = null;
-    }
-    if (this.endsText !== null) return `${this.endsText}${live}`;
-    const version = this.endsVersion;
-    const ends = await this.ends.metrics();
-    if (version === this.endsVersion) this.endsText = ends;
-    return `${ends}${live}`;
+    const live = await this.registry.metrics();
+    return `${await this.ends.textNow()}${await this.perFetcher.textNow()}${live}`;
+  }
+
+  /**
+   * The same exposition as `text`, as the bytes of an HTTP answer: the run-end part (most of it) is
+   * kept encoded, so a scrape encodes only the live gauges and the server sends a ready buffer.
+   */
+  async body(): Promise<Buffer> {
+    const live = Buffer.from(await this.registry.metrics(), 'utf8');
+    return Buffer.concat([await this.ends.body(), await this.perFetcher.body(), live]);
   }
 
   get contentType(): string {
@@ -168,8 +176,9 @@ export class AgentMetrics {
   }
 
   private poolsNow(): PoolState[] {
-    this.scrapePools ??= this.sources.pools();
-    return this.scrapePools;
+    const now = this.now();
+    if (this.pools === null || now - this.pools.at >= POOLS_MAX_AGE_MS || now < this.pools.at) this.pools = { at: now, states: this.sources.pools() };
+    return this.pools.states;
   }
 
   /** The published schedule, or (nothing published yet: a CLI, a scrape before the schedule starts) its status once. */
@@ -179,8 +188,8 @@ export class AgentMetrics {
   }
 
   private count(run: { fetcher: string; status: string; startedAt: string | null; finishedAt: string | null; attempt?: number | null }): void {
-    this.endsText = null;
-    this.endsVersion += 1;
+    this.ends.changed();
+    this.perFetcher.changed();
     this.finished.inc({ fetcher: run.fetcher, outcome: run.status });
     if (run.status === 'completed' && run.finishedAt) {
       const at = Date.parse(run.finishedAt);

@@ -36,16 +36,20 @@ function ended(runId: string, finishedAt: string): RunInfo {
     slot: 0, pid: 1, exitCode: 0, signal: null, reason: null, wait: null, logPath: null, attempt: 1, attempts: 1 };
 }
 
-test('scrapes read the run store only at start, the schedule only until one is published, the pools once each', async () => {
+test('scrapes read the run store only at start, the schedule only until one is published, the pools at most once a second', async () => {
   const { s, calls, schedule } = sources();
-  const metrics = new AgentMetrics(s);
+  let now = 1_000_000;
+  const metrics = new AgentMetrics(s, () => now);
   let text = await metrics.text();
   assert.equal(sample(text, 'quantilica_runs_finished_total', 'fetcher="nightly",outcome="completed"'), 1);
   assert.equal(sample(text, 'quantilica_fetcher_late', 'fetcher="nightly"'), 0);
   assert.equal(sample(text, 'quantilica_fetcher_last_success_timestamp_seconds', 'fetcher="nightly"'), Date.parse('2026-01-01T03:00:10.000Z') / 1000);
   assert.equal(sample(text, 'quantilica_pool_slots_used', 'pool="heavy-io"'), 1);
   for (let i = 0; i < 4; i++) text = await metrics.text();
-  assert.deepEqual(calls, { finished: 1, schedule: 1, pools: 5 }, 'one pools read a scrape; the store and the schedule not again');
+  assert.deepEqual(calls, { finished: 1, schedule: 1, pools: 1 }, 'scrapes within a second share one pools read; the store and the schedule not again');
+  now += 1000;
+  text = await metrics.text();
+  assert.deepEqual(calls, { finished: 1, schedule: 1, pools: 2 }, 'a scrape a second later reads the pools again');
 
   // A published schedule and a run end move the figures, without reading the store or the schedule.
   metrics.observeSchedule(schedule(true));
@@ -58,6 +62,11 @@ test('scrapes read the run store only at start, the schedule only until one is p
   assert.equal(sample(text, 'quantilica_fetcher_last_success_timestamp_seconds', 'fetcher="nightly"'), Date.parse('2026-01-02T03:00:10.000Z') / 1000);
   assert.deepEqual({ finished: calls.finished, schedule: calls.schedule }, { finished: 1, schedule: 1 });
   assert.equal((text.match(/^# TYPE quantilica_runs_finished_total /gm) ?? []).length, 1, 'each metric once in the text');
+  // The HTTP answer is the same text as bytes, and its kept run-end part follows the next run end.
+  assert.equal((await metrics.body()).toString('utf8'), await metrics.text());
+  metrics.observe(ended('r3', '2026-01-03T03:00:10.000Z'));
+  assert.equal(sample((await metrics.body()).toString('utf8'), 'quantilica_runs_finished_total', 'fetcher="nightly",outcome="completed"'), 3);
+  assert.equal((await metrics.body()).toString('utf8'), await metrics.text());
 });
 
 test('GitHub requests are counted by budget from the stored totals on: nothing before the store answered, a sync in the totals adds only what moved', async () => {
