@@ -18,6 +18,8 @@
  *   answers  = "S <id> <pid> <starttime>\n"  started (pid leads its own session and process group)
  *              "E <id> <code>\n"              ended: exit code, or 128+signal as sh reports it
  *              "F <id> <errno> <what>\n"      not started (the agent falls back to its own spawn)
+ *   A run's S or F always comes before its E; the runs' answers come in any order (a run whose exec
+ *   is slow is answered when it has exec'd, and the requests after it are not held up meanwhile).
  * Only the parent that started this process can send requests (the pipe is inherited, never named),
  * and descriptors are taken only from that parent.
  */
@@ -63,14 +65,22 @@
 #define RUN_EXIT_CANNOT_RUN 126
 #define RUN_EXIT_NOT_FOUND 127
 
+/* At most this many runs between their request and their exec at once; beyond, the next requests
+ * wait in the pipe (each starting run is one descriptor in the poll set). */
+#define MAX_STARTING 64
+
 struct child {
-  pid_t pid;
-  char *id;
+  pid_t pid;         /* W, the run's waiter */
+  char *id;          /* NULL once "F" was answered: reaped silently */
   char *status_file;
+  int ready_fd;      /* W's pipe until "S" or "F" is answered, then -1 */
+  int32_t fetcher;   /* what W sent on it: F's pid, or -errno */
+  int ready_got;     /* bytes of `fetcher` received */
   struct child *next;
 };
 
 static struct child *children = NULL;
+static int starting = 0; /* children whose ready_fd is open */
 static int parent_pidfd = -1;
 
 static void write_all(int fd, const char *buf, size_t len) {
@@ -142,11 +152,12 @@ static void close_from(unsigned first) {
 
 /*
  * Between vfork and exec the fetcher F runs on the waiter's memory and stack while the waiter is
- * suspended: like a signal handler, it may call only what is async-signal-safe (system calls, and the
- * string functions POSIX.1-2016 lists as such: strlen, strncmp, memcpy, strcpy), never malloc, stdio
- * or strerror, which take locks and keep state the waiter shares. So F formats nothing. When a step
- * fails it writes a `struct failure` to a close-on-exec pipe and _exits (write and _exit only); the
- * waiter, an ordinary process again once vfork returns, turns it into the message on the run's log.
+ * suspended: like a signal handler, it may call only what is async-signal-safe (system calls, close_range
+ * through syscall(2) included, and the string functions POSIX.1-2016 lists as such: strlen, strncmp,
+ * strchr, memcpy, strcpy), never malloc, stdio or strerror, which take locks and keep state the
+ * waiter shares. So F formats nothing. When a step fails it writes a `struct failure` to a
+ * close-on-exec pipe and _exits (write and _exit only); the waiter, an ordinary process again once
+ * vfork returns, turns it into the message on the run's log.
  * The pipe's end closing at exec, with nothing written, says that the exec happened.
  */
 enum step { STEP_DESCRIPTORS, STEP_CGROUP, STEP_CWD, STEP_EXEC };
@@ -289,15 +300,6 @@ static void report_failure(int log_fd, const struct failure *why, const char *cw
   if (n > 0) write_all(log_fd, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
 }
 
-/* A waiter whose fetcher never started ("F" was answered): reaped silently. */
-static void ch_forget(pid_t waiter) {
-  for (struct child *ch = children; ch != NULL; ch = ch->next)
-    if (ch->pid == waiter) {
-      free(ch->id);
-      ch->id = NULL;
-    }
-}
-
 /* W, the run's waiter: F's parent, which writes F's status and exits with F's code. */
 static __attribute__((noinline, noreturn)) void waiter_main(int ready[2], int lock_fd, int log_fd, const char *status_file, const char *cwd, char **argv, char **env) {
   close(ready[0]);
@@ -376,6 +378,7 @@ static void handle(char *buf, uint32_t len) {
   /* The reaper's record, made before the fork: a waiter forked but not followed would be worse. */
   ch = calloc(1, sizeof *ch);
   if (ch == NULL || (ch->id = strdup(id)) == NULL || (ch->status_file = strdup(status_file)) == NULL) goto no_memory;
+  ch->ready_fd = -1;
   /* The agent's own descriptors, the same open file descriptions (the flock goes with them). */
   lock_fd = (int)syscall(SYS_pidfd_getfd, parent_pidfd, lock_no, 0);
   int lock_err = errno;
@@ -388,8 +391,10 @@ static void handle(char *buf, uint32_t len) {
    * Two processes per run, as runWrapper.sh had two shells: a waiter W (a fork of this small process,
    * no exec) is the fetcher's parent and writes its status file, so the status survives this spawner
    * being killed; the fetcher F leads its own session and group, the pid the agent records and signals.
-   * W sends F's pid on `ready` once F has exec'd (vfork), so the group the agent signals exists
-   * before "S"; the pipe then reaches EOF as W closes it.
+   * W sends F's pid on `ready` once F has exec'd (vfork), then closes everything it holds of the
+   * agent's: at that EOF, the group the agent signals exists and only the run holds the slot, and
+   * "S" is answered (started, below). This loop does not wait for it: an exec that takes long (a
+   * program on a hung network mount, a cgroup write that stalls) holds up that run alone.
    */
   int ready[2];
   if (pipe2(ready, O_CLOEXEC) != 0) {
@@ -400,28 +405,20 @@ static void handle(char *buf, uint32_t len) {
   if (waiter == 0) waiter_main(ready, lock_fd, log_fd, status_file, cwd, argv, env);
   int fork_err = errno;
   close(ready[1]);
-  int32_t fetcher = -fork_err;
-  if (waiter > 0) {
-    ssize_t n;
-    while ((n = read(ready[0], &fetcher, sizeof fetcher)) < 0 && errno == EINTR) {}
-    if (n != (ssize_t)sizeof fetcher) fetcher = -ECHILD;
-    char rest;
-    while (read(ready[0], &rest, 1) < 0 && errno == EINTR) {}
+  if (waiter < 0) {
+    close(ready[0]);
+    answer("F %s %d fork\n", id, fork_err);
+    goto done;
   }
-  close(ready[0]);
-  if (waiter > 0) {
-    /* Reaped like any run, also when F never started: W's exit says how. */
-    ch->pid = waiter;
-    ch->next = children;
-    children = ch;
-    ch = NULL;
-  }
-  if (fetcher <= 0) {
-    if (waiter > 0) ch_forget(waiter);
-    answer("F %s %d fork\n", id, -fetcher);
-  } else {
-    answer("S %s %d %llu\n", id, (int)fetcher, start_time(fetcher));
-  }
+  /* Only this end is non-blocking (W's write of 4 bytes to an empty pipe never waits anyway). */
+  fcntl(ready[0], F_SETFL, O_NONBLOCK);
+  /* Reaped like any run, also when F never started: W's exit says how. */
+  ch->pid = waiter;
+  ch->ready_fd = ready[0];
+  ch->next = children;
+  children = ch;
+  starting++;
+  ch = NULL;
   goto done;
 malformed:
   answer("F %s %d malformed-request\n", id, EINVAL);
@@ -440,6 +437,33 @@ done:
   free(env);
 }
 
+/* Reads what W sent on `ready`; 1 once it is complete (EOF, or an error), 0 while W has yet to close it. */
+static int read_ready(struct child *ch) {
+  for (;;) {
+    char got[8];
+    ssize_t n = read(ch->ready_fd, got, sizeof got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return 0;
+    if (n <= 0) return 1;
+    for (ssize_t i = 0; i < n && ch->ready_got < (int)sizeof ch->fetcher; i++) ((char *)&ch->fetcher)[ch->ready_got++] = got[i];
+  }
+}
+
+/* The run's "S", or "F" when F was never forked (the agent then starts the run itself). */
+static void started(struct child *ch) {
+  close(ch->ready_fd);
+  ch->ready_fd = -1;
+  starting--;
+  int complete = ch->ready_got == (int)sizeof ch->fetcher;
+  if (complete && ch->fetcher > 0) {
+    answer("S %s %d %llu\n", ch->id, (int)ch->fetcher, start_time(ch->fetcher));
+  } else {
+    answer("F %s %d fork\n", ch->id, complete ? -ch->fetcher : ECHILD);
+    free(ch->id);
+    ch->id = NULL;
+  }
+}
+
 static void reap(void) {
   for (;;) {
     int status;
@@ -449,6 +473,11 @@ static void reap(void) {
     for (struct child **pp = &children; *pp != NULL; pp = &(*pp)->next) {
       struct child *ch = *pp;
       if (ch->pid != pid) continue;
+      /* W is gone, so its end of `ready` is closed: its answer is complete, and goes before the "E". */
+      if (ch->ready_fd >= 0) {
+        read_ready(ch);
+        started(ch);
+      }
       /* W wrote the fetcher's status; if W itself was killed, record how it ended rather than nothing. */
       struct stat st;
       if (!WIFEXITED(status) && (stat(ch->status_file, &st) != 0 || st.st_size == 0)) write_status(ch->status_file, code);
@@ -505,18 +534,35 @@ int main(void) {
   char *buf = NULL;
   uint32_t want = 0, have = 0;
   int head_have = 0, input_open = 1;
+  static struct pollfd fds[2 + MAX_STARTING];
+  static struct child *waiting_on[2 + MAX_STARTING];
   while (input_open || children != NULL) {
-    struct pollfd fds[2] = {{sfd, POLLIN, 0}, {STDIN_FILENO, POLLIN, 0}};
-    if (poll(fds, input_open ? 2 : 1, -1) < 0) {
+    /* SIGCHLD, the requests (unless MAX_STARTING runs are starting), and each starting run's pipe. */
+    int nfds = 0, requests_at = -1;
+    fds[nfds++] = (struct pollfd){sfd, POLLIN, 0};
+    if (input_open && starting < MAX_STARTING) {
+      requests_at = nfds;
+      fds[nfds++] = (struct pollfd){STDIN_FILENO, POLLIN, 0};
+    }
+    int first_run = nfds;
+    for (struct child *ch = children; ch != NULL && nfds < 2 + MAX_STARTING; ch = ch->next)
+      if (ch->ready_fd >= 0) {
+        waiting_on[nfds] = ch;
+        fds[nfds++] = (struct pollfd){ch->ready_fd, POLLIN, 0};
+      }
+    if (poll(fds, (nfds_t)nfds, -1) < 0) {
       if (errno == EINTR) continue;
       return SPAWNER_EXIT_POLL_FAILED;
     }
+    /* Before the reaping, which frees the children `waiting_on` points to. */
+    for (int i = first_run; i < nfds; i++)
+      if (fds[i].revents != 0 && read_ready(waiting_on[i])) started(waiting_on[i]);
     if (fds[0].revents & POLLIN) {
       struct signalfd_siginfo info;
       while (read(sfd, &info, sizeof info) > 0) {}
       reap();
     }
-    if (!input_open || !(fds[1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    if (requests_at < 0 || !(fds[requests_at].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     /* One read per wake-up keeps reaping prompt while a long request arrives. */
     ssize_t n;
     if (head_have < 4) {

@@ -189,6 +189,58 @@ function countingFallback(): RunSpawner & { started: string[] } {
   return { ...processSpawner, started, spawn: (opts) => { started.push(opts.statusFile); return processSpawner.spawn(opts); } };
 }
 
+test('a run whose start blocks before its exec (its cgroup.procs a FIFO nobody reads yet) holds up no other run; it is answered once it has exec\'d', { timeout: 30_000 }, async () => {
+  const spawner = new NativeSpawner(BINARY, processSpawner, memoryLogger());
+  const f = runFiles();
+  // Opening a FIFO to write waits for a reader: the fetcher stays between vfork and exec, as it would
+  // on an exec from a hung network mount or a cgroup write that stalls.
+  const fifo = path.join(f.dir, 'cgroup.procs');
+  assert.equal(spawnSync('mkfifo', ['-m', '600', fifo]).status, 0);
+  let reader: number | null = null;
+  const alive = setInterval(() => {}, 1000);
+  const run = (statusFile: string, env: Record<string, string | undefined>, code: number) =>
+    spawner.spawn({ wrapperPath: '', statusFile, cwd: f.dir, env: { PATH: process.env.PATH, ...env }, logFd: f.logFd, lockFd: f.lockFd, argv: ['sh', '-c', `exit ${code}`] });
+  try {
+    const blocked = run(`${f.statusFile}.blocked`, { QUANTILICA_CGROUP_PROCS: fifo }, 3);
+    const next = await Promise.race([run(`${f.statusFile}.next`, {}, 4), sleep(5_000).then(() => null)]);
+    assert.ok(next, 'the next run started while the first one waited before its exec');
+    assert.deepEqual(await next.exited, { exitCode: 4, signal: null });
+    assert.equal(await Promise.race([blocked.then(() => 'answered'), sleep(200).then(() => 'waiting')]), 'waiting', 'no "S" before the fetcher has its session (the agent signals its group)');
+    reader = fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
+    const first = await blocked;
+    assert.deepEqual(await first.exited, { exitCode: 3, signal: null });
+    const joined = Buffer.alloc(64);
+    assert.equal(joined.toString('latin1', 0, fs.readSync(reader, joined)), `${first.pid}\n`, 'the fetcher joined with its own pid, then exec\'d');
+  } finally {
+    // Whatever failed above, the blocked fetcher is let go.
+    reader ??= fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
+    await spawner.close();
+    await sleep(100);
+    fs.closeSync(reader);
+    clearInterval(alive);
+    fs.closeSync(f.logFd);
+    fs.closeSync(f.lockFd);
+  }
+});
+
+test('a burst of runs that end at once: each is answered "S" before its "E", under its own id, with its own exit code', { timeout: 60_000 }, async () => {
+  const spawner = new NativeSpawner(BINARY, processSpawner, memoryLogger());
+  const f = runFiles();
+  const alive = setInterval(() => {}, 1000);
+  try {
+    const codes = Array.from({ length: 40 }, (_, i) => i % 7);
+    const procs = await Promise.all(codes.map((code, i) => spawner.spawn({ wrapperPath: '', statusFile: `${f.statusFile}.${i}`, cwd: f.dir, env: { PATH: process.env.PATH }, logFd: f.logFd, lockFd: f.lockFd, argv: ['sh', '-c', `exit ${code}`] })));
+    assert.equal(new Set(procs.map((p) => p.pid)).size, codes.length);
+    assert.deepEqual(await Promise.all(procs.map(async (p) => (await p.exited)?.exitCode)), codes);
+    assert.equal(spawner.fallbackReason, null);
+  } finally {
+    clearInterval(alive);
+    await spawner.close();
+    fs.closeSync(f.logFd);
+    fs.closeSync(f.lockFd);
+  }
+});
+
 test('a request the spawner has no memory for is answered "no-memory" and started by the fallback; the spawner takes the next request as before', { timeout: 30_000 }, async () => {
   // The spawner's address space capped (ulimit -v) a little above what it uses idle, so the buffer
   // for one large request (1.5 MB of environment) cannot be had, while a small one can.
