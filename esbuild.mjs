@@ -66,7 +66,10 @@ fs.chmodSync('dist/agent.js', 0o755);
   const { spawnSync } = await import('node:child_process');
   const out = 'dist/quantilica-spawner';
   const cc = process.env.CC || 'cc';
-  const built = spawnSync(cc, ['-O2', '-Wall', '-Wextra', '-Werror', '-o', `${out}.tmp`, 'agent/native/quantilica-spawner.c'], { stdio: ['ignore', 'inherit', 'inherit'] });
+  // -Werror only in CI (CI set, as .ci/run and CI services do), where a warning must fail the build: on
+  // a station, a newer compiler's new warning must not drop the agent to the slow path. It is shown.
+  const werror = process.env.CI && !['false', '0'].includes(process.env.CI) ? ['-Werror'] : [];
+  const built = spawnSync(cc, ['-O2', '-Wall', '-Wextra', ...werror, '-o', `${out}.tmp`, 'agent/native/quantilica-spawner.c'], { stdio: ['ignore', 'inherit', 'inherit'] });
   if (built.status === 0) {
     fs.chmodSync(`${out}.tmp`, 0o755);
     fs.renameSync(`${out}.tmp`, out);

@@ -18,6 +18,8 @@
  *   answers  = "S <id> <pid> <starttime>\n"  started (pid leads its own session and process group)
  *              "E <id> <code>\n"              ended: exit code, or 128+signal as sh reports it
  *              "F <id> <errno> <what>\n"      not started (the agent falls back to its own spawn)
+ *   A run's S or F always comes before its E; the runs' answers come in any order (a run whose exec
+ *   is slow is answered when it has exec'd, and the requests after it are not held up meanwhile).
  * Only the parent that started this process can send requests (the pipe is inherited, never named),
  * and descriptors are taken only from that parent.
  */
@@ -51,14 +53,34 @@
 #define MAX_REQUEST (4 * 1024 * 1024)
 #define MAX_ARGS 65536
 
+/* This process's exit codes, read by the agent: agent/helperExitCodes.ts (SpawnerExit) has the same
+ * names and values (test/unit/helperExitCodes.test.ts compares them). The first three end it before it
+ * reads a request: nothing was forked, and the agent starts every run from its worker thread. */
+#define SPAWNER_EXIT_NO_PARENT 69           /* EX_UNAVAILABLE: no pidfd of the parent, or reparented already */
+#define SPAWNER_EXIT_NO_SIGNALFD 70         /* EX_SOFTWARE */
+#define SPAWNER_EXIT_DESCRIPTORS_REFUSED 77 /* EX_NOPERM: pidfd_getfd on the parent refused (Yama, seccomp) */
+#define SPAWNER_EXIT_POLL_FAILED 71         /* EX_OSERR */
+/* A run that never reached its program ends as sh reports one (runPolicy.ts never retries 126, 127). */
+#define RUN_EXIT_NO_CGROUP 125
+#define RUN_EXIT_CANNOT_RUN 126
+#define RUN_EXIT_NOT_FOUND 127
+
+/* At most this many runs between their request and their exec at once; beyond, the next requests
+ * wait in the pipe (each starting run is one descriptor in the poll set). */
+#define MAX_STARTING 64
+
 struct child {
-  pid_t pid;
-  char *id;
+  pid_t pid;         /* W, the run's waiter */
+  char *id;          /* NULL once "F" was answered: reaped silently */
   char *status_file;
+  int ready_fd;      /* W's pipe until "S" or "F" is answered, then -1 */
+  int32_t fetcher;   /* what W sent on it: F's pid, or -errno */
+  int ready_got;     /* bytes of `fetcher` received */
   struct child *next;
 };
 
 static struct child *children = NULL;
+static int starting = 0; /* children whose ready_fd is open */
 static int parent_pidfd = -1;
 
 static void write_all(int fd, const char *buf, size_t len) {
@@ -113,6 +135,7 @@ static void write_status(const char *file, int code) {
   close(fd);
 }
 
+/* Linear, with strlen and strncmp only: the vfork child uses it too. */
 static const char *env_value(char **env, const char *name) {
   size_t len = strlen(name);
   for (char **e = env; *e != NULL; e++)
@@ -120,15 +143,58 @@ static const char *env_value(char **env, const char *name) {
   return NULL;
 }
 
-static __attribute__((noreturn)) void child_fail(const char *status_file, int code, const char *what, const char *arg, int err) {
-  char msg[1024];
-  int n = snprintf(msg, sizeof msg, "quantilica: %s %s: %s\n", what, arg, strerror(err));
-  if (n > 0) write_all(STDERR_FILENO, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
-  write_status(status_file, code);
+/* close_range(2) came in Linux 5.9, pidfd_getfd (which this program needs anyway) in 5.6: on the
+ * kernels between, one by one. Everything this process opens is close-on-exec as well. */
+static void close_from(unsigned first) {
+  if (syscall(SYS_close_range, first, ~0U, 0U) == 0) return;
+  for (unsigned fd = first; fd < 1024; fd++) close((int)fd);
+}
+
+/*
+ * Between vfork and exec the fetcher F runs on the waiter's memory and stack while the waiter is
+ * suspended: like a signal handler, it may call only what is async-signal-safe (system calls, close_range
+ * through syscall(2) included, and the string functions POSIX.1-2016 lists as such: strlen, strncmp,
+ * strchr, memcpy, strcpy), never malloc, stdio or strerror, which take locks and keep state the
+ * waiter shares. So F formats nothing. When a step fails it writes a `struct failure` to a
+ * close-on-exec pipe and _exits (write and _exit only); the waiter, an ordinary process again once
+ * vfork returns, turns it into the message on the run's log.
+ * The pipe's end closing at exec, with nothing written, says that the exec happened.
+ */
+enum step { STEP_DESCRIPTORS, STEP_CGROUP, STEP_CWD, STEP_EXEC };
+struct failure {
+  int32_t code;      /* the run's exit code: RUN_EXIT_* */
+  int32_t step;      /* enum step */
+  int32_t err;       /* errno */
+  int32_t arg_start; /* STEP_CGROUP: the cgroup.procs path that failed, as an offset and a length */
+  int32_t arg_len;   /*   inside QUANTILICA_CGROUP_PROCS */
+};
+
+static __attribute__((noreturn)) void child_fail(int report_fd, int code, int step, int err, int arg_start, int arg_len) {
+  struct failure why = {code, step, err, arg_start, arg_len};
+  /* If this write fails the waiter sees an exec and records the exit code alone. */
+  if (write(report_fd, &why, sizeof why) != (ssize_t)sizeof why) {}
   _exit(code);
 }
 
-/* execvpe with the run's own PATH, as Node's spawn (libuv) does. */
+/* The pid in decimal for cgroup.procs, without snprintf (not async-signal-safe). */
+static size_t format_decimal(char *out, unsigned long v) {
+  char rev[24];
+  size_t n = 0;
+  do {
+    rev[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  for (size_t i = 0; i < n; i++) out[i] = rev[n - 1 - i];
+  return n;
+}
+
+/* The end of one ':'-separated entry (strchrnul is a GNU extension, not on the safe list). */
+static const char *entry_end(const char *p) {
+  while (*p != 0 && *p != ':') p++;
+  return p;
+}
+
+/* execvpe with the run's own PATH, as Node's spawn (libuv) does. Async-signal-safe: F calls it. */
 static void exec_program(char **argv, char **env) {
   const char *prog = argv[0];
   if (strchr(prog, '/') != NULL) {
@@ -140,7 +206,7 @@ static void exec_program(char **argv, char **env) {
   int saved = ENOENT;
   char candidate[4096];
   while (*path != 0) {
-    const char *end = strchrnul(path, ':');
+    const char *end = entry_end(path);
     size_t dir = (size_t)(end - path);
     if (dir == 0) dir = 1, path = ".";
     if (dir + 1 + strlen(prog) < sizeof candidate) {
@@ -157,81 +223,109 @@ static void exec_program(char **argv, char **env) {
 }
 
 /*
- * In the child, before exec: its own session (cancel signals the group), the run's cgroups joined
- * first (memory ceilings: every process of the run is born inside), the umask the agent was
- * started with, stdin /dev/null, stdout and stderr on the log, the slot on fd 3, nothing else open.
+ * F, in the vfork child, before exec: its own session (cancel signals the group), the run's cgroups
+ * joined first (memory ceilings: every process of the run is born inside), the umask the agent was
+ * started with, stdin /dev/null, stdout and stderr on the log, the slot on fd 3, nothing else open
+ * (fd 4, the report pipe, is close-on-exec). `procs` is QUANTILICA_CGROUP_PROCS, found by the waiter.
  */
-static __attribute__((noreturn)) void child_main(int lock_fd, int log_fd, const char *status_file, const char *cwd, char **argv, char **env) {
+static __attribute__((noreturn)) void child_main(int report_fd, int lock_fd, int log_fd, const char *cwd, char **argv, char **env, const char *procs) {
   sigset_t none;
   sigemptyset(&none);
   /* The only disposition this process changed (libuv started it with all of them at their default). */
   signal(SIGPIPE, SIG_DFL);
   sigprocmask(SIG_SETMASK, &none, NULL);
   setsid();
-  /* fds 0-3 are rebuilt from descriptors moved above 3 first, so no dup2 overwrites a source. */
+  /* fds 0-4 are rebuilt from descriptors moved above 4 first, so no dup2 overwrites a source. */
   int log_high = fcntl(log_fd, F_DUPFD_CLOEXEC, 10);
   int lock_high = fcntl(lock_fd, F_DUPFD_CLOEXEC, 10);
+  int report_high = fcntl(report_fd, F_DUPFD_CLOEXEC, 10);
   int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (log_high < 0 || lock_high < 0 || null_fd < 0) _exit(126);
-  dup2(null_fd, 0);
-  dup2(log_high, 1);
-  dup2(log_high, 2);
-  dup2(lock_high, 3);
-  /* The cgroups: QUANTILICA_CGROUP_PROCS, paths joined by ':' (runWrapper.sh did the same). No
-   * malloc here: this runs in a vfork child, in its parent's memory. */
-  const char *procs = env_value(env, "QUANTILICA_CGROUP_PROCS");
+  if (log_high < 0 || lock_high < 0 || report_high < 0 || null_fd < 0) child_fail(report_fd, RUN_EXIT_CANNOT_RUN, STEP_DESCRIPTORS, errno, 0, 0);
+  /* dup2 clears close-on-exec on 0-3, the fetcher's; dup3 keeps it on the report pipe. */
+  if (dup2(null_fd, 0) < 0 || dup2(log_high, 1) < 0 || dup2(log_high, 2) < 0 || dup2(lock_high, 3) < 0 || dup3(report_high, 4, O_CLOEXEC) < 0)
+    child_fail(report_high, RUN_EXIT_CANNOT_RUN, STEP_DESCRIPTORS, errno, 0, 0);
+  report_fd = 4;
+  close_from(5);
+  /* The cgroups: paths joined by ':' (runWrapper.sh did the same). No malloc here. */
   if (procs != NULL && *procs != 0) {
     char self[32], one[4096];
-    int n = snprintf(self, sizeof self, "%d\n", (int)getpid());
+    size_t n = format_decimal(self, (unsigned long)getpid());
+    self[n++] = '\n';
     for (const char *p = procs; *p != 0;) {
-      const char *end = strchrnul(p, ':');
+      const char *end = entry_end(p);
       size_t len = (size_t)(end - p);
       if (len > 0 && len < sizeof one) {
         memcpy(one, p, len);
         one[len] = 0;
         int fd = open(one, O_WRONLY | O_CLOEXEC);
-        if (fd < 0 || write(fd, self, (size_t)n) != n) child_fail(status_file, 125, "could not join the run's cgroup", one, errno);
+        if (fd < 0 || write(fd, self, n) != (ssize_t)n) child_fail(report_fd, RUN_EXIT_NO_CGROUP, STEP_CGROUP, errno, (int)(p - procs), (int)len);
         close(fd);
       }
       p = *end == ':' ? end + 1 : end;
     }
-    /* Not the fetcher's business. */
+    /* Not the fetcher's business. (This rewrites the waiter's array, which it no longer reads.) */
     for (char **e = env, **out = env;; e++) {
       if (*e == NULL || strncmp(*e, "QUANTILICA_CGROUP_PROCS=", 24) != 0) *out++ = *e;
       if (*e == NULL) break;
     }
   }
   const char *mask = env_value(env, "QUANTILICA_FETCHER_UMASK");
-  if (mask != NULL && *mask != 0) umask((mode_t)strtoul(mask, NULL, 8));
-  if (chdir(cwd) != 0) child_fail(status_file, 127, "cannot enter", cwd, errno);
-  syscall(SYS_close_range, 4U, ~0U, 0U);
+  if (mask != NULL && *mask != 0) {
+    /* Octal, as the agent writes it (strtoul is not on the safe list). */
+    mode_t m = 0;
+    for (const char *c = mask; *c >= '0' && *c <= '7'; c++) m = (mode_t)(m * 8 + (mode_t)(*c - '0'));
+    umask(m & 0777);
+  }
+  if (chdir(cwd) != 0) child_fail(report_fd, RUN_EXIT_NOT_FOUND, STEP_CWD, errno, 0, 0);
   exec_program(argv, env);
   int err = errno;
   /* As sh reports a command it cannot run. */
-  child_fail(status_file, err == ENOENT ? 127 : 126, "cannot run", argv[0], err);
+  child_fail(report_fd, err == ENOENT ? RUN_EXIT_NOT_FOUND : RUN_EXIT_CANNOT_RUN, STEP_EXEC, err, 0, 0);
 }
 
-/* A waiter whose fetcher never started ("F" was answered): reaped silently. */
-static void ch_forget(pid_t waiter) {
-  for (struct child *ch = children; ch != NULL; ch = ch->next)
-    if (ch->pid == waiter) {
-      free(ch->id);
-      ch->id = NULL;
-    }
+/* In the waiter, after vfork returned: what F could not do, said on the run's log as sh would. */
+static void report_failure(int log_fd, const struct failure *why, const char *cwd, const char *prog, const char *procs) {
+  char msg[1024];
+  const char *reason = strerror(why->err);
+  int n;
+  size_t procs_len = procs == NULL ? 0 : strlen(procs);
+  if (why->step == STEP_CGROUP && why->arg_start >= 0 && why->arg_len >= 0 && (size_t)why->arg_start + (size_t)why->arg_len <= procs_len)
+    n = snprintf(msg, sizeof msg, "quantilica: could not join the run's cgroup %.*s: %s\n", (int)why->arg_len, procs + why->arg_start, reason);
+  else if (why->step == STEP_CWD)
+    n = snprintf(msg, sizeof msg, "quantilica: cannot enter %s: %s\n", cwd, reason);
+  else if (why->step == STEP_EXEC)
+    n = snprintf(msg, sizeof msg, "quantilica: cannot run %s: %s\n", prog, reason);
+  else
+    n = snprintf(msg, sizeof msg, "quantilica: cannot set up the run's descriptors: %s\n", reason);
+  if (n > 0) write_all(log_fd, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
 }
 
 /* W, the run's waiter: F's parent, which writes F's status and exits with F's code. */
 static __attribute__((noinline, noreturn)) void waiter_main(int ready[2], int lock_fd, int log_fd, const char *status_file, const char *cwd, char **argv, char **env) {
   close(ready[0]);
-  /* vfork: W is suspended until F has exec'd (or failed), so F has its session by the time W
-   * answers, and no page table is copied for a child that execs at once. */
-  pid_t f = vfork();
-  if (f == 0) child_main(lock_fd, log_fd, status_file, cwd, argv, env);
+  /* Found here: F takes the variable out of env before its exec. */
+  const char *procs = env_value(env, "QUANTILICA_CGROUP_PROCS");
+  int report[2];
+  pid_t f = -1;
+  if (pipe2(report, O_CLOEXEC) == 0) {
+    /* vfork: W is suspended until F has exec'd (or failed), so F has its session by the time W
+     * answers, and no page table is copied for a child that execs at once. */
+    f = vfork();
+    if (f == 0) child_main(report[1], lock_fd, log_fd, cwd, argv, env, procs);
+  }
   int32_t sent = f < 0 ? -errno : (int32_t)f;
+  if (f > 0) {
+    close(report[1]);
+    /* F has exec'd (its end of the pipe closed with it) or _exited: this read never waits. */
+    struct failure why;
+    ssize_t n;
+    while ((n = read(report[0], &why, sizeof why)) < 0 && errno == EINTR) {}
+    if (n == (ssize_t)sizeof why) report_failure(log_fd, &why, cwd, argv[0], procs);
+  }
   write_all(ready[1], (const char *)&sent, sizeof sent);
   /* Nothing of the agent's stays open here: not the slot, not the log, not the protocol pipes. */
-  syscall(SYS_close_range, 0U, ~0U, 0U);
-  if (f < 0) _exit(126);
+  close_from(0);
+  if (f < 0) _exit(RUN_EXIT_CANNOT_RUN);
   int status;
   while (waitpid(f, &status, 0) < 0 && errno == EINTR) {}
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -267,77 +361,107 @@ static void handle(char *buf, uint32_t len) {
     answer("F %s %d malformed-request\n", id == NULL ? "?" : id, EINVAL);
     return;
   }
+  /* Everything below is freed at `done`; free(NULL) does nothing. An allocation that fails is
+   * answered "F … no-memory" before anything is forked, and the agent starts that run itself. */
+  char **env = NULL;
+  struct child *ch = NULL;
+  int lock_fd = -1, log_fd = -1;
   char **argv = calloc((size_t)argc + 1, sizeof *argv);
+  if (argv == NULL) goto no_memory;
   for (int i = 0; i < argc; i++) argv[i] = next_field(&p, end);
   int envc = parse_count(next_field(&p, end), MAX_ARGS);
-  char **env = envc < 0 ? NULL : calloc((size_t)envc + 1, sizeof *env);
-  for (int i = 0; env != NULL && i < envc; i++) env[i] = next_field(&p, end);
-  int bad = env == NULL || argv[argc - 1] == NULL || (envc > 0 && env[envc - 1] == NULL);
-  if (bad) {
-    answer("F %s %d malformed-request\n", id, EINVAL);
-    free(argv);
-    free(env);
-    return;
-  }
+  if (envc < 0 || argv[argc - 1] == NULL) goto malformed;
+  env = calloc((size_t)envc + 1, sizeof *env);
+  if (env == NULL) goto no_memory;
+  for (int i = 0; i < envc; i++) env[i] = next_field(&p, end);
+  if (envc > 0 && env[envc - 1] == NULL) goto malformed;
+  /* The reaper's record, made before the fork: a waiter forked but not followed would be worse. */
+  ch = calloc(1, sizeof *ch);
+  if (ch == NULL || (ch->id = strdup(id)) == NULL || (ch->status_file = strdup(status_file)) == NULL) goto no_memory;
+  ch->ready_fd = -1;
   /* The agent's own descriptors, the same open file descriptions (the flock goes with them). */
-  int lock_fd = (int)syscall(SYS_pidfd_getfd, parent_pidfd, lock_no, 0);
+  lock_fd = (int)syscall(SYS_pidfd_getfd, parent_pidfd, lock_no, 0);
   int lock_err = errno;
-  int log_fd = lock_fd < 0 ? -1 : (int)syscall(SYS_pidfd_getfd, parent_pidfd, log_no, 0);
+  log_fd = lock_fd < 0 ? -1 : (int)syscall(SYS_pidfd_getfd, parent_pidfd, log_no, 0);
   if (lock_fd < 0 || log_fd < 0) {
     answer("F %s %d pidfd-getfd\n", id, lock_fd < 0 ? lock_err : errno);
-    if (lock_fd >= 0) close(lock_fd);
-    free(argv);
-    free(env);
-    return;
+    goto done;
   }
   /*
    * Two processes per run, as runWrapper.sh had two shells: a waiter W (a fork of this small process,
    * no exec) is the fetcher's parent and writes its status file, so the status survives this spawner
    * being killed; the fetcher F leads its own session and group, the pid the agent records and signals.
-   * W sends F's pid on `ready` once F has exec'd (vfork), so the group the agent signals exists
-   * before "S"; the pipe then reaches EOF as W closes it.
+   * W sends F's pid on `ready` once F has exec'd (vfork), then closes everything it holds of the
+   * agent's: at that EOF, the group the agent signals exists and only the run holds the slot, and
+   * "S" is answered (started, below). This loop does not wait for it: an exec that takes long (a
+   * program on a hung network mount, a cgroup write that stalls) holds up that run alone.
    */
   int ready[2];
   if (pipe2(ready, O_CLOEXEC) != 0) {
     answer("F %s %d pipe\n", id, errno);
-    close(lock_fd);
-    close(log_fd);
-    free(argv);
-    free(env);
-    return;
+    goto done;
   }
   pid_t waiter = fork();
   if (waiter == 0) waiter_main(ready, lock_fd, log_fd, status_file, cwd, argv, env);
   int fork_err = errno;
   close(ready[1]);
-  close(lock_fd);
-  close(log_fd);
-  int32_t fetcher = -fork_err;
-  if (waiter > 0) {
-    ssize_t n;
-    while ((n = read(ready[0], &fetcher, sizeof fetcher)) < 0 && errno == EINTR) {}
-    if (n != (ssize_t)sizeof fetcher) fetcher = -ECHILD;
-    char rest;
-    while (read(ready[0], &rest, 1) < 0 && errno == EINTR) {}
+  if (waiter < 0) {
+    close(ready[0]);
+    answer("F %s %d fork\n", id, fork_err);
+    goto done;
   }
-  close(ready[0]);
-  if (waiter > 0) {
-    /* Reaped like any run, also when F never started: W's exit says how. */
-    struct child *ch = malloc(sizeof *ch);
-    ch->pid = waiter;
-    ch->id = strdup(id);
-    ch->status_file = strdup(status_file);
-    ch->next = children;
-    children = ch;
-  }
-  if (fetcher <= 0) {
-    if (waiter > 0) ch_forget(waiter);
-    answer("F %s %d fork\n", id, -fetcher);
-  } else {
-    answer("S %s %d %llu\n", id, (int)fetcher, start_time(fetcher));
+  /* Only this end is non-blocking (W's write of 4 bytes to an empty pipe never waits anyway). */
+  fcntl(ready[0], F_SETFL, O_NONBLOCK);
+  /* Reaped like any run, also when F never started: W's exit says how. */
+  ch->pid = waiter;
+  ch->ready_fd = ready[0];
+  ch->next = children;
+  children = ch;
+  starting++;
+  ch = NULL;
+  goto done;
+malformed:
+  answer("F %s %d malformed-request\n", id, EINVAL);
+  goto done;
+no_memory:
+  answer("F %s %d no-memory\n", id, ENOMEM);
+done:
+  if (lock_fd >= 0) close(lock_fd);
+  if (log_fd >= 0) close(log_fd);
+  if (ch != NULL) {
+    free(ch->id);
+    free(ch->status_file);
+    free(ch);
   }
   free(argv);
   free(env);
+}
+
+/* Reads what W sent on `ready`; 1 once it is complete (EOF, or an error), 0 while W has yet to close it. */
+static int read_ready(struct child *ch) {
+  for (;;) {
+    char got[8];
+    ssize_t n = read(ch->ready_fd, got, sizeof got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return 0;
+    if (n <= 0) return 1;
+    for (ssize_t i = 0; i < n && ch->ready_got < (int)sizeof ch->fetcher; i++) ((char *)&ch->fetcher)[ch->ready_got++] = got[i];
+  }
+}
+
+/* The run's "S", or "F" when F was never forked (the agent then starts the run itself). */
+static void started(struct child *ch) {
+  close(ch->ready_fd);
+  ch->ready_fd = -1;
+  starting--;
+  int complete = ch->ready_got == (int)sizeof ch->fetcher;
+  if (complete && ch->fetcher > 0) {
+    answer("S %s %d %llu\n", ch->id, (int)ch->fetcher, start_time(ch->fetcher));
+  } else {
+    answer("F %s %d fork\n", ch->id, complete ? -ch->fetcher : ECHILD);
+    free(ch->id);
+    ch->id = NULL;
+  }
 }
 
 static void reap(void) {
@@ -349,6 +473,11 @@ static void reap(void) {
     for (struct child **pp = &children; *pp != NULL; pp = &(*pp)->next) {
       struct child *ch = *pp;
       if (ch->pid != pid) continue;
+      /* W is gone, so its end of `ready` is closed: its answer is complete, and goes before the "E". */
+      if (ch->ready_fd >= 0) {
+        read_ready(ch);
+        started(ch);
+      }
       /* W wrote the fetcher's status; if W itself was killed, record how it ended rather than nothing. */
       struct stat st;
       if (!WIFEXITED(status) && (stat(ch->status_file, &st) != 0 || st.st_size == 0)) write_status(ch->status_file, code);
@@ -362,41 +491,88 @@ static void reap(void) {
   }
 }
 
+/*
+ * Whether the kernel lets this process take its parent's descriptors at all. pidfd_getfd needs leave
+ * to ptrace the parent: the same user, and under Yama (kernel.yama.ptrace_scope >= 1, Ubuntu's
+ * default) a process may not ptrace its own ancestor without CAP_SYS_PTRACE, so an agent under an
+ * ordinary account is refused; a seccomp filter or a kernel before 5.6 refuses it too. Then every
+ * request would fail, so it is found out here, once, before any request: the exit code tells the agent,
+ * which logs it once and starts fetchers from its worker thread. The probe takes one of the parent's
+ * standard descriptors (Node keeps 0-2 open) and closes its copy at once: no lock of the parent's is
+ * touched. Any other error (EBADF, the parent closed them) leaves the answer to the first request.
+ */
+static int descriptors_refused(void) {
+  for (int fd = 0; fd <= 2; fd++) {
+    int got = (int)syscall(SYS_pidfd_getfd, parent_pidfd, fd, 0);
+    if (got >= 0) {
+      close(got);
+      return 0;
+    }
+    if (errno == EPERM || errno == EACCES || errno == ENOSYS) return 1;
+  }
+  return 0;
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   umask(077);
   pid_t parent = getppid();
   parent_pidfd = (int)syscall(SYS_pidfd_open, parent, 0);
   /* Reparented already (the agent died at once): nothing to take descriptors from. */
-  if (parent_pidfd < 0 || getppid() != parent) return 69;
+  if (parent_pidfd < 0 || getppid() != parent) return SPAWNER_EXIT_NO_PARENT;
+  if (descriptors_refused()) return SPAWNER_EXIT_DESCRIPTORS_REFUSED;
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
   sigprocmask(SIG_BLOCK, &chld, NULL);
   int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (sfd < 0) return 70;
+  if (sfd < 0) return SPAWNER_EXIT_NO_SIGNALFD;
   static char head[4];
+  /* A request whose buffer cannot be allocated is read into `scratch` and dropped; its first bytes,
+   * kept in `id_head`, name it in the "F … no-memory" answer, so the agent starts that run itself. */
+  static char scratch[4096], id_head[64];
   char *buf = NULL;
   uint32_t want = 0, have = 0;
   int head_have = 0, input_open = 1;
+  static struct pollfd fds[2 + MAX_STARTING];
+  static struct child *waiting_on[2 + MAX_STARTING];
   while (input_open || children != NULL) {
-    struct pollfd fds[2] = {{sfd, POLLIN, 0}, {STDIN_FILENO, POLLIN, 0}};
-    if (poll(fds, input_open ? 2 : 1, -1) < 0) {
-      if (errno == EINTR) continue;
-      return 71;
+    /* SIGCHLD, the requests (unless MAX_STARTING runs are starting), and each starting run's pipe. */
+    int nfds = 0, requests_at = -1;
+    fds[nfds++] = (struct pollfd){sfd, POLLIN, 0};
+    if (input_open && starting < MAX_STARTING) {
+      requests_at = nfds;
+      fds[nfds++] = (struct pollfd){STDIN_FILENO, POLLIN, 0};
     }
+    int first_run = nfds;
+    for (struct child *ch = children; ch != NULL && nfds < 2 + MAX_STARTING; ch = ch->next)
+      if (ch->ready_fd >= 0) {
+        waiting_on[nfds] = ch;
+        fds[nfds++] = (struct pollfd){ch->ready_fd, POLLIN, 0};
+      }
+    if (poll(fds, (nfds_t)nfds, -1) < 0) {
+      if (errno == EINTR) continue;
+      return SPAWNER_EXIT_POLL_FAILED;
+    }
+    /* Before the reaping, which frees the children `waiting_on` points to. */
+    for (int i = first_run; i < nfds; i++)
+      if (fds[i].revents != 0 && read_ready(waiting_on[i])) started(waiting_on[i]);
     if (fds[0].revents & POLLIN) {
       struct signalfd_siginfo info;
       while (read(sfd, &info, sizeof info) > 0) {}
       reap();
     }
-    if (!input_open || !(fds[1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    if (requests_at < 0 || !(fds[requests_at].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     /* One read per wake-up keeps reaping prompt while a long request arrives. */
     ssize_t n;
     if (head_have < 4) {
       n = read(STDIN_FILENO, head + head_have, (size_t)(4 - head_have));
-    } else {
+    } else if (buf != NULL) {
       n = read(STDIN_FILENO, buf + have, want - have);
+    } else {
+      n = read(STDIN_FILENO, scratch, want - have < sizeof scratch ? want - have : sizeof scratch);
+      if (n > 0 && have < sizeof id_head)
+        memcpy(id_head + have, scratch, (size_t)n < sizeof id_head - have ? (size_t)n : sizeof id_head - have);
     }
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
@@ -417,12 +593,18 @@ int main(void) {
         continue;
       }
       buf = malloc(want);
+      memset(id_head, 0, sizeof id_head);
       have = 0;
       continue;
     }
     have += (uint32_t)n;
     if (have < want) continue;
-    handle(buf, want);
+    if (buf != NULL) {
+      handle(buf, want);
+    } else {
+      int named = memchr(id_head, 0, sizeof id_head) != NULL && id_head[0] != 0;
+      answer("F %s %d no-memory\n", named ? id_head : "?", ENOMEM);
+    }
     free(buf);
     buf = NULL;
     head_have = 0;

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import * as fs from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
+import { SpawnerExit } from '../helperExitCodes';
 import type { Logger } from '../log/logger';
 import { decodeExit, type ExitInfo, type RunProcess, type SpawnOptions } from './runProcess';
 import type { RunSpawner } from './runPorts';
@@ -100,11 +101,13 @@ export class NativeSpawner implements RunSpawner {
     child.stdin.on('error', () => { /* the spawner is gone: 'close' below handles its runs */ });
     child.stdout.setEncoding('latin1');
     child.stdout.on('data', (text: string) => this.onAnswers(text));
-    // It could not be started, or it stopped before reading any request (exit 69: no pidfd of its
-    // parent, an old kernel; 70: no signalfd): nothing was forked, so the fallback starts the runs.
+    // It could not be started, or it stopped before reading any request (no pidfd of its parent, an
+    // old kernel; no signalfd; the kernel refuses it the agent's descriptors, which it tries at once):
+    // nothing was forked, so the fallback starts the runs.
     child.once('error', (err) => this.unusable(child, 'spawner-not-started', err.message));
     child.once('close', (code, signal) => {
-      if (code === 69 || code === 70) this.unusable(child, 'spawner-refused', `exit ${code}`);
+      if (code === SpawnerExit.descriptorsRefused) this.unusable(child, 'pidfd-getfd-refused', `exit ${code}`);
+      else if (code === SpawnerExit.noParent || code === SpawnerExit.noSignalfd) this.unusable(child, 'spawner-refused', `exit ${code}`);
       else this.lost(child, `spawner-exited: ${signal ?? code}`);
     });
     this.child = child;
@@ -136,10 +139,7 @@ export class NativeSpawner implements RunSpawner {
 
   private unusable(child: ChildProcessByStdio<Writable, Readable, null>, reason: string, detail: string): void {
     if (this.child === child) this.child = null;
-    if (this.disabled === null) {
-      this.disabled = reason;
-      this.logger.warn({ reason, detail }, 'the native spawner cannot run here; fetchers are started by the worker thread from now on');
-    }
+    this.fallBack(reason, { detail });
     for (const [id, p] of this.pending) {
       this.pending.delete(id);
       this.fallback.spawn(p.opts).then(p.resolve, p.reject);
@@ -148,10 +148,19 @@ export class NativeSpawner implements RunSpawner {
 
   private disable(reason: string, errno: number): void {
     if (this.disabled !== null) return;
-    this.disabled = reason;
-    this.logger.warn({ reason, errno }, 'the native spawner cannot take the agent\'s descriptors here; fetchers are started by the worker thread from now on');
+    this.fallBack(reason, { errno });
     this.child?.stdin.end();
     this.child = null;
+  }
+
+  /** From now on every spawn goes to the fallback; said once, with why and what starts fetchers instead. */
+  private fallBack(reason: string, fields: Record<string, unknown>): void {
+    if (this.disabled !== null) return;
+    this.disabled = reason;
+    const why = reason === 'pidfd-getfd-refused'
+      ? 'the kernel refuses the native spawner the agent\'s descriptors (pidfd_getfd(2) needs leave to ptrace the agent: refused under a Yama ptrace_scope of 1 or more without CAP_SYS_PTRACE, by a seccomp filter, or before Linux 5.6)'
+      : 'the native spawner cannot run here';
+    this.logger.warn({ reason, ...fields }, `${why}; fetchers are started by the worker thread under runWrapper.sh from now on (the same guarantees, more CPU per run)`);
   }
 
   /** The spawner died: a run it was starting may or may not have started, so that spawn fails; started runs are followed by their group. */

@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as readline from 'node:readline';
 import pg from 'pg';
+import { KeeperExit } from '../helperExitCodes';
 import { poolLocks, readPool, slotNumbers } from './pgSlotSql';
 
 // The lock keeper of one slot of the postgres backend (bundled as dist/pgSlotKeeper.js).
@@ -51,7 +52,7 @@ function killRun(): void {
 async function main(): Promise<void> {
   if (!pool || !station) {
     say({ error: 'usage: pgSlotKeeper POOL STATION, with {"url":URL} as the first line on stdin' });
-    process.exit(64);
+    process.exit(KeeperExit.usage);
   }
   const lifeline = new net.Socket({ fd: 3, readable: true, writable: false });
   // The session, once open: a record line arriving later goes to it.
@@ -61,7 +62,7 @@ async function main(): Promise<void> {
   let url = '';
   const lines = readline.createInterface({ input: process.stdin });
   // The agent writes the URL at once; a stdin that ends first leaves nothing to connect to.
-  lines.once('close', () => { if (url === '') { say({ error: 'stdin ended before the slot database URL' }); process.exit(64); } });
+  lines.once('close', () => { if (url === '') { say({ error: 'stdin ended before the slot database URL' }); process.exit(KeeperExit.usage); } });
   let takeFor: (id: string) => void = () => {};
   const taken = new Promise<string>((resolve) => { takeFor = resolve; });
   lines.on('line', (line) => {
@@ -163,5 +164,5 @@ main().catch((err: unknown) => {
   say({ error: (err as Error).message, code: (err as { code?: unknown }).code });
   // Closing fd 3 ourselves is not needed: exiting ends the session and with it any lock.
   try { fs.closeSync(3); } catch { /* already closed */ }
-  process.exit(70);
+  process.exit(KeeperExit.failed);
 });

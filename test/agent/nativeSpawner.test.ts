@@ -4,8 +4,10 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
+import { SpawnerExit } from '../../agent/helperExitCodes';
 import { NativeSpawner, encodeRequest } from '../../agent/runs/nativeSpawner';
 import { processSpawner } from '../../agent/runs/processSpawner';
+import type { RunSpawner } from '../../agent/runs/runPorts';
 import { distFile } from '../../agent/paths';
 import { readProcInfo } from '../../shared/node/procInfo';
 import { memoryLogger } from '../support/memoryLogger';
@@ -162,10 +164,10 @@ test('the spawner answers a malformed request with F and a token, takes nothing 
     assert.deepEqual(await proc.exited, { exitCode: 5, signal: null });
     assert.equal(fs.readFileSync(f.statusFile, 'utf8'), '5\n', 'runWrapper.sh recorded it');
 
-    // A spawner that stops before reading any request (69: the kernel gave it no pidfd of its parent):
+    // A spawner that stops before reading any request (the kernel gave it no pidfd of its parent):
     // the run it was asked for, and every later one, goes to the fallback.
     const refusing = path.join(f.dir, 'refusing-spawner');
-    fs.writeFileSync(refusing, '#!/bin/sh\nexit 69\n', { mode: 0o700 });
+    fs.writeFileSync(refusing, `#!/bin/sh\nexit ${SpawnerExit.noParent}\n`, { mode: 0o700 });
     const logger = memoryLogger();
     const refused = new NativeSpawner(refusing, processSpawner, logger);
     const viaFallback = await refused.spawn({ wrapperPath: distFile('runWrapper.sh'), statusFile: `${f.statusFile}.2`, cwd: f.dir, env: { PATH: process.env.PATH }, logFd: f.logFd, lockFd: f.lockFd, argv: ['sh', '-c', 'exit 6'] });
@@ -176,5 +178,158 @@ test('the spawner answers a malformed request with F and a token, takes nothing 
     clearInterval(alive);
     fs.closeSync(f.logFd);
     fs.closeSync(f.lockFd);
+  }
+});
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** The fallback, counting the runs it was handed. */
+function countingFallback(): RunSpawner & { started: string[] } {
+  const started: string[] = [];
+  return { ...processSpawner, started, spawn: (opts) => { started.push(opts.statusFile); return processSpawner.spawn(opts); } };
+}
+
+test('a run whose start blocks before its exec (its cgroup.procs a FIFO nobody reads yet) holds up no other run; it is answered once it has exec\'d', { timeout: 30_000 }, async () => {
+  const spawner = new NativeSpawner(BINARY, processSpawner, memoryLogger());
+  const f = runFiles();
+  // Opening a FIFO to write waits for a reader: the fetcher stays between vfork and exec, as it would
+  // on an exec from a hung network mount or a cgroup write that stalls.
+  const fifo = path.join(f.dir, 'cgroup.procs');
+  assert.equal(spawnSync('mkfifo', ['-m', '600', fifo]).status, 0);
+  let reader: number | null = null;
+  const alive = setInterval(() => {}, 1000);
+  const run = (statusFile: string, env: Record<string, string | undefined>, code: number) =>
+    spawner.spawn({ wrapperPath: '', statusFile, cwd: f.dir, env: { PATH: process.env.PATH, ...env }, logFd: f.logFd, lockFd: f.lockFd, argv: ['sh', '-c', `exit ${code}`] });
+  try {
+    const blocked = run(`${f.statusFile}.blocked`, { QUANTILICA_CGROUP_PROCS: fifo }, 3);
+    const next = await Promise.race([run(`${f.statusFile}.next`, {}, 4), sleep(5_000).then(() => null)]);
+    assert.ok(next, 'the next run started while the first one waited before its exec');
+    assert.deepEqual(await next.exited, { exitCode: 4, signal: null });
+    assert.equal(await Promise.race([blocked.then(() => 'answered'), sleep(200).then(() => 'waiting')]), 'waiting', 'no "S" before the fetcher has its session (the agent signals its group)');
+    reader = fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
+    const first = await blocked;
+    assert.deepEqual(await first.exited, { exitCode: 3, signal: null });
+    const joined = Buffer.alloc(64);
+    assert.equal(joined.toString('latin1', 0, fs.readSync(reader, joined)), `${first.pid}\n`, 'the fetcher joined with its own pid, then exec\'d');
+  } finally {
+    // Whatever failed above, the blocked fetcher is let go.
+    reader ??= fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
+    await spawner.close();
+    await sleep(100);
+    fs.closeSync(reader);
+    clearInterval(alive);
+    fs.closeSync(f.logFd);
+    fs.closeSync(f.lockFd);
+  }
+});
+
+test('a burst of runs that end at once: each is answered "S" before its "E", under its own id, with its own exit code', { timeout: 60_000 }, async () => {
+  const spawner = new NativeSpawner(BINARY, processSpawner, memoryLogger());
+  const f = runFiles();
+  const alive = setInterval(() => {}, 1000);
+  try {
+    const codes = Array.from({ length: 40 }, (_, i) => i % 7);
+    const procs = await Promise.all(codes.map((code, i) => spawner.spawn({ wrapperPath: '', statusFile: `${f.statusFile}.${i}`, cwd: f.dir, env: { PATH: process.env.PATH }, logFd: f.logFd, lockFd: f.lockFd, argv: ['sh', '-c', `exit ${code}`] })));
+    assert.equal(new Set(procs.map((p) => p.pid)).size, codes.length);
+    assert.deepEqual(await Promise.all(procs.map(async (p) => (await p.exited)?.exitCode)), codes);
+    assert.equal(spawner.fallbackReason, null);
+  } finally {
+    clearInterval(alive);
+    await spawner.close();
+    fs.closeSync(f.logFd);
+    fs.closeSync(f.lockFd);
+  }
+});
+
+test('a request the spawner has no memory for is answered "no-memory" and started by the fallback; the spawner takes the next request as before', { timeout: 30_000 }, async () => {
+  // The spawner's address space capped (ulimit -v) a little above what it uses idle, so the buffer
+  // for one large request (1.5 MB of environment) cannot be had, while a small one can.
+  const probe = spawn(BINARY, [], { stdio: ['pipe', 'pipe', 'inherit'] });
+  // Measured once it has answered a request (a malformed one): loaded, and its heap in use.
+  const answered = new Promise((resolve) => probe.stdout.once('data', resolve));
+  const body = Buffer.from('probe\0');
+  const head = Buffer.alloc(4);
+  head.writeUInt32LE(body.length);
+  probe.stdin.write(Buffer.concat([head, body]));
+  await answered;
+  const idleKb = await waitFor(() => {
+    try {
+      return Number(/^VmSize:\s+(\d+) kB$/m.exec(fs.readFileSync(`/proc/${probe.pid}/status`, 'utf8'))?.[1] ?? 0) || null;
+    } catch {
+      return null;
+    }
+  }, { what: 'the spawner\'s idle size' });
+  probe.stdin.end();
+  const f = runFiles();
+  const capped = path.join(f.dir, 'capped-spawner');
+  fs.writeFileSync(capped, `#!/bin/sh\nulimit -v ${idleKb + 1024}\nexec ${BINARY}\n`, { mode: 0o700 });
+  const fallback = countingFallback();
+  const logger = memoryLogger();
+  const spawner = new NativeSpawner(capped, fallback, logger);
+  const alive = setInterval(() => {}, 1000);
+  try {
+    const big = Object.fromEntries(Array.from({ length: 15 }, (_, i) => [`BIG_${i}`, 'x'.repeat(100_000)]));
+    const large = await spawner.spawn({ wrapperPath: distFile('runWrapper.sh'), statusFile: `${f.statusFile}.large`, cwd: f.dir, env: { PATH: process.env.PATH, ...big }, logFd: f.logFd, lockFd: f.lockFd, argv: ['sh', '-c', 'exit 6'] });
+    assert.deepEqual(await large.exited, { exitCode: 6, signal: null });
+    assert.deepEqual(fallback.started, [`${f.statusFile}.large`], 'the fallback started the large run');
+    // The next one is the spawner's again (what the fetcher does under the cap does not matter here).
+    const small = await spawner.spawn({ wrapperPath: '', statusFile: `${f.statusFile}.small`, cwd: f.dir, env: { PATH: process.env.PATH }, logFd: f.logFd, lockFd: f.lockFd, argv: ['true'] });
+    await small.exited;
+    assert.deepEqual(fallback.started, [`${f.statusFile}.large`], 'the spawner started the small run');
+    assert.equal(spawner.fallbackReason, null);
+    assert.deepEqual(logger.records.filter((r) => r.level === 'warn'), []);
+  } finally {
+    clearInterval(alive);
+    await spawner.close();
+    fs.closeSync(f.logFd);
+    fs.closeSync(f.lockFd);
+  }
+});
+
+// Yama (kernel.yama.ptrace_scope >= 1, Ubuntu's default) refuses an ordinary account's spawner
+// pidfd_getfd(2) on its own parent, the agent. Changing ptrace_scope is not how this test gets that
+// refusal: the kernel may have no Yama (no /proc/sys/kernel/yama), and Yama never refuses root. The
+// same refusal (EPERM from the ptrace access check pidfd_getfd makes) comes from running the spawner
+// under another account than its parent, which needs root.
+test('a spawner the kernel refuses the agent\'s descriptors says so at its start, before any request; the agent logs it once, naming the fallback, which starts every run', { timeout: 30_000, skip: process.getuid?.() !== 0 ? 'needs root, to run the spawner under another account than the test' : false }, async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qt-refused-'));
+  fs.chmodSync(dir, 0o755);
+  const binary = path.join(dir, 'quantilica-spawner');
+  fs.copyFileSync(BINARY, binary);
+  fs.chmodSync(binary, 0o755);
+  const asNobody = path.join(dir, 'as-nobody');
+  fs.writeFileSync(asNobody, `#!/bin/sh\nexec setpriv --reuid=65534 --regid=65534 --clear-groups ${binary}\n`, { mode: 0o755 });
+
+  // Its request pipe open and nothing sent: it ends at once, with the code that says so.
+  const direct = spawn(asNobody, [], { stdio: ['pipe', 'ignore', 'inherit'] });
+  try {
+    const ended = await Promise.race([new Promise((resolve) => direct.once('exit', resolve)), sleep(10_000).then(() => 'still waiting for a request')]);
+    assert.equal(ended, SpawnerExit.descriptorsRefused);
+  } finally {
+    direct.kill('SIGKILL');
+  }
+
+  const f = runFiles();
+  const logger = memoryLogger();
+  const fallback = countingFallback();
+  const spawner = new NativeSpawner(asNobody, fallback, logger);
+  const alive = setInterval(() => {}, 1000);
+  try {
+    for (const code of [6, 8]) {
+      const proc = await spawner.spawn({ wrapperPath: distFile('runWrapper.sh'), statusFile: `${f.statusFile}.${code}`, cwd: f.dir, env: { PATH: process.env.PATH }, logFd: f.logFd, lockFd: f.lockFd, argv: ['sh', '-c', `exit ${code}`] });
+      assert.deepEqual(await proc.exited, { exitCode: code, signal: null });
+    }
+    assert.deepEqual(fallback.started, [`${f.statusFile}.6`, `${f.statusFile}.8`]);
+    assert.equal(spawner.fallbackReason, 'pidfd-getfd-refused');
+    const warned = logger.records.filter((r) => r.level === 'warn');
+    assert.equal(warned.length, 1, 'said once');
+    assert.match(warned[0]?.msg ?? '', /pidfd_getfd.*Yama ptrace_scope of 1 or more.*worker thread under runWrapper\.sh/);
+    assert.deepEqual(warned[0]?.obj, { reason: 'pidfd-getfd-refused', detail: `exit ${SpawnerExit.descriptorsRefused}` });
+  } finally {
+    clearInterval(alive);
+    await spawner.close();
+    fs.closeSync(f.logFd);
+    fs.closeSync(f.lockFd);
+    fs.rmSync(dir, { recursive: true, force: true });
   }
 });
