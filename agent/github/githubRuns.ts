@@ -89,13 +89,13 @@ export class GithubRuns implements InAgentWork {
   begin(state: ActiveRun, grant: HeldSlot, moves: RunMoves): void {
     const run = this.track(state, moves);
     this.hold(run, grant);
-    state.driving = this.leg(run, true);
+    moves.driving(state, this.leg(run, true));
   }
 
   adopt(state: ActiveRun, moves: RunMoves): void {
     if (!isGithubSync(state.entry)) return;
     const run = this.track(state, moves);
-    state.driving = (async () => {
+    moves.driving(state, (async () => {
       try {
         const store = await this.openStore();
         const row = await store.syncOfRun(state.run.runId);
@@ -117,7 +117,7 @@ export class GithubRuns implements InAgentWork {
       } catch (err) {
         this.end(run, 'failed', 'storage-error', null, String(err));
       }
-    })();
+    })());
   }
 
   async close(): Promise<void> {
@@ -173,7 +173,9 @@ export class GithubRuns implements InAgentWork {
         await store.attachRun(run.syncId, state.run.runId);
       }
       const syncId = run.syncId;
-      await moves.running(state, run.slot!, { syncId, ...(first ? {} : { budget: null }) });
+      // The first leg starts the run; a later one wakes it from its hibernation.
+      if (first) await moves.start(state, run.slot!, { syncId });
+      else await moves.wake(state, run.slot!, { syncId, budget: null });
       this.progress(run, legStartLines(first, run.slot, state.run.pool));
       run.heartbeat = setInterval(() => moves.heartbeat(state, { syncId }), this.deps.config.heartbeatSeconds * 1000);
       run.heartbeat.unref();
@@ -220,7 +222,7 @@ export class GithubRuns implements InAgentWork {
     run.wakeTimer = setTimeout(() => {
       run.wakeTimer = null;
       if (delay > MAX_TIMER_MS) this.sleep(run, until);
-      else run.state.driving = this.wake(run);
+      else run.moves.driving(run.state, this.wake(run));
     }, Math.min(delay, MAX_TIMER_MS));
   }
 

@@ -8,14 +8,18 @@ import type { HeldSlot } from './runPorts';
  * says what happened. Each move resolves once it is durable.
  */
 export interface RunMoves {
-  /** waiting → running on `slot` (the agent holds the slot's lock itself): `start`, or `resumed` after a hibernation. */
-  running(state: ActiveRun, slot: number, detail: Record<string, unknown>): Promise<void>;
+  /** waiting → running on `slot`, the first leg (the agent holds the slot's lock itself): `start`. */
+  start(state: ActiveRun, slot: number, detail: Record<string, unknown>): Promise<void>;
+  /** A hibernating run → running on `slot`, a later leg: `resumed`. */
+  wake(state: ActiveRun, slot: number, detail: Record<string, unknown>): Promise<void>;
   /** running → waiting with reason `hibernating` and the wake-up time (`hibernated`); the slot is already released. */
   hibernating(state: ActiveRun, until: Date, detail: Record<string, unknown>): Promise<void>;
   /** Why a waiting run still waits (the pool, when it wakes up). */
   setWait(state: ActiveRun, wait: WaitReason): void;
   /** A `heartbeat` event while the work goes on. */
   heartbeat(state: ActiveRun, payload: Record<string, unknown>): void;
+  /** The task now under way for the run (a leg, a wake-up): a shutdown awaits it. */
+  driving(state: ActiveRun, work: Promise<void>): void;
   /** The run's end; its slot is already released. */
   finish(state: ActiveRun, status: RunStatus, reason: RunReason | null, exitCode: number | null, message?: string): Promise<void>;
 }
