@@ -34,7 +34,10 @@ export interface GithubRunsDeps {
   onSync(sync: GithubSyncInfo): void;
 }
 
-/** One run of a github-sync entry in this agent, across its legs. */
+/**
+ * One run of a github-sync entry in this agent, across its legs: the agent's handle on the work (the
+ * slot lock it holds, its timers). The run's own state changes only through `moves`.
+ */
 interface SyncRun {
   state: ActiveRun;
   entry: GithubSyncEntry;

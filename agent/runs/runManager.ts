@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { RunInfo, RunReason, RunStatus, RunTrigger } from '../../shared/protocol';
+import type { RunInfo, RunReason, RunTrigger } from '../../shared/protocol';
 import { isGithubSync, type CatalogEntry } from '../catalog/catalog';
 import { InvalidArgumentError, UnknownRunError } from '../errors';
 import { oomWarning } from '../memory/oomWarning';
@@ -16,7 +16,7 @@ import type { RunManagerDeps } from './runManagerDeps';
 import type { ExitInfo } from './runProcess';
 import { RunStart } from './runStart';
 import { toRunInfo, type StoredRun } from './runStore';
-import { draft, FINAL_STATES, FINISH_MOVES, transition, type MoveDetail, type TransitionPorts } from './runTransitions';
+import { draft, FINAL_STATES, FINISH_MOVES, transition, type MoveDetail, type RunFields, type TransitionPorts } from './runTransitions';
 import { isRetryable, retryDelayMs, runPolicy, type RunPolicy } from './runPolicy';
 import type { RunMoves } from './runMoves';
 import { RunUpkeep } from './runUpkeep';
@@ -224,16 +224,22 @@ export class RunManager {
   /** The moves of in-agent work (runMoves.ts): each a named move like a fetcher's. */
   private readonly moves: RunMoves = {
     // In-agent work (a GitHub sync) writes its progress into the run's own log.
-    start: (state, slot, detail) => transition(this.ports, state.run, 'start', { startedAt: state.run.startedAt ?? this.deps.clock.now().toISOString(), slot, pid: null, reason: null, wait: null, logPath: state.run.logPath ?? runLogPath(this.deps.config.logDir, state.run.fetcher, state.run.runId) }, detail),
-    wake: (state, slot, detail) => transition(this.ports, state.run, 'wake', { startedAt: state.run.startedAt ?? this.deps.clock.now().toISOString(), slot, pid: null, reason: null, wait: null, logPath: state.run.logPath ?? runLogPath(this.deps.config.logDir, state.run.fetcher, state.run.runId) }, detail),
+    start: (state, slot, detail) => transition(this.ports, state.run, 'start', this.legFields(state, slot), detail),
+    wake: (state, slot, detail) => transition(this.ports, state.run, 'wake', this.legFields(state, slot), detail),
     hibernating: (state, until, detail) => transition(this.ports, state.run, 'hibernate', { slot: null, reason: 'hibernating', wait: { kind: 'hibernating', until: until.toISOString() } }, detail),
     setWait: (state, wait) => this.positions.setWait(state, wait),
     heartbeat: (state, payload) => { if (this.phase !== 'closed') void this.deps.journal.record({ runId: state.run.runId, event: 'heartbeat', task: state.run.fetcher, pool: state.run.pool, payload }); },
     // The task is the agent's handle on the run, not the run's state: a shutdown awaits it.
     driving: (state, work) => { state.driving = work; },
     // The work has released its slot already: the end must not release it again.
-    finish: (state, status, reason, exitCode, message) => this.finish(state, endStatus(status), reason, { exitCode, signal: null }, { message, slotGone: true }),
+    finish: (state, status, reason, exitCode, message) => this.finish(state, status, reason, { exitCode, signal: null }, { message, slotGone: true }),
   };
+
+  /** A leg of in-agent work runs on `slot`; the run's first start and log stay. */
+  private legFields(state: ActiveRun, slot: number): RunFields {
+    const { run } = state;
+    return { startedAt: run.startedAt ?? this.deps.clock.now().toISOString(), slot, pid: null, reason: null, wait: null, logPath: run.logPath ?? runLogPath(this.deps.config.logDir, run.fetcher, run.runId) };
+  }
 
   /**
    * The wrapper has ended but processes of the run live on and hold its slot (`sleep 300 & exit 0`,
@@ -372,8 +378,3 @@ export class RunManager {
   }
 }
 
-/** In-agent work ends a run in one of the statuses a queued run may end in. */
-function endStatus(status: RunStatus): EndStatus {
-  if (status === 'completed' || status === 'failed' || status === 'cancelled') return status;
-  throw new Error(`a run cannot end ${status} after it was queued`);
-}
