@@ -2,7 +2,6 @@ import type { RunReason } from '../../shared/protocol';
 import type { CatalogEntry } from '../catalog/catalog';
 import type { FinalUsage } from '../memory/runMemory';
 import type { ActiveRun } from './activeRun';
-import type { ManagerPhase } from './runGuards';
 import type { RunManagerDeps } from './runManagerDeps';
 import type { RunMoves } from './runMoves';
 import type { RunPolicy } from './runPolicy';
@@ -35,7 +34,6 @@ export interface RunCore {
   readonly upkeep: RunUpkeep;
   /** The moves of in-agent work (a GitHub sync). */
   readonly moves: RunMoves;
-  phase(): ManagerPhase;
   entryOf(stored: StoredRun): CatalogEntry;
   policyOf(entry: CatalogEntry, pool: string): RunPolicy;
   finish(state: ActiveRun, status: EndStatus, reason: RunReason | null, exit: ExitInfo, options?: EndOptions): Promise<void>;

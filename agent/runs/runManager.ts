@@ -65,7 +65,6 @@ export class RunManager {
     this.positions = new QueuePositions(this.ports, (state) => this.active.get(state.run.runId) === state);
     const core: RunCore = {
       deps, ports: this.ports, active: this.active, upkeep: this.upkeep, moves: this.moves,
-      phase: () => this.phase,
       entryOf: (stored) => this.entryOf(stored),
       policyOf: (entry, pool) => this.policyOf(entry, pool),
       finish: (state, status, reason, exit, options) => this.finish(state, status, reason, exit, options),
