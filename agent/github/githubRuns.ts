@@ -36,7 +36,10 @@ export interface GithubRunsDeps {
   onSync(sync: GithubSyncInfo): void;
 }
 
-/** One run of a github-sync entry in this agent, across its legs. */
+/**
+ * One run of a github-sync entry in this agent, across its legs: the agent's handle on the work (the
+ * slot lock it holds, its timers). The run's own state changes only through `moves`.
+ */
 interface SyncRun {
   state: ActiveRun;
   entry: GithubSyncEntry;
@@ -110,13 +113,13 @@ export class GithubRuns implements InAgentWork {
   begin(state: ActiveRun, grant: HeldSlot, moves: RunMoves): void {
     const run = this.track(state, moves);
     this.hold(run, grant);
-    state.driving = this.leg(run, true);
+    moves.driving(state, this.leg(run, true));
   }
 
   adopt(state: ActiveRun, moves: RunMoves): void {
     if (!isGithubSync(state.entry)) return;
     const run = this.track(state, moves);
-    state.driving = (async () => {
+    moves.driving(state, (async () => {
       try {
         const store = await this.openStore();
         const row = await store.syncOfRun(state.run.runId);
@@ -139,7 +142,7 @@ export class GithubRuns implements InAgentWork {
       } catch (err) {
         this.end(run, 'failed', 'storage-error', null, String(err));
       }
-    })();
+    })());
   }
 
   async close(): Promise<void> {
@@ -205,7 +208,10 @@ export class GithubRuns implements InAgentWork {
       }
       const syncId = run.syncId;
       const workLeftMs = run.clock.start(() => this.onDeadline(run, legAbort));
-      await moves.running(state, run.slot!, { syncId, ...(first ? {} : { budget: null }), ...(workLeftMs === null ? {} : { workLeftSeconds: Math.round(workLeftMs / 1000) }) }, workLeftMs);
+      const timing = workLeftMs === null ? {} : { workLeftSeconds: Math.round(workLeftMs / 1000) };
+      // The first leg starts the run; a later one wakes it from its hibernation.
+      if (first) await moves.start(state, run.slot!, { syncId, ...timing }, workLeftMs);
+      else await moves.wake(state, run.slot!, { syncId, budget: null, ...timing }, workLeftMs);
       this.progress(run, legStartLines(first, run.slot, state.run.pool));
       run.heartbeat = setInterval(() => moves.heartbeat(state, { syncId }), this.deps.config.heartbeatSeconds * 1000);
       run.heartbeat.unref();
@@ -270,7 +276,7 @@ export class GithubRuns implements InAgentWork {
     run.wakeTimer = setTimeout(() => {
       run.wakeTimer = null;
       if (delay > MAX_TIMER_MS) this.sleep(run, until);
-      else run.state.driving = this.wake(run);
+      else run.moves.driving(run.state, this.wake(run));
     }, Math.min(delay, MAX_TIMER_MS));
   }
 

@@ -4,7 +4,11 @@ import type { RunGroup } from '../process/runGroup';
 import { runPolicy, type RunPolicy } from './runPolicy';
 import type { StoredRun } from './runStore';
 
-/** What the run manager keeps of a run between enqueue and finish. */
+/**
+ * What the run manager keeps of a run between enqueue and finish. `run` is the run's state and
+ * changes only through its moves (runTransitions.ts); everything else is the agent's in-memory handle
+ * on it (timers, the watch, the task that drives it), which no other agent could use.
+ */
 export interface ActiveRun {
   run: StoredRun;
   entry: CatalogEntry;
@@ -12,9 +16,8 @@ export interface ActiveRun {
   policy: RunPolicy;
   /** Aborts the run's waits: a cancel, or the agent stopping (the reason is a CancelledError or a ParkedError). */
   abort: AbortController;
-  cancelRequested: boolean;
-  /** Set once the run's final move (or a try's end) has begun: a second end (the watch, a cancel) is ignored. */
-  ending: boolean;
+  /** Whether a client asked to cancel the run (runGuards.ts): the request is an event, the run's end its move. */
+  cancel: 'none' | 'requested';
   heartbeat: NodeJS.Timeout | null;
   /** Follows the run's process group to its end. */
   watch: RunWatch | null;
@@ -25,7 +28,7 @@ export interface ActiveRun {
   stallTimer: NodeJS.Timeout | null;
   /** The log's size when last looked at (the stall watchdog's measure of growth). */
   logSize: number;
-  /** The wait-and-start of a run still waiting; a shutdown awaits it so the run reaches its end. */
+  /** The task under way for the run (its wait-and-start, a backoff, in-agent work); a shutdown awaits it so the run reaches its end. */
   driving: Promise<void> | null;
   /** Processes still alive after the wrapper ended (they hold the slot), as last seen. */
   lingering: number[];
@@ -49,7 +52,7 @@ export class ParkedError extends Error {
 
 export function newActiveRun(run: StoredRun, entry: CatalogEntry, policy: RunPolicy = runPolicy(entry)): ActiveRun {
   return {
-    run, entry, policy, abort: new AbortController(), cancelRequested: false, ending: false, heartbeat: null, watch: null, grace: null,
+    run, entry, policy, abort: new AbortController(), cancel: 'none', heartbeat: null, watch: null, grace: null,
     deadlineTimer: null, stallTimer: null, logSize: -1, driving: null, lingering: [],
   };
 }

@@ -1,4 +1,4 @@
-import type { RunReason, RunStatus, WaitReason } from '../../shared/protocol';
+import type { RunReason, WaitReason } from '../../shared/protocol';
 import type { ActiveRun } from './activeRun';
 import type { HeldSlot } from './runPorts';
 
@@ -9,18 +9,22 @@ import type { HeldSlot } from './runPorts';
  */
 export interface RunMoves {
   /**
-   * waiting → running on `slot` (the agent holds the slot's lock itself): `start`, or `resumed` after a
-   * hibernation. `workLeftMs`: the working time its timeout leaves (the run's deadline is now plus it).
+   * waiting → running on `slot`, the first leg (the agent holds the slot's lock itself): `start`.
+   * `workLeftMs`: the working time its timeout leaves (the run's deadline is now plus it).
    */
-  running(state: ActiveRun, slot: number, detail: Record<string, unknown>, workLeftMs?: number | null): Promise<void>;
-  /** running → waiting with reason `hibernating` and the wake-up time (`hibernated`); the slot is already released; `workLeftMs` is kept for the resume. */
+  start(state: ActiveRun, slot: number, detail: Record<string, unknown>, workLeftMs?: number | null): Promise<void>;
+  /** A hibernating run → running on `slot`, a later leg: `resumed`; `workLeftMs` as for `start`. */
+  wake(state: ActiveRun, slot: number, detail: Record<string, unknown>, workLeftMs?: number | null): Promise<void>;
+  /** running → waiting with reason `hibernating` and the wake-up time (`hibernated`); the slot is already released; `workLeftMs` is kept for the wake. */
   hibernating(state: ActiveRun, until: Date, detail: Record<string, unknown>, workLeftMs?: number | null): Promise<void>;
   /** Why a waiting run still waits (the pool, when it wakes up). */
   setWait(state: ActiveRun, wait: WaitReason): void;
   /** A `heartbeat` event while the work goes on. */
   heartbeat(state: ActiveRun, payload: Record<string, unknown>): void;
+  /** The task now under way for the run (a leg, a wake-up): a shutdown awaits it. */
+  driving(state: ActiveRun, work: Promise<void>): void;
   /** The run's end; its slot is already released. */
-  finish(state: ActiveRun, status: RunStatus, reason: RunReason | null, exitCode: number | null, message?: string): Promise<void>;
+  finish(state: ActiveRun, status: 'completed' | 'failed' | 'cancelled', reason: RunReason | null, exitCode: number | null, message?: string): Promise<void>;
 }
 
 /** Work a run of some catalog kind does inside the agent, between its first slot and its finish. */

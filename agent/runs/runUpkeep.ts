@@ -5,6 +5,7 @@ import type { NewTelemetryEvent } from '../telemetry/telemetrySink';
 import { groupOf, type ActiveRun } from './activeRun';
 import { LATE_CANCEL_POLL_MS, LateCancel } from './lateCancel';
 import { LogCapper } from './logCap';
+import { note } from './runTransitions';
 import type { ExitInfo } from './runProcess';
 import type { RunSpawner } from './runPorts';
 
@@ -92,7 +93,7 @@ export class RunUpkeep {
     const now = Date.now();
     if (size !== state.logSize) {
       state.logSize = size;
-      run.logGrewAt = new Date(now).toISOString();
+      note(run, 'logGrew', { logGrewAt: new Date(now).toISOString() });
       if (run.stalledSince) this.deps.onStall(state, false);
       return;
     }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { StoredRun } from '../../agent/runs/runStore';
-import { IllegalTransitionError, RUN_MOVES, transition } from '../../agent/runs/runTransitions';
+import { FINAL_STATES, IllegalMoveError, RUN_MOVES, transition } from '../../agent/runs/runTransitions';
 import { fixedClock, FakeJournal, managerBed, settle } from '../support/runFakes';
 import { waitFor } from '../support/waitFor';
 
@@ -104,19 +104,21 @@ test('an illegal move is refused with a typed error and changes nothing', async 
   const published: unknown[] = [];
   const run = leftover({ status: 'completed', finishedAt: '2026-01-01T00:00:01.000Z' });
   const before = { ...run };
-  assert.throws(() => transition({ journal, clock: fixedClock, publish: (r) => published.push(r) }, run, 'running'), (err: unknown) => {
-    assert.ok(err instanceof IllegalTransitionError);
+  assert.throws(() => transition({ journal, clock: fixedClock, publish: (r) => published.push(r) }, run, 'start'), (err: unknown) => {
+    assert.ok(err instanceof IllegalMoveError);
     assert.equal(err.from, 'completed');
-    assert.equal(err.to, 'running');
+    assert.equal(err.move, 'start');
     return true;
   });
   assert.deepEqual(run, before);
   assert.equal(journal.commits.length, 0);
   assert.equal(published.length, 0);
   // The table itself: final states are final, hibernation goes both ways.
-  for (const final of ['completed', 'failed', 'cancelled', 'skipped'] as const) assert.deepEqual(RUN_MOVES[final], []);
-  assert.ok(RUN_MOVES.running.includes('waiting') && RUN_MOVES.waiting.includes('running'));
-  await transition({ journal, clock: fixedClock, publish: (r) => published.push(r) }, leftover({ status: 'running', pid: 3, startedAt: '2026-01-01T00:00:00.000Z' }), 'waiting', { reason: 'hibernating', wait: { kind: 'hibernating', until: '2026-01-01T01:00:00.000Z' } });
+  for (const [name, spec] of Object.entries(RUN_MOVES)) {
+    for (const final of FINAL_STATES) assert.ok(!Object.keys(spec.from).includes(final), `${name} leaves ${final}`);
+  }
+  assert.deepEqual([RUN_MOVES.hibernate.to, RUN_MOVES.wake.to], ['waiting', 'running']);
+  await transition({ journal, clock: fixedClock, publish: (r) => published.push(r) }, leftover({ status: 'running', pid: 3, startedAt: '2026-01-01T00:00:00.000Z' }), 'hibernate', { reason: 'hibernating', wait: { kind: 'hibernating', until: '2026-01-01T01:00:00.000Z' } });
   // Telemetry names it: `hibernated` with the wake-up time.
   assert.deepEqual(journal.events.map((e) => [e.event, e.payload.until]), [['hibernated', '2026-01-01T01:00:00.000Z']]);
 });

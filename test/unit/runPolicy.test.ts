@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { Catalog } from '../../agent/catalog/catalog';
 import { isRetryable, retryDelayMs, runPolicy } from '../../agent/runs/runPolicy';
-import { IllegalMoveError, named } from '../../agent/runs/runTransitions';
+import { IllegalMoveError, transition } from '../../agent/runs/runTransitions';
 import type { StoredRun } from '../../agent/runs/runStore';
 
 const entry = (extra: Record<string, unknown>) => Catalog.parse({ fetchers: [{ name: 'f', pool: 'heavy-io', argv: ['true'], ...extra }] }, 'test').resolve('f');
@@ -48,8 +48,8 @@ test('the entry\'s timeoutSeconds wins over the pool\'s; 0 means none', () => {
 test('a named move whose precondition does not hold is refused before anything changes', () => {
   const run = { runId: 'r', status: 'waiting', reason: null } as unknown as StoredRun;
   const ports = { journal: { commit: () => Promise.resolve(), record: () => Promise.resolve(), get: () => null, active: () => [] }, clock: { now: () => new Date() }, publish: () => {} };
-  assert.throws(() => named(ports, run, 'retryWake'), IllegalMoveError, 'a wake needs a run in its retry backoff');
-  assert.throws(() => named(ports, run, 'retryWait'), IllegalMoveError, 'only a running try fails into a retry');
-  assert.throws(() => named(ports, run, 'deadline'), IllegalMoveError);
+  assert.throws(() => transition(ports, run, 'retryWake'), IllegalMoveError, 'a wake needs a run in its retry backoff');
+  assert.throws(() => transition(ports, run, 'retryWait'), IllegalMoveError, 'only a running try fails into a retry');
+  assert.throws(() => transition(ports, run, 'deadline'), IllegalMoveError);
   assert.deepEqual([run.status, run.reason], ['waiting', null]);
 });

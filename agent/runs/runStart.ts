@@ -1,0 +1,179 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { isGithubSync } from '../catalog/catalog';
+import { fetcherUmask } from '../config/umask';
+import { RunRefusedError } from '../errors';
+import { CancelledError, groupOf, ParkedError, sleepUntil, type ActiveRun } from './activeRun';
+import { runLogPath } from './agentRunLog';
+import { fetcherEnv } from './fetcherEnv';
+import type { QueuePositions } from './queuePositions';
+import type { RunCore } from './runCore';
+import { cancelRequested } from './runGuards';
+import { createRunLog, logDirSetting, openRunLog } from './runLogFile';
+import type { HeldSlot } from './runPorts';
+import { note, transition } from './runTransitions';
+import type { GateRequest } from './startGate';
+
+/** One stage of a resumed run's wait (the disk gate or the pool) and what is left of its limit. */
+export interface StageLimit {
+  stage: 'gate' | 'pool';
+  seconds: number;
+  leftMs: number;
+  reason: 'wait-timeout' | 'disk-backpressure-timeout';
+}
+
+/**
+ * A run's way from `waiting` to `running`: the retry backoff, the disk gate, a pool slot, the
+ * spawn's intent made durable, then the spawn (or in-agent work taking the slot).
+ */
+export class RunStart {
+  /**
+   * The agent's environment, copied once: spreading `process.env` (an accessor over the C environment)
+   * for every run was the costliest part of building a fetcher's environment on the hot path.
+   */
+  private readonly baseEnv: NodeJS.ProcessEnv = { ...process.env };
+
+  constructor(private readonly core: RunCore, private readonly positions: QueuePositions) {}
+
+  /** The backoff before a run's next try; then the try queues like a new run (the disk gate, a slot). */
+  async backoff(state: ActiveRun): Promise<void> {
+    const { wait } = state.run;
+    if (wait?.kind !== 'retry') return;
+    try {
+      await sleepUntil(Date.parse(wait.until), state.abort.signal);
+    } catch (err) {
+      if (err instanceof ParkedError) return;
+      await this.core.finish(state, 'cancelled', err instanceof CancelledError ? err.reason : 'cancelled', { exitCode: state.run.exitCode, signal: state.run.signal });
+      return;
+    }
+    const recorded = transition(this.core.ports, state.run, 'retryWake', { reason: null, wait: null, attempt: wait.attempt, waitSince: this.core.deps.clock.now().toISOString() });
+    await this.drive(state, recorded);
+  }
+
+  /** Waits at the disk gate and for a slot (a resumed wait under what is left of its limit), then starts the run. */
+  async drive(state: ActiveRun, recorded: Promise<void>, resumed?: StageLimit): Promise<void> {
+    const { deps, ports } = this.core;
+    const { run, entry } = state;
+    const request: GateRequest = { runId: run.runId, fetcher: run.fetcher, expectedBytes: !isGithubSync(entry) && entry.expectedSizeMb !== undefined ? entry.expectedSizeMb * 1024 * 1024 : null };
+    const pool = deps.pools.get(run.pool);
+    let grant: HeldSlot | null = null;
+    try {
+      if (!pool) throw new RunRefusedError('no-such-pool', `pool ${run.pool} is not configured`);
+      await withStageLimit(state.abort.signal, resumed?.stage === 'gate' ? resumed : undefined, (signal) => deps.gate.waitToStart(request, signal, (reason) => this.positions.setWait(state, reason)));
+      grant = await withStageLimit(state.abort.signal, resumed?.stage === 'pool' ? resumed : undefined, (signal) => pool.acquire(run.runId, signal, (position) => this.positions.setWait(state, { kind: 'pool', position }), (cause) => this.positions.setWait(state, { kind: 'slot-backend', cause })));
+      throwIfCancelled(state);
+      if (isGithubSync(entry)) {
+        await recorded;
+        if (!deps.github) throw new RunRefusedError('github-sync-unavailable', 'GitHub syncs run only in the agent');
+        // The agent keeps the slot's descriptor itself while the sync works (githubRuns.ts).
+        deps.github.begin(state, grant, this.core.moves);
+        deps.gate.runStarted(request);
+        return;
+      }
+      // The intent first, durably: an agent that dies after the spawn leaves a run the next one finds
+      // by its id (the spawn's environment) or its status file, never a `waiting` run that ran.
+      // Commits keep their order, so this one also waits for the enqueue's; with a free slot both go
+      // in one transaction (one fsync before the spawn, not two).
+      // Each try has its own status file: a later agent must never read an earlier try's exit.
+      const attempt = run.attempt ?? 1;
+      const statusFile = path.join(this.core.statusDir(), attempt === 1 ? `${run.runId}.exit` : `${run.runId}.${attempt}.exit`);
+      const logPath = runLogPath(deps.config.logDir, run.fetcher, run.runId);
+      await transition(ports, run, 'markStarting', { reason: 'starting', wait: null, slot: grant.index, statusFile, logPath });
+      throwIfCancelled(state);
+      await this.spawn(state, grant);
+    } catch (err) {
+      if (grant !== null && state.run.pid === null) {
+        // Cancelled (or refused) after the grant, before the spawn: the slot goes straight back.
+        grant.lock.closeOwnCopy();
+        pool?.released();
+      }
+      if (state.run.status === 'running') {
+        // The fetcher runs; only its owner record could not be written. It is still watched and finished.
+        deps.logger.error({ err, runId: run.runId }, 'could not write the slot owner record');
+        return;
+      }
+      // The slot, if any, is already given back: the run's end must not release it twice.
+      const noSlot = state.run.pid === null;
+      if (err instanceof ParkedError) {
+        // Kept for the next agent; a run that had its slot already goes back to the queue's head.
+        if (state.run.reason === 'starting') await transition(ports, run, 'park', { reason: null, slot: null, statusFile: null, wait: { kind: 'pool', position: 1 } });
+        return;
+      }
+      if (err instanceof CancelledError) await this.core.finish(state, 'cancelled', err.reason, { exitCode: null, signal: null }, { slotGone: noSlot });
+      else if (err instanceof RunRefusedError) await this.core.finish(state, 'failed', err.reason, { exitCode: null, signal: null }, { message: err.message, slotGone: noSlot });
+      else await this.core.finish(state, 'failed', 'start-error', { exitCode: null, signal: null }, { message: (err as Error).message, slotGone: noSlot });
+      return;
+    }
+    deps.gate.runStarted(request);
+    // Published again now that the lock file names this run (the status change came before the record).
+    deps.onPoolChange(run.pool);
+  }
+
+  private async spawn(state: ActiveRun, grant: HeldSlot): Promise<void> {
+    const { deps, ports, upkeep } = this.core;
+    const { run, entry } = state;
+    if (isGithubSync(entry)) throw new Error('a GitHub sync has no process to start');
+    const { config } = deps;
+    // A later try appends to the log its first try made (checked again on its descriptor, never through a
+    // link); only a first try, or a log removed meanwhile, creates it.
+    const logFd = ((run.attempt ?? 1) > 1 ? openRunLog(run.logPath!, true) : null)
+      ?? createRunLog(config.logDir, path.basename(run.logPath!), logDirSetting(config.logDir, config.dataDir));
+    const argv = [...entry.argv, ...run.args];
+    let proc;
+    try {
+      proc = await deps.spawner.spawn({
+        wrapperPath: deps.wrapperPath,
+        statusFile: run.statusFile!,
+        argv,
+        cwd: entry.cwd ?? config.dataDir,
+        env: fetcherEnv({ base: this.baseEnv, entryEnv: entry.env, passEnv: entry.passEnv, fetcherUmask: fetcherUmask(), run: { DATA_DIR: config.dataDir, QUANTILICA_RUN_ID: run.runId, QUANTILICA_FETCHER: run.fetcher, QUANTILICA_POOL: run.pool, QUANTILICA_SLOT: String(grant.index),
+          ...deps.memory?.prepare(run.runId, run.pool, entry.memoryMb), // memory ceilings: the run's cgroup, before the spawn
+        } }),
+        logFd,
+        lockFd: grant.lock.fd,
+      });
+    } catch (err) {
+      fs.closeSync(logFd);
+      throw err;
+    }
+    // The process exists from here on: it is recorded, watched and, if a cancel came meanwhile, stopped.
+    note(run, 'spawned', { pid: proc.pid });
+    try {
+      grant.lock.writeRecord({ pid: proc.pid, startTime: proc.startTime, fetcher: run.fetcher, runId: run.runId, since: deps.clock.now().toISOString(), agentPid: deps.self.pid });
+    } finally {
+      grant.lock.closeOwnCopy();
+    }
+    const now = deps.clock.now();
+    const { timeoutSeconds } = state.policy;
+    // A later try keeps the run's first start: the run's duration is all of its tries.
+    const running = transition(ports, run, 'start', {
+      reason: null, startedAt: run.startedAt ?? now.toISOString(), pid: proc.pid, startTime: proc.startTime, exitCode: null, signal: null,
+      deadline: timeoutSeconds === null ? null : new Date(now.getTime() + timeoutSeconds * 1000).toISOString(), logGrewAt: now.toISOString(), stalledSince: null,
+    }, { argv, ...(timeoutSeconds === null ? {} : { timeoutSeconds }) });
+    deps.memory?.track(run.runId, run.pool, groupOf(run)); // memory ceilings
+    upkeep.follow(state, proc.exited, logFd);
+    if (cancelRequested(state)) upkeep.terminate(state);
+    await running;
+  }
+}
+
+function throwIfCancelled(state: ActiveRun): void {
+  if (!state.abort.signal.aborted && !cancelRequested(state)) return;
+  const reason: unknown = state.abort.signal.reason;
+  throw reason instanceof CancelledError || reason instanceof ParkedError ? reason : new CancelledError('cancelled', 'cancelled while waiting');
+}
+
+/** Runs a wait under the run's signal and, for a resumed wait, what is left of its limit. */
+async function withStageLimit<T>(signal: AbortSignal, limit: StageLimit | undefined, wait: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  if (limit === undefined) return wait(signal);
+  const bounded = new AbortController();
+  const follow = () => bounded.abort(signal.reason);
+  signal.addEventListener('abort', follow, { once: true });
+  const timer = setTimeout(() => bounded.abort(new RunRefusedError(limit.reason, `the run's wait limit (${limit.seconds} s) passed`)), Math.max(0, limit.leftMs));
+  try {
+    return await wait(bounded.signal);
+  } finally {
+    clearTimeout(timer);
+    signal.removeEventListener('abort', follow);
+  }
+}
