@@ -11,7 +11,7 @@ import { toRunRow, type StoredRun } from '../agent/runs/runStore';
 import { Spool } from '../agent/telemetry/spool';
 import { cpuTicks, percentile, printTable, startAgent } from './benchSupport';
 
-// Issue 22's metrics benchmark: `GET /metrics` of the real agent (QUANTILICA_METRICS_LISTEN on the
+// The metrics benchmark: `GET /metrics` of the real agent (QUANTILICA_METRICS_LISTEN on the
 // loopback) with 100 catalog fetchers, each scheduled under a lateness check (the heaviest gauges), and
 // 10,000 ended runs in its history, against a peer: a plain node http server (its own process, on the
 // loopback) serving a static body of the same size. Both are asked in turn, one request at a time over
