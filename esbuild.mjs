@@ -26,7 +26,12 @@ const builds = [
     banner: { js: '#!/usr/bin/env node' },
   }),
   // The worker thread of an in-agent GitHub sync's leg (agent/github/runLegInWorker.ts), beside dist/agent.js.
-  esbuild.build({ ...common, entryPoints: ['agent/github/githubLegWorker.ts'], outfile: 'dist/githubLegWorker.js', external: nativeExternals }),
+  esbuild.build({
+    ...common,
+    entryPoints: ['agent/github/githubLegWorker.ts'],
+    outfile: 'dist/githubLegWorker.js',
+    external: nativeExternals,
+  }),
   // The worker thread that spawns the agent's runs (agent/runs/threadSpawner.ts), beside dist/agent.js.
   esbuild.build({ ...common, entryPoints: ['agent/runs/runSpawnWorker.ts'], outfile: 'dist/runSpawnWorker.js', external: nativeExternals }),
   // The GitHub API simulator: its own bundle, so that the demo (and `npm run simulate:github`) can start it.
@@ -35,24 +40,28 @@ const builds = [
   esbuild.build({ ...common, entryPoints: ['agent/slots/pgSlotKeeper.ts'], outfile: 'dist/pgSlotKeeper.js', external: nativeExternals }),
 ];
 if (fs.existsSync('extension/extension.ts')) {
-  builds.push(esbuild.build({
-    ...common,
-    entryPoints: ['extension/extension.ts'],
-    outfile: 'dist/extension.js',
-    external: ['vscode', ...nativeExternals],
-  }));
+  builds.push(
+    esbuild.build({
+      ...common,
+      entryPoints: ['extension/extension.ts'],
+      outfile: 'dist/extension.js',
+      external: ['vscode', ...nativeExternals],
+    }),
+  );
 }
 if (fs.existsSync('extension/webview/station.ts')) {
   // The Station panel's script: a browser bundle with chart.js inside (no CDN; the webview's CSP
   // allows only this file, by nonce).
-  builds.push(esbuild.build({
-    ...common,
-    platform: 'browser',
-    target: 'es2022',
-    format: 'iife',
-    entryPoints: ['extension/webview/station.ts'],
-    outfile: 'dist/webview/station.js',
-  }));
+  builds.push(
+    esbuild.build({
+      ...common,
+      platform: 'browser',
+      target: 'es2022',
+      format: 'iife',
+      entryPoints: ['extension/webview/station.ts'],
+      outfile: 'dist/webview/station.js',
+    }),
+  );
 }
 await Promise.all(builds);
 // The run wrapper is a shell script: the fetcher's parent that records its exit status on disk.
@@ -69,13 +78,17 @@ fs.chmodSync('dist/agent.js', 0o755);
   // -Werror only in CI (CI set, as .ci/run and CI services do), where a warning must fail the build: on
   // a station, a newer compiler's new warning must not drop the agent to the slow path. It is shown.
   const werror = process.env.CI && !['false', '0'].includes(process.env.CI) ? ['-Werror'] : [];
-  const built = spawnSync(cc, ['-O2', '-Wall', '-Wextra', ...werror, '-o', `${out}.tmp`, 'agent/native/quantilica-spawner.c'], { stdio: ['ignore', 'inherit', 'inherit'] });
+  const built = spawnSync(cc, ['-O2', '-Wall', '-Wextra', ...werror, '-o', `${out}.tmp`, 'agent/native/quantilica-spawner.c'], {
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
   if (built.status === 0) {
     fs.chmodSync(`${out}.tmp`, 0o755);
     fs.renameSync(`${out}.tmp`, out);
   } else {
     fs.rmSync(`${out}.tmp`, { force: true });
     fs.rmSync(out, { force: true });
-    console.warn(`esbuild.mjs: no native spawner (${cc} ${built.error ? built.error.message : `exited ${built.status}`}); the agent will start fetchers from a worker thread`);
+    console.warn(
+      `esbuild.mjs: no native spawner (${cc} ${built.error ? built.error.message : `exited ${built.status}`}); the agent will start fetchers from a worker thread`,
+    );
   }
 }

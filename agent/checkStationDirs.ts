@@ -27,7 +27,9 @@ export function checkStationDirs(config: Config, logger?: Logger): StationPolicy
   withSetting('QUANTILICA_LOCK_DIR', config.lockDir, () => {
     for (const dir of [config.lockDir, ...lockDirs]) {
       ensureVerifiedDir(dir, policy, 'QUANTILICA_LOCK_DIR');
-      const verified = VerifiedDir.open(dir, policy, (file, mode) => logger?.warn({ file, mode: mode.toString(8) }, tightenedMessage(file, mode)));
+      const verified = VerifiedDir.open(dir, policy, (file, mode) =>
+        logger?.warn({ file, mode: mode.toString(8) }, tightenedMessage(file, mode)),
+      );
       if (!verified) throw Object.assign(new Error('removed while checked'), { code: 'ENOENT' });
       try {
         // Every slot file already there must pass the file check now, not fail a run later.
@@ -42,7 +44,10 @@ export function checkStationDirs(config: Config, logger?: Logger): StationPolicy
       }
     }
   });
-  for (const [setting, dir, mode] of [['DATA_DIR', config.dataDir, 0o755], ['QUANTILICA_HOME', config.homeDir, 0o700]] as const) {
+  for (const [setting, dir, mode] of [
+    ['DATA_DIR', config.dataDir, 0o755],
+    ['QUANTILICA_HOME', config.homeDir, 0o700],
+  ] as const) {
     withSetting(setting, dir, () => {
       try {
         fs.mkdirSync(dir, { recursive: true, mode });

@@ -3,7 +3,11 @@ import { ExitCode } from './exitCodes';
 
 /** An error a client caused (bad name, bad argument); carries the protocol error code and a CLI exit code. */
 export class ClientError extends Error {
-  constructor(readonly code: number, readonly exitCode: number, message: string) {
+  constructor(
+    readonly code: number,
+    readonly exitCode: number,
+    message: string,
+  ) {
     super(message);
     this.name = new.target.name;
   }
@@ -32,7 +36,10 @@ export class InvalidArgumentError extends ClientError {
  * Here, not in runs/, because the slots and the disk gate throw it and must not depend on the runs.
  */
 export class RunRefusedError extends Error {
-  constructor(readonly reason: RunReason, message: string) {
+  constructor(
+    readonly reason: RunReason,
+    message: string,
+  ) {
     super(message);
     this.name = 'RunRefusedError';
   }

@@ -7,7 +7,9 @@ makeFilesPrivate();
 // The `quantilica` command: `agent` runs the agent in the foreground; the other commands talk to a
 // running agent, or work in-process with the same slots when none runs.
 runCli(process.argv.slice(2)).then(
-  (code) => { process.exitCode = code; },
+  (code) => {
+    process.exitCode = code;
+  },
   (err: unknown) => {
     console.error(err instanceof Error ? err.message : String(err));
     process.exitCode = 1;

@@ -68,10 +68,21 @@ export function openAgent(config: Config, logger: Logger, { role }: OpenAgentOpt
   }
 }
 
-function build(config: Config, logger: Logger, role: OpenAgentOptions['role'], policy: ReturnType<typeof checkStationDirs>, release: (() => void) | null): OpenedAgent {
+function build(
+  config: Config,
+  logger: Logger,
+  role: OpenAgentOptions['role'],
+  policy: ReturnType<typeof checkStationDirs>,
+  release: (() => void) | null,
+): OpenedAgent {
   // 1. The state hub. Its snapshot reads the parts made below; nobody asks for one before
   //    openAgent has returned, and every change a part publishes meanwhile reaches the hub.
-  const hub: StateHub = new StateHub((): SnapshotParts => ({ ...control.coreState(), disk: gate.status(), spool: spool.status(), schedule: schedule.status() }));
+  const hub: StateHub = new StateHub((): SnapshotParts => ({
+    ...control.coreState(),
+    disk: gate.status(),
+    spool: spool.status(),
+    schedule: schedule.status(),
+  }));
   // 2. The telemetry spool and its flusher.
   const spool = new Spool({ path: config.telemetrySpool, logger });
   const flusher = new Flusher({ spool, databaseUrl: config.databaseUrl, logger });
@@ -88,30 +99,56 @@ function build(config: Config, logger: Logger, role: OpenAgentOptions['role'], p
       const { sent, remaining, error } = await flusher.flushNow(onProgress);
       return { sent, remaining, error };
     },
-    setSchedulePaused: (paused, fetcher) => schedule.setPaused(paused, fetcher === undefined ? undefined : core.parts.catalog.resolve(fetcher).name),
-    listEvents: role === 'agent' ? (params, abort) => ring.wait(params.after, params.limit ?? DEFAULT_EVENTS, params.waitMs ?? 0, abort) : undefined,
+    setSchedulePaused: (paused, fetcher) =>
+      schedule.setPaused(paused, fetcher === undefined ? undefined : core.parts.catalog.resolve(fetcher).name),
+    listEvents:
+      role === 'agent' ? (params, abort) => ring.wait(params.after, params.limit ?? DEFAULT_EVENTS, params.waitMs ?? 0, abort) : undefined,
     metrics: async () => ({ contentType: metrics.contentType, text: await metrics.text() }),
   });
   const { control, parts } = core;
   // 5. The schedule. A CLI builds it too, to show next due times and to record a pause for the next
   //    agent; only the agent starts it.
   const successes = new LastSuccessMemo((fetcher) => parts.store.lastSucceededAt(fetcher));
-  const schedule: Schedule = new Schedule({ fetchers: parts.catalog.entries, target: scheduleTarget(control, parts, successes), logger, homeDir: config.homeDir, catchUp: config.scheduleCatchUp, hub });
+  const schedule: Schedule = new Schedule({
+    fetchers: parts.catalog.entries,
+    target: scheduleTarget(control, parts, successes),
+    logger,
+    homeDir: config.homeDir,
+    catchUp: config.scheduleCatchUp,
+    hub,
+  });
   // 6. Operator events (the hook, `quantilica events`) and the metrics, from what the hub publishes.
   const ring = new EventRing();
   const hook = role === 'agent' && config.onEvent !== null ? new EventHook({ program: config.onEvent, logger }) : null;
-  const metrics = new AgentMetrics(metricsSources(control, parts, () => gate.status(), () => spool.status(), () => schedule.status()));
-  const stopObserving = observeOperatorEvents(hub, new OperatorEvents({ poolOf: (f) => poolOf(config, parts, f), lastOutcomes: parts.store.lastOutcomes() }), (event) => {
-    ring.push(event);
-    hook?.send(event);
-    logger.info({ event: 'operator-event', operatorEvent: event.event, runId: event.runId, fetcher: event.fetcher, reason: event.reason }, `event ${event.event}${event.fetcher ? ` ${event.fetcher}` : ''}${event.runId ? ` run ${event.runId}` : ''}${event.reason ? ` (${event.reason})` : ''}`);
-  }, (run) => {
-    metrics.observe(run);
-    if (TERMINAL.has(run.status)) successes.forget(run.fetcher);
-    // A run's end can clear (or, failing past a deadline, keep) its entry's lateness: the schedule
-    // re-reads it on the next turn, outside the hub's delivery of this change.
-    if (TERMINAL.has(run.status)) setImmediate(() => schedule.refresh());
-  }, (status) => metrics.observeSchedule(status));
+  const metrics = new AgentMetrics(
+    metricsSources(
+      control,
+      parts,
+      () => gate.status(),
+      () => spool.status(),
+      () => schedule.status(),
+    ),
+  );
+  const stopObserving = observeOperatorEvents(
+    hub,
+    new OperatorEvents({ poolOf: (f) => poolOf(config, parts, f), lastOutcomes: parts.store.lastOutcomes() }),
+    (event) => {
+      ring.push(event);
+      hook?.send(event);
+      logger.info(
+        { event: 'operator-event', operatorEvent: event.event, runId: event.runId, fetcher: event.fetcher, reason: event.reason },
+        `event ${event.event}${event.fetcher ? ` ${event.fetcher}` : ''}${event.runId ? ` run ${event.runId}` : ''}${event.reason ? ` (${event.reason})` : ''}`,
+      );
+    },
+    (run) => {
+      metrics.observe(run);
+      if (TERMINAL.has(run.status)) successes.forget(run.fetcher);
+      // A run's end can clear (or, failing past a deadline, keep) its entry's lateness: the schedule
+      // re-reads it on the next turn, outside the hub's delivery of this change.
+      if (TERMINAL.has(run.status)) setImmediate(() => schedule.refresh());
+    },
+    (status) => metrics.observeSchedule(status),
+  );
   // The Station panel's disk history: kept by the agent only (a CLI run is too short to matter).
   const history = role === 'agent' ? new HistoryStore(path.join(config.homeDir, 'history.db')) : null;
   // The agent says at once what its memory ceilings can enforce (and why not, when they cannot).
@@ -157,8 +194,14 @@ function build(config: Config, logger: Logger, role: OpenAgentOptions['role'], p
 function scheduleTarget(control: Orchestrator, { runs, store }: CoreParts, successes: LastSuccessMemo): ScheduleTarget {
   return {
     isActive: (fetcher) => runs.activeRunOf(fetcher) !== null,
-    enqueue: (fetcher, trigger) => { control.run(fetcher, [], trigger).catch(() => { /* refused: the schedule logged its attempt */ }); },
-    recordSkipped: (fetcher, reason, trigger, message) => { void runs.recordSkipped(fetcher, reason, trigger, { message }); },
+    enqueue: (fetcher, trigger) => {
+      control.run(fetcher, [], trigger).catch(() => {
+        /* refused: the schedule logged its attempt */
+      });
+    },
+    recordSkipped: (fetcher, reason, trigger, message) => {
+      void runs.recordSkipped(fetcher, reason, trigger, { message });
+    },
     lastStartedAt: (fetcher) => store.lastStartedAt(fetcher),
     lastSucceededAt: (fetcher) => successes.get(fetcher),
     firstRecordedAt: (fetcher) => store.firstRecordedAt(fetcher),
@@ -172,7 +215,10 @@ function scheduleTarget(control: Orchestrator, { runs, store }: CoreParts, succe
  */
 class LastSuccessMemo {
   private readonly known = new Map<string, { at: number; value: Date | null }>();
-  constructor(private readonly read: (fetcher: string) => Date | null, private readonly periodMs = 10_000) {}
+  constructor(
+    private readonly read: (fetcher: string) => Date | null,
+    private readonly periodMs = 10_000,
+  ) {}
   get(fetcher: string): Date | null {
     const hit = this.known.get(fetcher);
     if (hit !== undefined && Date.now() - hit.at < this.periodMs) return hit.value;
@@ -199,7 +245,13 @@ function poolOf(config: Config, { catalog }: CoreParts, fetcher: string): string
 }
 
 /** Feeds every published change to the derivation, and each run to `onRun`; returns the unsubscribe. */
-function observeOperatorEvents(hub: StateHub, events: OperatorEvents, onEvent: (event: OperatorEvent) => void, onRun: (run: RunInfo) => void, onSchedule: (schedule: ScheduleStatus) => void): () => void {
+function observeOperatorEvents(
+  hub: StateHub,
+  events: OperatorEvents,
+  onEvent: (event: OperatorEvent) => void,
+  onRun: (run: RunInfo) => void,
+  onSchedule: (schedule: ScheduleStatus) => void,
+): () => void {
   return hub.observe(({ change }) => {
     for (const event of events.derive(change)) onEvent(event);
     if (change.kind === 'run') onRun(change.run);
@@ -207,7 +259,13 @@ function observeOperatorEvents(hub: StateHub, events: OperatorEvents, onEvent: (
   });
 }
 
-function metricsSources(control: Orchestrator, { runs, github, store }: CoreParts, disk: () => DiskStatus | null, spool: () => SpoolStatus | null, schedule: () => ScheduleStatus): MetricsSources {
+function metricsSources(
+  control: Orchestrator,
+  { runs, github, store }: CoreParts,
+  disk: () => DiskStatus | null,
+  spool: () => SpoolStatus | null,
+  schedule: () => ScheduleStatus,
+): MetricsSources {
   return {
     version: cliVersion(),
     pools: () => control.poolStates(),

@@ -1,5 +1,14 @@
 import * as os from 'node:os';
-import { PROTOCOL_VERSION, SERIAL_POOL, type AgentInfo, type GetMetrics, type ListEvents, type PoolState, type RunInfo, type ScheduleStatus } from '../shared/protocol';
+import {
+  PROTOCOL_VERSION,
+  SERIAL_POOL,
+  type AgentInfo,
+  type GetMetrics,
+  type ListEvents,
+  type PoolState,
+  type RunInfo,
+  type ScheduleStatus,
+} from '../shared/protocol';
 import type { Catalog } from './catalog/catalog';
 import type { GithubRuns } from './github/githubRuns';
 import type { Config } from './config/config';
@@ -90,7 +99,10 @@ export class Orchestrator implements AgentControl {
     }
     if (target.fetcher) {
       const name = this.parts.catalog.resolve(target.fetcher).name;
-      const own = runs.activeRuns().filter((r) => r.fetcher === name).map((r) => runs.cancel(r.runId));
+      const own = runs
+        .activeRuns()
+        .filter((r) => r.fetcher === name)
+        .map((r) => runs.cancel(r.runId));
       const others = await Promise.all(foreign.activeOf(name).map((r) => foreign.cancel(r.runId)));
       return [...own, ...others];
     }
@@ -100,7 +112,10 @@ export class Orchestrator implements AgentControl {
   listRuns(limit: number): RunInfo[] {
     const active = this.parts.runs.activeRuns().map((r) => runWithUsage(r, this.parts.memory));
     const ids = new Set(active.map((r) => r.runId));
-    const recent = this.parts.store.recent(limit).filter((r) => !ids.has(r.runId)).map(toRunInfo);
+    const recent = this.parts.store
+      .recent(limit)
+      .filter((r) => !ids.has(r.runId))
+      .map(toRunInfo);
     return [...active, ...recent].slice(0, limit);
   }
 
@@ -145,7 +160,11 @@ export class Orchestrator implements AgentControl {
 
   agentInfo(): AgentInfo {
     const { config, store, memory, slotBackend } = this.parts;
-    const otherMode = otherModeHolders({ usePools: config.usePools, lockDir: config.lockDir, poolNames: Object.keys(config.pools) }, readKernelFlocks(), store.active());
+    const otherMode = otherModeHolders(
+      { usePools: config.usePools, lockDir: config.lockDir, poolNames: Object.keys(config.pools) },
+      readKernelFlocks(),
+      store.active(),
+    );
     return {
       pid: process.pid,
       host: os.hostname(),
@@ -167,9 +186,21 @@ export class Orchestrator implements AgentControl {
     const ids = new Set(active.map((r) => r.runId));
     return {
       agent: this.agentInfo(),
-      catalog: catalog.entries.map((e) => ({ name: e.name, kind: e.kind ?? 'fetcher', pool: config.usePools ? e.pool : SERIAL_POOL, aliases: e.aliases ?? [], demo: e.demo })),
+      catalog: catalog.entries.map((e) => ({
+        name: e.name,
+        kind: e.kind ?? 'fetcher',
+        pool: config.usePools ? e.pool : SERIAL_POOL,
+        aliases: e.aliases ?? [],
+        demo: e.demo,
+      })),
       pools: this.poolStates(),
-      runs: [...active, ...store.recent(SNAPSHOT_RECENT_RUNS).filter((r) => !ids.has(r.runId)).map(toRunInfo)],
+      runs: [
+        ...active,
+        ...store
+          .recent(SNAPSHOT_RECENT_RUNS)
+          .filter((r) => !ids.has(r.runId))
+          .map(toRunInfo),
+      ],
       sync: github.info(),
     };
   }

@@ -58,7 +58,12 @@ export async function startAgent(env: NodeJS.ProcessEnv): Promise<ChildProcess> 
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('the agent was not ready within 60 s')), 60_000);
     child.once('exit', (code) => reject(new Error(`the agent exited with ${code}`)));
-    lines.on('line', (line) => { if (line.includes('"ready":true')) { clearTimeout(timer); resolve(); } });
+    lines.on('line', (line) => {
+      if (line.includes('"ready":true')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
   });
   return child;
 }

@@ -38,7 +38,24 @@ async function checkLoop(dataDir: string, n: number, probe: DiskProbe): Promise<
 /** Counts processes and threads the kernel created for `node <this> --loop dir n`, under strace. */
 function straceCount(dataDir: string, n: number, probe: 'statfs' | 'df'): { processes: number; threads: number } | null {
   const out = path.join(dataDir, `strace-${probe}-${n}.txt`);
-  const r = spawnSync('strace', ['-f', '-qq', '-e', 'trace=clone,clone3,fork,vfork,execve', '-o', out, process.execPath, __filename, '--loop', dataDir, String(n), probe], { stdio: 'ignore' });
+  const r = spawnSync(
+    'strace',
+    [
+      '-f',
+      '-qq',
+      '-e',
+      'trace=clone,clone3,fork,vfork,execve',
+      '-o',
+      out,
+      process.execPath,
+      __filename,
+      '--loop',
+      dataDir,
+      String(n),
+      probe,
+    ],
+    { stdio: 'ignore' },
+  );
   if (r.error || r.status !== 0) return null;
   let processes = 0;
   let threads = 0;
@@ -72,7 +89,10 @@ async function main(): Promise<void> {
       return cpuPercent(cpu, wall);
     };
     let polls = 0;
-    const counting: DiskProbe = (p) => { polls += 1; return statfsProbe(p); };
+    const counting: DiskProbe = (p) => {
+      polls += 1;
+      return statfsProbe(p);
+    };
     const idleGate = new DiskGate({ dataDir, disk, logger: memoryLogger(), probe: counting });
     await idleGate.start();
     polls = 0;
@@ -84,7 +104,10 @@ async function main(): Promise<void> {
     const proto = ChildProcess.prototype as unknown as { spawn: (...args: unknown[]) => unknown };
     const realSpawn = proto.spawn;
     let nodeSpawns = 0;
-    proto.spawn = function (this: unknown, ...args: unknown[]) { nodeSpawns += 1; return realSpawn.apply(this, args); };
+    proto.spawn = function (this: unknown, ...args: unknown[]) {
+      nodeSpawns += 1;
+      return realSpawn.apply(this, args);
+    };
     const timeChecks = async (probe: DiskProbe, n: number) => {
       const gate = new DiskGate({ dataDir, disk, logger: memoryLogger(), probe });
       await gate.start();
@@ -131,12 +154,26 @@ async function main(): Promise<void> {
     ];
     const width = Math.max(...rows.map(([k]) => k.length));
     for (const [k, v] of rows) console.log(`${k.padEnd(width)}  ${v}`);
-    console.log(JSON.stringify({
-      bench: 'diskGate', checks: CHECKS, perCheckUs: +statfs.us.toFixed(2), statfsUs: +perProbeUs.toFixed(2),
-      spawnsPerCheckNode: statfs.spawns, spawnsPerCheckKernel: kernel?.processes ?? null, threadsPerCheckKernel: kernel?.threads ?? null,
-      dfPerCheckUs: +df.us.toFixed(2), dfSpawnsPerCheckNode: df.spawns, dfSpawnsPerCheckKernel: kernelDf?.processes ?? null,
-      idleSeconds: IDLE_SECONDS, idlePolls: polls, idleCpuPercent: +idleCpu.toFixed(5), baselineIdleCpuPercent: +baselineCpu.toFixed(5), pollsCpuPercent: +gateShare.toFixed(7), node: process.version,
-    }));
+    console.log(
+      JSON.stringify({
+        bench: 'diskGate',
+        checks: CHECKS,
+        perCheckUs: +statfs.us.toFixed(2),
+        statfsUs: +perProbeUs.toFixed(2),
+        spawnsPerCheckNode: statfs.spawns,
+        spawnsPerCheckKernel: kernel?.processes ?? null,
+        threadsPerCheckKernel: kernel?.threads ?? null,
+        dfPerCheckUs: +df.us.toFixed(2),
+        dfSpawnsPerCheckNode: df.spawns,
+        dfSpawnsPerCheckKernel: kernelDf?.processes ?? null,
+        idleSeconds: IDLE_SECONDS,
+        idlePolls: polls,
+        idleCpuPercent: +idleCpu.toFixed(5),
+        baselineIdleCpuPercent: +baselineCpu.toFixed(5),
+        pollsCpuPercent: +gateShare.toFixed(7),
+        node: process.version,
+      }),
+    );
   } finally {
     fs.rmSync(dataDir, { recursive: true, force: true });
   }

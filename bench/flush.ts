@@ -49,18 +49,31 @@ const mb = (bytes: number) => bytes / 1024 / 1024;
 // compiled output at run time, typed here.
 type StartTestPostgres = (options?: { durable?: boolean }) => Promise<{ url: string; stop(): Promise<void> }>;
 // eslint-disable-next-line @typescript-eslint/no-require-imports
-const { startTestPostgres } = require(path.join(__dirname, '..', 'test', 'support', 'postgres.js')) as { startTestPostgres: StartTestPostgres };
+const { startTestPostgres } = require(path.join(__dirname, '..', 'test', 'support', 'postgres.js')) as {
+  startTestPostgres: StartTestPostgres;
+};
 
-interface ChildFlush { seconds: number; sent: number; error: string | null; peakRssMb: number; maxRssMb: number; startRssMb: number }
+interface ChildFlush {
+  seconds: number;
+  sent: number;
+  error: string | null;
+  peakRssMb: number;
+  maxRssMb: number;
+  startRssMb: number;
+}
 
 /**
  * The flush runs in a process of its own, as after an outage (the agent restarting, or `quantilica
  * flush`): its RSS is the flush's, not the benchmark's fill.
  */
 async function flushInChild(spoolPath: string, url: string): Promise<ChildFlush> {
-  const child = spawn(process.execPath, [__filename, '--flush-child', spoolPath, url, String(BATCH)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [__filename, '--flush-child', spoolPath, url, String(BATCH)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   let out = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => { out += chunk; });
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    out += chunk;
+  });
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
   if (code !== 0) throw new Error(`flush child exited with ${code}: ${out}`);
   return JSON.parse(out.trim().split('\n').pop() ?? '{}') as ChildFlush;
@@ -70,7 +83,9 @@ async function flushChild(spoolPath: string, url: string, batch: number): Promis
   const logger = createLogger('bench-flush-child', 'warn');
   const startRss = process.memoryUsage().rss;
   let peakRss = startRss;
-  const sample = () => { peakRss = Math.max(peakRss, process.memoryUsage().rss); };
+  const sample = () => {
+    peakRss = Math.max(peakRss, process.memoryUsage().rss);
+  };
   const sampler = setInterval(sample, 20);
   const spool = new Spool({ path: spoolPath, logger, fallbackPath: `${spoolPath}.fallback` });
   const flusher = new Flusher({ spool, databaseUrl: url, logger, batchSize: batch });
@@ -81,8 +96,17 @@ async function flushChild(spoolPath: string, url: string, batch: number): Promis
   sample();
   await flusher.close();
   spool.close();
-  process.stderr.write(`sampled peak ${mb(peakRss).toFixed(1)} MB, kernel maxRSS ${(process.resourceUsage().maxRSS / 1024).toFixed(1)} MB, heapUsed ${mb(process.memoryUsage().heapUsed).toFixed(1)} MB\n`);
-  const result: ChildFlush = { seconds, sent: outcome.sent, error: outcome.error, peakRssMb: mb(peakRss), maxRssMb: process.resourceUsage().maxRSS / 1024, startRssMb: mb(startRss) };
+  process.stderr.write(
+    `sampled peak ${mb(peakRss).toFixed(1)} MB, kernel maxRSS ${(process.resourceUsage().maxRSS / 1024).toFixed(1)} MB, heapUsed ${mb(process.memoryUsage().heapUsed).toFixed(1)} MB\n`,
+  );
+  const result: ChildFlush = {
+    seconds,
+    sent: outcome.sent,
+    error: outcome.error,
+    peakRssMb: mb(peakRss),
+    maxRssMb: process.resourceUsage().maxRSS / 1024,
+    startRssMb: mb(startRss),
+  };
   process.stdout.write(`${JSON.stringify(result)}\n`);
 }
 
@@ -108,7 +132,8 @@ async function main(): Promise<void> {
       spool.emitMany(Array.from({ length: Math.min(FILL_CHUNK, EVENTS - i) }, (_, k) => eventAt(i + k)));
     }
     const fillSeconds = (Date.now() - fillStart) / 1000;
-    const spoolBytes = fs.statSync(path.join(dir, 'spool.db')).size + (fs.statSync(path.join(dir, 'spool.db-wal'), { throwIfNoEntry: false })?.size ?? 0);
+    const spoolBytes =
+      fs.statSync(path.join(dir, 'spool.db')).size + (fs.statSync(path.join(dir, 'spool.db-wal'), { throwIfNoEntry: false })?.size ?? 0);
 
     // 3. The flush, in a process of its own, with its RSS sampled while it runs.
     spool.close();
@@ -128,7 +153,8 @@ async function main(): Promise<void> {
       await client.query(
         `INSERT INTO core.task_run_log (event_id, run_id, event, at, task, pool, payload, spool_seq)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (event_id) DO NOTHING`,
-        [`naive-${i}`, e.runId, e.event, e.at, e.task, e.pool, JSON.stringify(e.payload), i]);
+        [`naive-${i}`, e.runId, e.event, e.at, e.task, e.pool, JSON.stringify(e.payload), i],
+      );
     }
     const naiveSeconds = Number(process.hrtime.bigint() - naiveStart) / 1e9;
     await client.end();
@@ -144,7 +170,7 @@ async function main(): Promise<void> {
       naiveSample: NAIVE_SAMPLE,
       naiveEventsPerSecond: Math.round(NAIVE_SAMPLE / naiveSeconds),
       naiveExtrapolatedSeconds: round((naiveSeconds / NAIVE_SAMPLE) * EVENTS, 0),
-      speedup: round((EVENTS / flushSeconds) / (NAIVE_SAMPLE / naiveSeconds), 1),
+      speedup: round(EVENTS / flushSeconds / (NAIVE_SAMPLE / naiveSeconds), 1),
       emitMicrosP50: round(percentile(emitMicros, 50), 0),
       emitMicrosP99: round(percentile(emitMicros, 99), 0),
       fillEventsPerSecond: Math.round(EVENTS / fillSeconds),
@@ -152,14 +178,36 @@ async function main(): Promise<void> {
       targets: { eventsPerSecond: 25_000, peakRssMb: 150 },
       pass: EVENTS / flushSeconds >= 25_000 && peakRss < 150,
     };
-    printTable(`Telemetry flush: ${EVENTS.toLocaleString('en')} spooled events (${Math.ceil(EVENTS / RUN_EVENTS)} runs, ${SLOTS} at a time) into PostgreSQL (fsync on), batches of ${BATCH}`, [
-      ['batched flush (unnest, ON CONFLICT, one tx/batch)', `${result.eventsPerSecond.toLocaleString('en')} ev/s`, `${result.flushSeconds} s; target >= 25,000 ev/s`],
-      ['peak RSS during the flush', `${result.peakRssMb} MB`, `flush process: ${result.rssAtFlushStartMb} MB at start, peak incl. kernel maxRSS; target < 150 MB`],
-      [`one INSERT per event (autocommit), ${NAIVE_SAMPLE.toLocaleString('en')}-event sample`, `${result.naiveEventsPerSecond.toLocaleString('en')} ev/s`,
-        `EXTRAPOLATED to ${EVENTS.toLocaleString('en')}: ${result.naiveExtrapolatedSeconds} s (batched is ${result.speedup}x faster)`],
-      ['one durable emit (WAL, synchronous FULL)', `${result.emitMicrosP50} µs`, `p50; p99 ${result.emitMicrosP99} µs; ${EMIT_SAMPLE} emits`],
-      ['spool fill (bulk, 10,000 per transaction)', `${result.fillEventsPerSecond.toLocaleString('en')} ev/s`, `spool file ${result.spoolMb} MB`],
-    ]);
+    printTable(
+      `Telemetry flush: ${EVENTS.toLocaleString('en')} spooled events (${Math.ceil(EVENTS / RUN_EVENTS)} runs, ${SLOTS} at a time) into PostgreSQL (fsync on), batches of ${BATCH}`,
+      [
+        [
+          'batched flush (unnest, ON CONFLICT, one tx/batch)',
+          `${result.eventsPerSecond.toLocaleString('en')} ev/s`,
+          `${result.flushSeconds} s; target >= 25,000 ev/s`,
+        ],
+        [
+          'peak RSS during the flush',
+          `${result.peakRssMb} MB`,
+          `flush process: ${result.rssAtFlushStartMb} MB at start, peak incl. kernel maxRSS; target < 150 MB`,
+        ],
+        [
+          `one INSERT per event (autocommit), ${NAIVE_SAMPLE.toLocaleString('en')}-event sample`,
+          `${result.naiveEventsPerSecond.toLocaleString('en')} ev/s`,
+          `EXTRAPOLATED to ${EVENTS.toLocaleString('en')}: ${result.naiveExtrapolatedSeconds} s (batched is ${result.speedup}x faster)`,
+        ],
+        [
+          'one durable emit (WAL, synchronous FULL)',
+          `${result.emitMicrosP50} µs`,
+          `p50; p99 ${result.emitMicrosP99} µs; ${EMIT_SAMPLE} emits`,
+        ],
+        [
+          'spool fill (bulk, 10,000 per transaction)',
+          `${result.fillEventsPerSecond.toLocaleString('en')} ev/s`,
+          `spool file ${result.spoolMb} MB`,
+        ],
+      ],
+    );
     process.stdout.write(`${JSON.stringify(result)}\n`);
   } finally {
     await database.stop();
@@ -172,9 +220,7 @@ function round(value: number, digits: number): number {
   return Math.round(value * f) / f;
 }
 
-const entry = CHILD
-  ? flushChild(process.argv[3], process.argv[4], Number(process.argv[5]))
-  : main();
+const entry = CHILD ? flushChild(process.argv[3], process.argv[4], Number(process.argv[5])) : main();
 entry.catch((err: unknown) => {
   console.error(err instanceof Error ? err.stack : String(err));
   process.exitCode = 1;

@@ -33,10 +33,18 @@ const RUNS = Math.round(325 / SCALE);
 const REPOS = 86;
 const SIMULATOR = path.join(__dirname, '..', '..', 'dist', 'githubSimulator.js');
 
-interface Bed { url: string; repos: string[]; store: GithubStore; served(): Promise<ServedRequest[]>; close(): Promise<void> }
+interface Bed {
+  url: string;
+  repos: string[];
+  store: GithubStore;
+  served(): Promise<ServedRequest[]>;
+  close(): Promise<void>;
+}
 
 async function bed(pgUrl: string, args: string[]): Promise<Bed> {
-  const child = spawn(process.execPath, [SIMULATOR, '--port', '0', '--repos', String(REPOS), ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [SIMULATOR, '--port', '0', '--repos', String(REPOS), ...args], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const first = await new Promise<string>((resolve, reject) => {
     readline.createInterface({ input: child.stdout }).once('line', resolve);
     child.once('exit', (code) => reject(new Error(`simulator exited with ${code}`)));
@@ -94,7 +102,18 @@ async function main(): Promise<void> {
     ]);
 
     // (2) Quota-bound. Start at a window's beginning so that windows x length is the bound to meet.
-    const b = await bed(pg.url, ['--pull-requests', '10', '--runs', String(RUNS), '--jobs', '1', '--window', String(WINDOW), '--limit', String(LIMIT)]);
+    const b = await bed(pg.url, [
+      '--pull-requests',
+      '10',
+      '--runs',
+      String(RUNS),
+      '--jobs',
+      '1',
+      '--window',
+      String(WINDOW),
+      '--limit',
+      String(LIMIT),
+    ]);
     try {
       const windowMs = WINDOW * 1000;
       await new Promise((resolve) => setTimeout(resolve, windowMs - (Date.now() % windowMs) + 5));
@@ -112,18 +131,34 @@ async function main(): Promise<void> {
       const shares = [...perWindow.entries()].sort((a, b) => a[0] - b[0]).map(([, n]) => n / LIMIT);
       const fullShares = shares.slice(0, -1);
       const minShare = Math.min(...fullShares);
-      printTable(`GitHub sync, quota-bound: ${answered.length} core requests, ${LIMIT} per ${WINDOW} s window (the issue's ~28,000 / 5,000${SCALE === 1 ? '' : ` divided by ${SCALE}`})`, [
-        ['wall time', `${seconds.toFixed(1)} s`, `${windows} windows touched, ${legs.length - 1} hibernations`],
-        ['quota bound', `${bound} s`, `ceil(${answered.length} / ${LIMIT}) windows x ${WINDOW} s`],
-        ['wall / bound', `${(seconds / bound).toFixed(3)}x`, 'target <= 1.05x'],
-        ['quota used per full window', fullShares.map((s) => `${(s * 100).toFixed(2)}%`).join(' '), 'target >= 98 % each'],
-        ['wasted requests', String(refused + repeated), `${refused} refused by GitHub, ${repeated} asked twice; target 0`],
-      ]);
-      process.stdout.write(`${JSON.stringify({
-        bench: 'github',
-        latency: { repos: REPOS, serialSeconds: timings[1], concurrentSeconds: timings[5], speedup },
-        quota: { scale: SCALE, windowSeconds: WINDOW, limit: LIMIT, requests: answered.length, seconds, boundSeconds: bound, ratio: seconds / bound, hibernations: legs.length - 1, minWindowShare: minShare, wasted: refused + repeated },
-      })}\n`);
+      printTable(
+        `GitHub sync, quota-bound: ${answered.length} core requests, ${LIMIT} per ${WINDOW} s window (the issue's ~28,000 / 5,000${SCALE === 1 ? '' : ` divided by ${SCALE}`})`,
+        [
+          ['wall time', `${seconds.toFixed(1)} s`, `${windows} windows touched, ${legs.length - 1} hibernations`],
+          ['quota bound', `${bound} s`, `ceil(${answered.length} / ${LIMIT}) windows x ${WINDOW} s`],
+          ['wall / bound', `${(seconds / bound).toFixed(3)}x`, 'target <= 1.05x'],
+          ['quota used per full window', fullShares.map((s) => `${(s * 100).toFixed(2)}%`).join(' '), 'target >= 98 % each'],
+          ['wasted requests', String(refused + repeated), `${refused} refused by GitHub, ${repeated} asked twice; target 0`],
+        ],
+      );
+      process.stdout.write(
+        `${JSON.stringify({
+          bench: 'github',
+          latency: { repos: REPOS, serialSeconds: timings[1], concurrentSeconds: timings[5], speedup },
+          quota: {
+            scale: SCALE,
+            windowSeconds: WINDOW,
+            limit: LIMIT,
+            requests: answered.length,
+            seconds,
+            boundSeconds: bound,
+            ratio: seconds / bound,
+            hibernations: legs.length - 1,
+            minWindowShare: minShare,
+            wasted: refused + repeated,
+          },
+        })}\n`,
+      );
     } finally {
       await b.close();
     }

@@ -34,7 +34,11 @@ async function main(): Promise<void> {
     const db = new PostgresGithubDb({ url: dbUrl, logger: memoryLogger() });
     await migrateGithub(db);
     await db.close();
-    const t = makeTestEnv([{ name: 'other', pool: 'network-light', argv: ['true'] }], { QUANTILICA_DATABASE_URL: dbUrl, QUANTILICA_GITHUB_API_URL: sim.url, CRON_POOL_NETWORK_LIGHT_SLOTS: '1' });
+    const t = makeTestEnv([{ name: 'other', pool: 'network-light', argv: ['true'] }], {
+      QUANTILICA_DATABASE_URL: dbUrl,
+      QUANTILICA_GITHUB_API_URL: sim.url,
+      CRON_POOL_NETWORK_LIGHT_SLOTS: '1',
+    });
     const catalog = JSON.parse(fs.readFileSync(t.env.QUANTILICA_CATALOG!, 'utf8')) as { fetchers: object[] };
     catalog.fetchers.push({ name: 'github', kind: 'github-sync', pool: 'network-light', repos: sim.repos, concurrency: 5 });
     fs.writeFileSync(t.env.QUANTILICA_CATALOG!, JSON.stringify(catalog));
@@ -64,7 +68,9 @@ async function main(): Promise<void> {
         ['status with no sync, p50 / max', `${percentile(idle, 50).toFixed(1)} / ${Math.max(...idle).toFixed(1)} ms`, ''],
       ]);
       const r = (n: number) => Math.round(n * 100) / 100;
-      process.stdout.write(`${JSON.stringify({ bench: 'githubStatus', calls: during.length, p50Ms: r(percentile(during, 50)), p99Ms: r(percentile(during, 99)), maxMs: r(Math.max(...during)), idleP50Ms: r(percentile(idle, 50)), loadAverage: os.loadavg().map(r) })}\n`);
+      process.stdout.write(
+        `${JSON.stringify({ bench: 'githubStatus', calls: during.length, p50Ms: r(percentile(during, 50)), p99Ms: r(percentile(during, 99)), maxMs: r(Math.max(...during)), idleP50Ms: r(percentile(idle, 50)), loadAverage: os.loadavg().map(r) })}\n`,
+      );
     } finally {
       await client.close();
       const exited = new Promise((resolve) => agent.child.once('exit', resolve));

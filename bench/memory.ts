@@ -14,19 +14,37 @@ import { percentile, printTable } from './benchSupport';
 // Run: npm run bench -- memory   (or node out/bench/memory.js [runs])
 
 const RUNS = Number(process.argv[2] ?? 1000);
-const POOLS = [['noop-heavy', 'heavy-io'], ['noop-cpu', 'cpu-analysis'], ['noop-light', 'network-light']] as const;
+const POOLS = [
+  ['noop-heavy', 'heavy-io'],
+  ['noop-cpu', 'cpu-analysis'],
+  ['noop-light', 'network-light'],
+] as const;
 const CGROUP_NAME = `qbench-memory-${process.pid}`;
 
-interface Figures { runsPerSecond: number; p50: number; p99: number; enforcement: string }
+interface Figures {
+  runsPerSecond: number;
+  p50: number;
+  p99: number;
+  enforcement: string;
+}
 
 async function measure(enforce: boolean): Promise<Figures> {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'qbench-mem-'));
   const catalog = path.join(root, 'catalog.json');
   fs.writeFileSync(catalog, JSON.stringify({ fetchers: POOLS.map(([name, pool]) => ({ name, pool, argv: ['true'] })) }));
   const env = {
-    ...process.env, HOME: path.join(root, 'home'), QUANTILICA_LOCK_DIR: path.join(root, 'locks'), DATA_DIR: path.join(root, 'data'), CRON_USE_POOLS: 'true',
-    QUANTILICA_CATALOG: catalog, QUANTILICA_LOG_LEVEL: 'error', CRON_DISK_PAUSE_GB: '0.0001', CRON_DISK_WARN_GB: '0.0002', CRON_DISK_RESUME_GB: '0.0002',
-    QUANTILICA_MEMORY_ENFORCE: String(enforce), QUANTILICA_CGROUP_NAME: CGROUP_NAME,
+    ...process.env,
+    HOME: path.join(root, 'home'),
+    QUANTILICA_LOCK_DIR: path.join(root, 'locks'),
+    DATA_DIR: path.join(root, 'data'),
+    CRON_USE_POOLS: 'true',
+    QUANTILICA_CATALOG: catalog,
+    QUANTILICA_LOG_LEVEL: 'error',
+    CRON_DISK_PAUSE_GB: '0.0001',
+    CRON_DISK_WARN_GB: '0.0002',
+    CRON_DISK_RESUME_GB: '0.0002',
+    QUANTILICA_MEMORY_ENFORCE: String(enforce),
+    QUANTILICA_CGROUP_NAME: CGROUP_NAME,
   };
   const config = loadConfig(env);
   const logger = createLogger('bench', 'error');
@@ -60,7 +78,13 @@ async function measure(enforce: boolean): Promise<Figures> {
 
 /** The cgroup work alone, per run: make (3 v1 hierarchies, the limit), read the figures, remove. */
 function cgroupCostMs(samples: number): number[] {
-  const ceilings = new MemoryCeilings({ pools: new Map([['heavy-io', 1024]]), reserveMb: 0, cgroupName: CGROUP_NAME, homeDir: process.cwd(), logger: createLogger('bench', 'error') });
+  const ceilings = new MemoryCeilings({
+    pools: new Map([['heavy-io', 1024]]),
+    reserveMb: 0,
+    cgroupName: CGROUP_NAME,
+    homeDir: process.cwd(),
+    logger: createLogger('bench', 'error'),
+  });
   const out: number[] = [];
   for (let i = 0; i < samples; i++) {
     const started = process.hrtime.bigint();

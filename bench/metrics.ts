@@ -47,16 +47,28 @@ async function station() {
   fs.mkdirSync(home, { recursive: true, mode: 0o700 });
   const catalog = path.join(root, 'catalog.json');
   const fetchers = Array.from({ length: FETCHERS }, (_, i) => ({
-    name: `bench-${String(i).padStart(3, '0')}`, pool: POOL_NAMES[i % POOL_NAMES.length], argv: ['/bin/true'],
-    schedule: `${i % 60} ${i % 24} * * *`, lateAfterMinutes: 120,
+    name: `bench-${String(i).padStart(3, '0')}`,
+    pool: POOL_NAMES[i % POOL_NAMES.length],
+    argv: ['/bin/true'],
+    schedule: `${i % 60} ${i % 24} * * *`,
+    lateAfterMinutes: 120,
   }));
   fs.writeFileSync(catalog, JSON.stringify({ fetchers }));
   const port = await freePort();
   const env = {
-    ...process.env, HOME: path.join(root, 'home'), QUANTILICA_LOCK_DIR: path.join(root, 'locks'), DATA_DIR: path.join(root, 'data'),
-    CRON_USE_POOLS: 'true', QUANTILICA_CATALOG: catalog, QUANTILICA_LOG_LEVEL: 'warn', QUANTILICA_SCHEDULE_CATCH_UP: 'false',
-    QUANTILICA_RETENTION_RUNS: String(HISTORY * 2), QUANTILICA_METRICS_LISTEN: `127.0.0.1:${port}`,
-    CRON_DISK_PAUSE_GB: '0.0001', CRON_DISK_WARN_GB: '0.0002', CRON_DISK_RESUME_GB: '0.0002',
+    ...process.env,
+    HOME: path.join(root, 'home'),
+    QUANTILICA_LOCK_DIR: path.join(root, 'locks'),
+    DATA_DIR: path.join(root, 'data'),
+    CRON_USE_POOLS: 'true',
+    QUANTILICA_CATALOG: catalog,
+    QUANTILICA_LOG_LEVEL: 'warn',
+    QUANTILICA_SCHEDULE_CATCH_UP: 'false',
+    QUANTILICA_RETENTION_RUNS: String(HISTORY * 2),
+    QUANTILICA_METRICS_LISTEN: `127.0.0.1:${port}`,
+    CRON_DISK_PAUSE_GB: '0.0001',
+    CRON_DISK_WARN_GB: '0.0002',
+    CRON_DISK_RESUME_GB: '0.0002',
   };
   return { root, env, port, spoolFile: path.join(home, 'telemetry_spool.db'), fetchers };
 }
@@ -75,11 +87,30 @@ async function writeHistory(spoolFile: string, fetchers: Array<{ name: string; p
       const finished = started + 1000 + (i % 600) * 1000;
       const failed = i % 10 === 9;
       const run: StoredRun = {
-        runId: `${enqueued.toString(36)}-${i.toString(16).padStart(8, '0')}`, fetcher: f.name, pool: f.pool, status: failed ? 'failed' : 'completed',
-        trigger: 'schedule', args: [], enqueuedAt: new Date(enqueued).toISOString(), startedAt: new Date(started).toISOString(),
-        finishedAt: new Date(finished).toISOString(), slot: 0, pid: 100_000 + i, exitCode: failed ? 1 : 0, signal: null,
-        reason: failed ? 'exit-code' : null, wait: null, logPath: null, attempt: i % 50 === 0 ? 2 : 1, attempts: 1,
-        startTime: null, statusFile: null, ownerPid: process.pid, ownerStartTime: 0, ownerRole: 'agent', waitSince: null,
+        runId: `${enqueued.toString(36)}-${i.toString(16).padStart(8, '0')}`,
+        fetcher: f.name,
+        pool: f.pool,
+        status: failed ? 'failed' : 'completed',
+        trigger: 'schedule',
+        args: [],
+        enqueuedAt: new Date(enqueued).toISOString(),
+        startedAt: new Date(started).toISOString(),
+        finishedAt: new Date(finished).toISOString(),
+        slot: 0,
+        pid: 100_000 + i,
+        exitCode: failed ? 1 : 0,
+        signal: null,
+        reason: failed ? 'exit-code' : null,
+        wait: null,
+        logPath: null,
+        attempt: i % 50 === 0 ? 2 : 1,
+        attempts: 1,
+        startTime: null,
+        statusFile: null,
+        ownerPid: process.pid,
+        ownerStartTime: 0,
+        ownerRole: 'agent',
+        waitSince: null,
       };
       batch.push(toRunRow(run));
       if (batch.length === 500) {
@@ -126,7 +157,8 @@ function get(agent: http.Agent, port: number): Promise<{ ms: number; body: strin
 /** The sum of a counter's samples in a text exposition. */
 function sumOf(text: string, name: string): number {
   let sum = 0;
-  for (const line of text.split('\n')) if (line.startsWith(`${name}{`) || line.startsWith(`${name} `)) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+  for (const line of text.split('\n'))
+    if (line.startsWith(`${name}{`) || line.startsWith(`${name} `)) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
   return sum;
 }
 
@@ -141,38 +173,61 @@ async function main(): Promise<void> {
   try {
     const first = await get(keepAlive, port);
     const finishedTotal = sumOf(first.body, 'quantilica_runs_finished_total');
-    if (finishedTotal < HISTORY) throw new Error(`quantilica_runs_finished_total is ${finishedTotal}, not the ${HISTORY} runs of the history`);
+    if (finishedTotal < HISTORY)
+      throw new Error(`quantilica_runs_finished_total is ${finishedTotal}, not the ${HISTORY} runs of the history`);
     const size = Buffer.byteLength(first.body);
     peer = await startPeer(size);
     const agentMs: number[] = [];
     const peerMs: number[] = [];
-    for (let i = 0; i < WARM_UP; i++) { await get(keepAlive, port); await get(keepAlive, peer.port); }
+    for (let i = 0; i < WARM_UP; i++) {
+      await get(keepAlive, port);
+      await get(keepAlive, peer.port);
+    }
     const ticksBefore = { agent: cpuTicks(agent.pid!), peer: cpuTicks(peer.child.pid!) };
     for (let i = 0; i < SCRAPES; i++) {
       agentMs.push((await get(keepAlive, port)).ms);
       peerMs.push((await get(keepAlive, peer.port)).ms);
     }
     // A tick is 10 ms of CPU: per scrape, ms.
-    const cpuMs = { agent: ((cpuTicks(agent.pid!) - ticksBefore.agent) * 10) / SCRAPES, peer: ((cpuTicks(peer.child.pid!) - ticksBefore.peer) * 10) / SCRAPES };
+    const cpuMs = {
+      agent: ((cpuTicks(agent.pid!) - ticksBefore.agent) * 10) / SCRAPES,
+      peer: ((cpuTicks(peer.child.pid!) - ticksBefore.peer) * 10) / SCRAPES,
+    };
     const r = (n: number) => Math.round(n * 100) / 100;
     const result = {
-      scrapes: SCRAPES, fetchers: FETCHERS, historyRuns: HISTORY, runsFinishedTotal: finishedTotal, bodyBytes: size,
+      scrapes: SCRAPES,
+      fetchers: FETCHERS,
+      historyRuns: HISTORY,
+      runsFinishedTotal: finishedTotal,
+      bodyBytes: size,
       historyWriteSeconds: r(fillSeconds),
-      agentP50Ms: r(percentile(agentMs, 50)), agentP99Ms: r(percentile(agentMs, 99)), agentMaxMs: r(Math.max(...agentMs)),
-      peerP50Ms: r(percentile(peerMs, 50)), peerP99Ms: r(percentile(peerMs, 99)), peerMaxMs: r(Math.max(...peerMs)),
-      agentCpuMsPerScrape: r(cpuMs.agent), peerCpuMsPerScrape: r(cpuMs.peer),
+      agentP50Ms: r(percentile(agentMs, 50)),
+      agentP99Ms: r(percentile(agentMs, 99)),
+      agentMaxMs: r(Math.max(...agentMs)),
+      peerP50Ms: r(percentile(peerMs, 50)),
+      peerP99Ms: r(percentile(peerMs, 99)),
+      peerMaxMs: r(Math.max(...peerMs)),
+      agentCpuMsPerScrape: r(cpuMs.agent),
+      peerCpuMsPerScrape: r(cpuMs.peer),
       loadAverage: os.loadavg().map(r),
     };
-    printTable(`metrics: GET /metrics × ${SCRAPES}, ${FETCHERS} scheduled fetchers, ${HISTORY} ended runs in the history (${size} bytes a scrape), load average ${result.loadAverage.join(' ')}`, [
-      ['agent /metrics p50', `${result.agentP50Ms} ms`, ''],
-      ['agent /metrics p99', `${result.agentP99Ms} ms`, 'target < 10 ms'],
-      ['agent /metrics max', `${result.agentMaxMs} ms`, ''],
-      ['peer: node http, same-size static body, p50', `${result.peerP50Ms} ms`, ''],
-      ['peer: node http, same-size static body, p99', `${result.peerP99Ms} ms`, ''],
-      ['peer max', `${result.peerMaxMs} ms`, ''],
-      ['CPU per scrape: agent / peer', `${result.agentCpuMsPerScrape} / ${result.peerCpuMsPerScrape} ms`, 'user + system, all threads'],
-      ['quantilica_runs_finished_total (sum)', `${finishedTotal}`, `seeded from the history (written in ${result.historyWriteSeconds} s)`],
-    ]);
+    printTable(
+      `metrics: GET /metrics × ${SCRAPES}, ${FETCHERS} scheduled fetchers, ${HISTORY} ended runs in the history (${size} bytes a scrape), load average ${result.loadAverage.join(' ')}`,
+      [
+        ['agent /metrics p50', `${result.agentP50Ms} ms`, ''],
+        ['agent /metrics p99', `${result.agentP99Ms} ms`, 'target < 10 ms'],
+        ['agent /metrics max', `${result.agentMaxMs} ms`, ''],
+        ['peer: node http, same-size static body, p50', `${result.peerP50Ms} ms`, ''],
+        ['peer: node http, same-size static body, p99', `${result.peerP99Ms} ms`, ''],
+        ['peer max', `${result.peerMaxMs} ms`, ''],
+        ['CPU per scrape: agent / peer', `${result.agentCpuMsPerScrape} / ${result.peerCpuMsPerScrape} ms`, 'user + system, all threads'],
+        [
+          'quantilica_runs_finished_total (sum)',
+          `${finishedTotal}`,
+          `seeded from the history (written in ${result.historyWriteSeconds} s)`,
+        ],
+      ],
+    );
     process.stdout.write(`${JSON.stringify({ bench: 'metrics', ...result })}\n`);
   } finally {
     keepAlive.destroy();
@@ -185,6 +240,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  process.stderr.write(`${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+  process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   process.exitCode = 1;
 });

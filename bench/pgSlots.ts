@@ -22,7 +22,10 @@ import { percentile, printTable } from './benchSupport';
 const ROUNDS = Number(process.argv[2] ?? 200);
 const GAP_MS = Number(process.env.BENCH_GAP_MS ?? 0);
 
-async function measure(pool: PoolBackend, isFree: (slot: PoolGrant) => Promise<boolean>): Promise<{ acquire: number[]; release: number[] }> {
+async function measure(
+  pool: PoolBackend,
+  isFree: (slot: PoolGrant) => Promise<boolean>,
+): Promise<{ acquire: number[]; release: number[] }> {
   const acquire: number[] = [];
   const release: number[] = [];
   for (let i = 0; i < ROUNDS; i++) {
@@ -44,7 +47,16 @@ async function measure(pool: PoolBackend, isFree: (slot: PoolGrant) => Promise<b
 async function main(): Promise<void> {
   const logger = createLogger('bench', 'warn');
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'qbench-pgslots-'));
-  const filePool = new SlotPool({ name: 'heavy-io', dir: path.join(root, 'heavy-io'), size: 3, waitTimeoutSeconds: 60, policy: privatePolicy(), isRecordedRun: () => false, logger, onReclaim: () => {} });
+  const filePool = new SlotPool({
+    name: 'heavy-io',
+    dir: path.join(root, 'heavy-io'),
+    size: 3,
+    waitTimeoutSeconds: 60,
+    policy: privatePolicy(),
+    isRecordedRun: () => false,
+    logger,
+    onReclaim: () => {},
+  });
   const file = await measure(filePool, (slot) => {
     const probe = fs.openSync(path.join(root, 'heavy-io', `slot_${slot.index}.lock`), 'r');
     try {
@@ -64,15 +76,40 @@ async function main(): Promise<void> {
   try {
     await backend.open();
     await observer.connect();
-    const pgPool = new PgSlotPool({ name: 'heavy-io', defaultSize: 3, waitTimeoutSeconds: 60, backend, keeperPath: distFile('pgSlotKeeper.js'), logger });
-    const pgRes = await measure(pgPool, async (slot) => (await observer.query(`SELECT 1 FROM pg_locks l JOIN core.pool p ON l.classid = p.lock_key::oid
-      WHERE p.name = 'heavy-io' AND l.locktype = 'advisory' AND l.objsubid = 2 AND l.objid = $1::integer::oid`, [slot.index])).rowCount === 0);
+    const pgPool = new PgSlotPool({
+      name: 'heavy-io',
+      defaultSize: 3,
+      waitTimeoutSeconds: 60,
+      backend,
+      keeperPath: distFile('pgSlotKeeper.js'),
+      logger,
+    });
+    const pgRes = await measure(
+      pgPool,
+      async (slot) =>
+        (
+          await observer.query(
+            `SELECT 1 FROM pg_locks l JOIN core.pool p ON l.classid = p.lock_key::oid
+      WHERE p.name = 'heavy-io' AND l.locktype = 'advisory' AND l.objsubid = 2 AND l.objid = $1::integer::oid`,
+            [slot.index],
+          )
+        ).rowCount === 0,
+    );
     pgPool.close();
-    const row = (name: string, v: number[]): [string, string, string] => [name, `p50 ${percentile(v, 50).toFixed(2)} ms`, `p99 ${percentile(v, 99).toFixed(2)} ms`];
-    printTable(`slot latency, ${ROUNDS} rounds, one at a time, free 3-slot pool (${os.cpus().length} cores, load ${os.loadavg()[0].toFixed(1)})`, [
-      row('file acquire', file.acquire), row('file release', file.release),
-      row('postgres acquire', pgRes.acquire), row('postgres release', pgRes.release),
-    ]);
+    const row = (name: string, v: number[]): [string, string, string] => [
+      name,
+      `p50 ${percentile(v, 50).toFixed(2)} ms`,
+      `p99 ${percentile(v, 99).toFixed(2)} ms`,
+    ];
+    printTable(
+      `slot latency, ${ROUNDS} rounds, one at a time, free 3-slot pool (${os.cpus().length} cores, load ${os.loadavg()[0].toFixed(1)})`,
+      [
+        row('file acquire', file.acquire),
+        row('file release', file.release),
+        row('postgres acquire', pgRes.acquire),
+        row('postgres release', pgRes.release),
+      ],
+    );
     process.stdout.write(`${JSON.stringify({ bench: 'pgSlots', rounds: ROUNDS, file: summary(file), postgres: summary(pgRes) })}\n`);
   } finally {
     await observer.end().catch(() => {});
@@ -82,7 +119,12 @@ async function main(): Promise<void> {
 }
 
 function summary(r: { acquire: number[]; release: number[] }) {
-  return { acquireP50: percentile(r.acquire, 50), acquireP99: percentile(r.acquire, 99), releaseP50: percentile(r.release, 50), releaseP99: percentile(r.release, 99) };
+  return {
+    acquireP50: percentile(r.acquire, 50),
+    acquireP99: percentile(r.acquire, 99),
+    releaseP50: percentile(r.release, 50),
+    releaseP99: percentile(r.release, 99),
+  };
 }
 
 main().catch((err: unknown) => {

@@ -12,21 +12,34 @@ import { printTable, startAgent } from './benchSupport';
 // Run: npm run build && npx tsc -b && node out/bench/pgSlotsThroughput.js [runs]   (default 1000)
 
 const RUNS = Number(process.argv[2] ?? 1000);
-const POOLS = [['noop-heavy', 'heavy-io'], ['noop-cpu', 'cpu-analysis'], ['noop-light', 'network-light']] as const;
+const POOLS = [
+  ['noop-heavy', 'heavy-io'],
+  ['noop-cpu', 'cpu-analysis'],
+  ['noop-light', 'network-light'],
+] as const;
 
 function station(url: string, name: string, backend: 'file' | 'postgres') {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'qbench-pgst-'));
   const catalog = path.join(root, 'catalog.json');
   fs.writeFileSync(catalog, JSON.stringify({ fetchers: POOLS.map(([fetcher, pool]) => ({ name: fetcher, pool, argv: ['/bin/true'] })) }));
   const env = {
-    ...process.env, HOME: path.join(root, 'home'), QUANTILICA_LOCK_DIR: path.join(root, 'locks'), DATA_DIR: path.join(root, 'data'),
-    CRON_USE_POOLS: 'true', QUANTILICA_CATALOG: catalog, QUANTILICA_LOG_LEVEL: 'warn', QUANTILICA_SCHEDULE_CATCH_UP: 'false',
-    CRON_DISK_PAUSE_GB: '0.0001', CRON_DISK_WARN_GB: '0.0002', CRON_DISK_RESUME_GB: '0.0002',
-    QUANTILICA_SLOT_BACKEND: backend, QUANTILICA_SLOT_DATABASE_URL: url, QUANTILICA_STATION: name,
+    ...process.env,
+    HOME: path.join(root, 'home'),
+    QUANTILICA_LOCK_DIR: path.join(root, 'locks'),
+    DATA_DIR: path.join(root, 'data'),
+    CRON_USE_POOLS: 'true',
+    QUANTILICA_CATALOG: catalog,
+    QUANTILICA_LOG_LEVEL: 'warn',
+    QUANTILICA_SCHEDULE_CATCH_UP: 'false',
+    CRON_DISK_PAUSE_GB: '0.0001',
+    CRON_DISK_WARN_GB: '0.0002',
+    CRON_DISK_RESUME_GB: '0.0002',
+    QUANTILICA_SLOT_BACKEND: backend,
+    QUANTILICA_SLOT_DATABASE_URL: url,
+    QUANTILICA_STATION: name,
   };
   return { env, connectionFile: path.join(root, 'home', '.quantilica', 'agent.json') };
 }
-
 
 async function throughput(url: string, stations: number, backend: 'file' | 'postgres' = 'postgres'): Promise<number> {
   const made = Array.from({ length: stations }, (_, i) => station(url, `bench-${stations}-${i}`, backend));
@@ -34,17 +47,19 @@ async function throughput(url: string, stations: number, backend: 'file' | 'post
   try {
     for (const s of made) agents.push(await startAgent(s.env));
     const started = process.hrtime.bigint();
-    await Promise.all(made.map(async (s, i) => {
-      const client = await connectAgent(s.connectionFile, { client: 'bench' });
-      try {
-        const mine = Array.from({ length: RUNS }, (_, n) => n).filter((n) => n % stations === i);
-        const done = await Promise.all(mine.map(async (n) => client.waitRun((await client.run(POOLS[n % POOLS.length][0])).runId)));
-        const failed = done.filter((r) => r.status !== 'completed');
-        if (failed.length > 0) throw new Error(`${failed.length} runs did not complete: ${JSON.stringify(failed[0])}`);
-      } finally {
-        await client.close();
-      }
-    }));
+    await Promise.all(
+      made.map(async (s, i) => {
+        const client = await connectAgent(s.connectionFile, { client: 'bench' });
+        try {
+          const mine = Array.from({ length: RUNS }, (_, n) => n).filter((n) => n % stations === i);
+          const done = await Promise.all(mine.map(async (n) => client.waitRun((await client.run(POOLS[n % POOLS.length][0])).runId)));
+          const failed = done.filter((r) => r.status !== 'completed');
+          if (failed.length > 0) throw new Error(`${failed.length} runs did not complete: ${JSON.stringify(failed[0])}`);
+        } finally {
+          await client.close();
+        }
+      }),
+    );
     return RUNS / (Number(process.hrtime.bigint() - started) / 1e9);
   } finally {
     for (const a of agents) a.kill('SIGTERM');
@@ -62,7 +77,9 @@ async function main(): Promise<void> {
       ['one station', `${one.toFixed(2)} runs/s`, ''],
       ['three stations', `${three.toFixed(2)} runs/s`, '(all on this one machine)'],
     ]);
-    process.stdout.write(`${JSON.stringify({ bench: 'pgSlotsThroughput', runs: RUNS, oneStationFile: file, oneStation: one, threeStations: three })}\n`);
+    process.stdout.write(
+      `${JSON.stringify({ bench: 'pgSlotsThroughput', runs: RUNS, oneStationFile: file, oneStation: one, threeStations: three })}\n`,
+    );
   } finally {
     await db.stop();
   }

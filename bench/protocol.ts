@@ -25,7 +25,11 @@ function station() {
   const catalog = path.join(root, 'catalog.json');
   // One fetcher per run, so no run is refused as a duplicate; each holds its slot for 0.2 s.
   const count = TRANSITIONS + WAITING + SLOTS;
-  const fetchers = Array.from({ length: count }, (_, i) => ({ name: `bench-${String(i).padStart(4, '0')}`, pool: 'network-light', argv: ['/bin/sleep', '0.2'] }));
+  const fetchers = Array.from({ length: count }, (_, i) => ({
+    name: `bench-${String(i).padStart(4, '0')}`,
+    pool: 'network-light',
+    argv: ['/bin/sleep', '0.2'],
+  }));
   fs.writeFileSync(catalog, JSON.stringify({ fetchers }));
   const env = {
     ...process.env,
@@ -50,7 +54,12 @@ async function startAgent(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('the agent was not ready within 30 s')), 30_000);
     child.once('exit', (code) => reject(new Error(`the agent exited with ${code}`)));
-    lines.on('line', (line) => { if (line.includes('"ready":true')) { clearTimeout(timer); resolve(); } });
+    lines.on('line', (line) => {
+      if (line.includes('"ready":true')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
   });
   return child;
 }
@@ -82,29 +91,45 @@ async function main(): Promise<void> {
     const latencies: number[] = [];
     const driver = clients[0];
     let waiting = 0;
-    driver.onChanged(() => { waiting = driver.snapshot.runs.filter((r) => r.status === 'waiting').length; });
+    driver.onChanged(() => {
+      waiting = driver.snapshot.runs.filter((r) => r.status === 'waiting').length;
+    });
     // Only slot changes that happen while at least WAITING runs wait are counted.
     for (const client of clients) watchSlotChanges(client, latencies, () => waiting >= WAITING);
     const runs = [];
     for (const name of fetchers) runs.push(await driver.run(name));
     await Promise.all(runs.map((r) => driver.waitRun(r.runId)));
 
-    printTable(`protocol: ${CLIENTS} clients, ${runs.length} runs through ${SLOTS} slots (${latencies.length} slot-change events counted while ≥ ${WAITING} runs waited)`, [
-      ['slot change → event, p50', `${percentile(latencies, 50).toFixed(1)} ms`, ''],
-      ['slot change → event, p99', `${percentile(latencies, 99).toFixed(1)} ms`, 'target < 100 ms'],
-      ['slot change → event, max', `${Math.max(...latencies).toFixed(1)} ms`, ''],
-      [`agent CPU, idle, ${CLIENTS} clients`, `${idle.cpuPercent.toFixed(2)} %`, `target < 1 % (over ${IDLE_SECONDS} s)`],
-      [`agent RSS, idle, ${CLIENTS} clients`, `${idle.rssMb.toFixed(0)} MB`, ''],
-      ['agent CPU, idle, no client', `${noClients.cpuPercent.toFixed(2)} %`, ''],
-      ['agent RSS, idle, no client', `${noClients.rssMb.toFixed(0)} MB`, ''],
-    ]);
+    printTable(
+      `protocol: ${CLIENTS} clients, ${runs.length} runs through ${SLOTS} slots (${latencies.length} slot-change events counted while ≥ ${WAITING} runs waited)`,
+      [
+        ['slot change → event, p50', `${percentile(latencies, 50).toFixed(1)} ms`, ''],
+        ['slot change → event, p99', `${percentile(latencies, 99).toFixed(1)} ms`, 'target < 100 ms'],
+        ['slot change → event, max', `${Math.max(...latencies).toFixed(1)} ms`, ''],
+        [`agent CPU, idle, ${CLIENTS} clients`, `${idle.cpuPercent.toFixed(2)} %`, `target < 1 % (over ${IDLE_SECONDS} s)`],
+        [`agent RSS, idle, ${CLIENTS} clients`, `${idle.rssMb.toFixed(0)} MB`, ''],
+        ['agent CPU, idle, no client', `${noClients.cpuPercent.toFixed(2)} %`, ''],
+        ['agent RSS, idle, no client', `${noClients.rssMb.toFixed(0)} MB`, ''],
+      ],
+    );
     const r = (n: number) => Math.round(n * 100) / 100;
-    process.stdout.write(`${JSON.stringify({
-      bench: 'protocol', clients: CLIENTS, runs: runs.length, slots: SLOTS, events: latencies.length,
-      slotChangeP50Ms: r(percentile(latencies, 50)), slotChangeP99Ms: r(percentile(latencies, 99)), slotChangeMaxMs: r(Math.max(...latencies)),
-      idleCpuPercent10Clients: r(idle.cpuPercent), idleRssMb10Clients: r(idle.rssMb), idleCpuPercentNoClient: r(noClients.cpuPercent), idleRssMbNoClient: r(noClients.rssMb),
-      loadAverage: os.loadavg().map(r),
-    })}\n`);
+    process.stdout.write(
+      `${JSON.stringify({
+        bench: 'protocol',
+        clients: CLIENTS,
+        runs: runs.length,
+        slots: SLOTS,
+        events: latencies.length,
+        slotChangeP50Ms: r(percentile(latencies, 50)),
+        slotChangeP99Ms: r(percentile(latencies, 99)),
+        slotChangeMaxMs: r(Math.max(...latencies)),
+        idleCpuPercent10Clients: r(idle.cpuPercent),
+        idleRssMb10Clients: r(idle.rssMb),
+        idleCpuPercentNoClient: r(noClients.cpuPercent),
+        idleRssMbNoClient: r(noClients.rssMb),
+        loadAverage: os.loadavg().map(r),
+      })}\n`,
+    );
     await Promise.all(clients.map((c) => c.close()));
   } finally {
     const exited = new Promise((resolve) => agent.once('exit', resolve));

@@ -4,7 +4,20 @@ import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
 
 const root = path.resolve(import.meta.dirname, '..');
-const all = ['slots', 'slotsPolicies', 'metrics', 'diskGate', 'schedule', 'flush', 'protocol', 'github', 'githubStatus', 'memory', 'pgSlots', 'pgSlotsThroughput'];
+const all = [
+  'slots',
+  'slotsPolicies',
+  'metrics',
+  'diskGate',
+  'schedule',
+  'flush',
+  'protocol',
+  'github',
+  'githubStatus',
+  'memory',
+  'pgSlots',
+  'pgSlotsThroughput',
+];
 const chosen = process.argv.slice(2).length > 0 ? process.argv.slice(2) : all;
 const unknown = chosen.filter((n) => !all.includes(n));
 if (unknown.length > 0) {

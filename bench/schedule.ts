@@ -30,10 +30,16 @@ function nextDueOnly(): { ticks: number; ms: number } {
 
 class CountingTarget implements ScheduleTarget {
   enqueued = 0;
-  isActive(): boolean { return false; }
-  enqueue(): void { this.enqueued += 1; }
+  isActive(): boolean {
+    return false;
+  }
+  enqueue(): void {
+    this.enqueued += 1;
+  }
   recordSkipped(): void {}
-  lastStartedAt(): Date | null { return null; }
+  lastStartedAt(): Date | null {
+    return null;
+  }
 }
 
 function simulatedYear(): { fires: number; wakeups: number; ms: number } {
@@ -42,7 +48,11 @@ function simulatedYear(): { fires: number; wakeups: number; ms: number } {
     const clock = new ManualClock(start);
     let wakeups = 0;
     const setTimer = clock.setTimer.bind(clock);
-    clock.setTimer = (fn, ms) => setTimer(() => { wakeups += 1; fn(); }, ms);
+    clock.setTimer = (fn, ms) =>
+      setTimer(() => {
+        wakeups += 1;
+        fn();
+      }, ms);
     const target = new CountingTarget();
     const fetchers = SEED_SOURCES.map((s) => ({ name: s.name, schedule: s.schedule, ...zone }));
     // A logger that drops records: the bench measures scheduling, not log formatting.
@@ -73,8 +83,18 @@ const rows: Array<[string, string]> = [
 ];
 const width = Math.max(...rows.map(([k]) => k.length));
 for (const [k, v] of rows) console.log(`${k.padEnd(width)}  ${v}`);
-console.log(JSON.stringify({
-  bench: 'schedule', timezone: TZ || null, sources: SEED_SOURCES.length, ticks: pure.ticks, nextDueMs: +pure.ms.toFixed(2),
-  nextDueUsPerTick: +((pure.ms * 1000) / pure.ticks).toFixed(2), simulatedRuns: sim.fires, simulatedWakeups: sim.wakeups,
-  simulatedMs: +sim.ms.toFixed(2), simulatedUsPerRun: +((sim.ms * 1000) / sim.fires).toFixed(2), node: process.version,
-}));
+console.log(
+  JSON.stringify({
+    bench: 'schedule',
+    timezone: TZ || null,
+    sources: SEED_SOURCES.length,
+    ticks: pure.ticks,
+    nextDueMs: +pure.ms.toFixed(2),
+    nextDueUsPerTick: +((pure.ms * 1000) / pure.ticks).toFixed(2),
+    simulatedRuns: sim.fires,
+    simulatedWakeups: sim.wakeups,
+    simulatedMs: +sim.ms.toFixed(2),
+    simulatedUsPerRun: +((sim.ms * 1000) / sim.fires).toFixed(2),
+    node: process.version,
+  }),
+);

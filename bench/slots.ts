@@ -17,7 +17,11 @@ import { percentile, printTable, sampleIdle, startAgent } from './benchSupport';
 const RUNS = Number(process.argv[2] ?? 1000);
 const WRAPPER = path.resolve(__dirname, '..', '..', 'dist', 'runWrapper.sh');
 const CONCURRENCY = 11;
-const POOLS = [['noop-heavy', 'heavy-io', 3], ['noop-cpu', 'cpu-analysis', 2], ['noop-light', 'network-light', 6]] as const;
+const POOLS = [
+  ['noop-heavy', 'heavy-io', 3],
+  ['noop-cpu', 'cpu-analysis', 2],
+  ['noop-light', 'network-light', 6],
+] as const;
 
 /** Fields added to every catalog entry (a run policy), or none. */
 export type EntryPolicy = Record<string, unknown>;
@@ -27,9 +31,17 @@ function station(policy: EntryPolicy = {}) {
   const catalog = path.join(root, 'catalog.json');
   fs.writeFileSync(catalog, JSON.stringify({ fetchers: POOLS.map(([name, pool]) => ({ name, pool, argv: ['/bin/true'], ...policy })) }));
   const env = {
-    ...process.env, HOME: path.join(root, 'home'), QUANTILICA_LOCK_DIR: path.join(root, 'locks'), DATA_DIR: path.join(root, 'data'),
-    CRON_USE_POOLS: 'true', QUANTILICA_CATALOG: catalog, QUANTILICA_LOG_LEVEL: 'warn', QUANTILICA_SCHEDULE_CATCH_UP: 'false',
-    CRON_DISK_PAUSE_GB: '0.0001', CRON_DISK_WARN_GB: '0.0002', CRON_DISK_RESUME_GB: '0.0002',
+    ...process.env,
+    HOME: path.join(root, 'home'),
+    QUANTILICA_LOCK_DIR: path.join(root, 'locks'),
+    DATA_DIR: path.join(root, 'data'),
+    CRON_USE_POOLS: 'true',
+    QUANTILICA_CATALOG: catalog,
+    QUANTILICA_LOG_LEVEL: 'warn',
+    QUANTILICA_SCHEDULE_CATCH_UP: 'false',
+    CRON_DISK_PAUSE_GB: '0.0001',
+    CRON_DISK_WARN_GB: '0.0002',
+    CRON_DISK_RESUME_GB: '0.0002',
   };
   return { root, env, connectionFile: path.join(root, 'home', '.quantilica', 'agent.json') };
 }
@@ -47,7 +59,9 @@ export async function spawnCeiling(wrapped = false): Promise<number> {
     while (next < RUNS) {
       next += 1;
       await new Promise<void>((resolve, reject) => {
-        const child = wrapped ? spawn(WRAPPER, [path.join(statusDir, `${next}.exit`), '/bin/true'], { stdio: 'ignore' }) : spawn('/bin/true', [], { stdio: 'ignore' });
+        const child = wrapped
+          ? spawn(WRAPPER, [path.join(statusDir, `${next}.exit`), '/bin/true'], { stdio: 'ignore' })
+          : spawn('/bin/true', [], { stdio: 'ignore' });
         child.once('error', reject);
         child.once('exit', () => resolve());
       });
@@ -76,10 +90,16 @@ for ((i = ${lane}; i < ${RUNS}; i += ${CONCURRENCY})); do
   do sleep 0.01; done
 done`;
   const started = process.hrtime.bigint();
-  return Promise.all(Array.from({ length: CONCURRENCY }, (_, lane) => new Promise<void>((resolve, reject) => {
-    const child = spawn('bash', ['-c', loop(lane)], { stdio: 'inherit' });
-    child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`bash loop ${lane} failed with ${code}`))));
-  }))).then(() => RUNS / (Number(process.hrtime.bigint() - started) / 1e9));
+  return Promise.all(
+    Array.from(
+      { length: CONCURRENCY },
+      (_, lane) =>
+        new Promise<void>((resolve, reject) => {
+          const child = spawn('bash', ['-c', loop(lane)], { stdio: 'inherit' });
+          child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`bash loop ${lane} failed with ${code}`))));
+        }),
+    ),
+  ).then(() => RUNS / (Number(process.hrtime.bigint() - started) / 1e9));
 }
 
 /** CPU milliseconds (user + system) of a process's main thread, or with `all` of all its threads. */
@@ -112,7 +132,18 @@ function spawnerCpuMs(agentPid: number): { own: number; withRuns: number } | nul
   return null;
 }
 
-export interface AgentFigures { runsPerSecond: number; cpuMsPerRun: number; processCpuMsPerRun: number; spawnerCpuMsPerRun: number | null; spawnerWithRunsCpuMsPerRun: number | null; clientCpuMsPerRun: number; p50: number; p99: number; idleRssMb: number; idleRssAfterMb: number }
+export interface AgentFigures {
+  runsPerSecond: number;
+  cpuMsPerRun: number;
+  processCpuMsPerRun: number;
+  spawnerCpuMsPerRun: number | null;
+  spawnerWithRunsCpuMsPerRun: number | null;
+  clientCpuMsPerRun: number;
+  p50: number;
+  p99: number;
+  idleRssMb: number;
+  idleRssAfterMb: number;
+}
 
 export async function agentOverProtocol(idleSeconds: number, policy: EntryPolicy = {}): Promise<AgentFigures> {
   const { env, connectionFile } = station(policy);
@@ -128,7 +159,9 @@ export async function agentOverProtocol(idleSeconds: number, policy: EntryPolicy
     const clientCpuBefore = process.cpuUsage();
     const spawnerBefore = spawnerCpuMs(pid);
     const started = process.hrtime.bigint();
-    const done = await Promise.all(Array.from({ length: RUNS }, async (_, i) => client.waitRun((await client.run(POOLS[i % POOLS.length][0])).runId)));
+    const done = await Promise.all(
+      Array.from({ length: RUNS }, async (_, i) => client.waitRun((await client.run(POOLS[i % POOLS.length][0])).runId)),
+    );
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     const cpuMsPerRun = (cpuMs(pid) - cpuBefore) / RUNS;
     // Every thread's (the spawn worker's, libuv's pool doing the spool's fsyncs, the GC's).
@@ -142,7 +175,8 @@ export async function agentOverProtocol(idleSeconds: number, policy: EntryPolicy
     // The policy reached the runs: each carries its retry policy's attempts (and ran its one try).
     const attempts = (policy.retry as { attempts?: number } | undefined)?.attempts ?? 1;
     const unpolicied = done.filter((r) => (r.attempts ?? 1) !== attempts || (r.attempt ?? 1) !== 1);
-    if (unpolicied.length > 0) throw new Error(`${unpolicied.length} runs without the policy's ${attempts} attempts: ${JSON.stringify(unpolicied[0])}`);
+    if (unpolicied.length > 0)
+      throw new Error(`${unpolicied.length} runs without the policy's ${attempts} attempts: ${JSON.stringify(unpolicied[0])}`);
     // Enqueue→spawn with a free slot: from the request leaving the client to the run's recorded start
     // (after its spawn), same clock.
     const latencies: number[] = [];
@@ -155,9 +189,17 @@ export async function agentOverProtocol(idleSeconds: number, policy: EntryPolicy
     // Idle again once it has worked (its spawn thread started, its caches filled).
     const after = await sampleIdle(pid, Math.min(idleSeconds, 5));
     return {
-      runsPerSecond: RUNS / seconds, cpuMsPerRun, processCpuMsPerRun, clientCpuMsPerRun,
+      runsPerSecond: RUNS / seconds,
+      cpuMsPerRun,
+      processCpuMsPerRun,
+      clientCpuMsPerRun,
       spawnerCpuMsPerRun: spawnerBefore && spawnerAfter ? (spawnerAfter.own - spawnerBefore.own) / RUNS : null,
-      spawnerWithRunsCpuMsPerRun: spawnerBefore && spawnerAfter ? (spawnerAfter.withRuns - spawnerBefore.withRuns) / RUNS : null, p50: percentile(latencies, 50), p99: percentile(latencies, 99), idleRssMb: idle.rssMb, idleRssAfterMb: after.rssMb };
+      spawnerWithRunsCpuMsPerRun: spawnerBefore && spawnerAfter ? (spawnerAfter.withRuns - spawnerBefore.withRuns) / RUNS : null,
+      p50: percentile(latencies, 50),
+      p99: percentile(latencies, 99),
+      idleRssMb: idle.rssMb,
+      idleRssAfterMb: after.rssMb,
+    };
   } finally {
     await client.close();
     agent.kill('SIGTERM');
@@ -193,18 +235,30 @@ async function main(): Promise<void> {
     loadAverage: os.loadavg().map(round),
   };
   printTable(`slots benchmark, ${RUNS} no-op runs, load average ${result.loadAverage.join(' ')}`, [
-    ['Node spawn ceiling (/bin/true, 11 at a time)', `${result.spawnCeilingRunsPerSecond} runs/s`, `(${result.spawnCeilingAfterRunsPerSecond} after the agent)`],
+    [
+      'Node spawn ceiling (/bin/true, 11 at a time)',
+      `${result.spawnCeilingRunsPerSecond} runs/s`,
+      `(${result.spawnCeilingAfterRunsPerSecond} after the agent)`,
+    ],
     ['bash + flock peer (11 polling loops)', `${result.bashRunsPerSecond} runs/s`, ''],
     ['agent over its protocol', `${result.agentRunsPerSecond} runs/s`, ''],
     ['agent / spawn ceiling', `${Math.round(result.agentShareOfCeiling * 100)} %`, 'target >= 80 %'],
-    ['wrapper ceiling (/bin/true under runWrapper.sh, 11 at a time)', `${result.wrapperCeilingRunsPerSecond} runs/s`, `${Math.round((result.wrapperCeilingRunsPerSecond / ((result.spawnCeilingRunsPerSecond + result.spawnCeilingAfterRunsPerSecond) / 2)) * 100)} % of the spawn ceiling`],
+    [
+      'wrapper ceiling (/bin/true under runWrapper.sh, 11 at a time)',
+      `${result.wrapperCeilingRunsPerSecond} runs/s`,
+      `${Math.round((result.wrapperCeilingRunsPerSecond / ((result.spawnCeilingRunsPerSecond + result.spawnCeilingAfterRunsPerSecond) / 2)) * 100)} % of the spawn ceiling`,
+    ],
     ['agent / wrapper ceiling', `${Math.round(result.agentShareOfWrapperCeiling * 100)} %`, ''],
     ['enqueue→spawn p50', `${result.spawnLatencyP50Ms} ms`, ''],
     ['enqueue→spawn p99', `${result.spawnLatencyP99Ms} ms`, 'target < 20 ms'],
     ['main-thread CPU per run', `${result.mainThreadCpuMsPerRun} ms`, ''],
     ['agent CPU per run, all threads', `${result.processCpuMsPerRun} ms`, `spawner: ${result.spawner}`],
-    ['native spawner CPU per run: its own / with waiters and fetchers', result.spawnerCpuMsPerRun === null ? 'none' : `${result.spawnerCpuMsPerRun} / ${result.spawnerWithRunsCpuMsPerRun} ms`, ''],
-    ['this benchmark\'s client CPU per run (same 2 cores)', `${result.clientCpuMsPerRun} ms`, ''],
+    [
+      'native spawner CPU per run: its own / with waiters and fetchers',
+      result.spawnerCpuMsPerRun === null ? 'none' : `${result.spawnerCpuMsPerRun} / ${result.spawnerWithRunsCpuMsPerRun} ms`,
+      '',
+    ],
+    ["this benchmark's client CPU per run (same 2 cores)", `${result.clientCpuMsPerRun} ms`, ''],
     ['idle RSS', `${result.idleRssMb} MB`, 'target < 80 MB'],
     ['idle RSS after the runs', `${result.idleRssAfterRunsMb} MB`, 'target < 80 MB'],
   ]);

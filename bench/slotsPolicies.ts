@@ -12,7 +12,10 @@ import { agentOverProtocol, round, spawnCeiling, type AgentFigures, type EntryPo
 
 const RUNS = Number(process.argv[2] ?? 1000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
-const POLICY: EntryPolicy = { retry: { attempts: 3, backoffSeconds: 30, maxBackoffSeconds: 3600, exitCodes: [75, 1] }, timeoutSeconds: 3600 };
+const POLICY: EntryPolicy = {
+  retry: { attempts: 3, backoffSeconds: 30, maxBackoffSeconds: 3600, exitCodes: [75, 1] },
+  timeoutSeconds: 3600,
+};
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
@@ -48,7 +51,11 @@ async function main(): Promise<void> {
     loadAverage: os.loadavg().map(round),
   };
   const rows: Array<[string, string, string]> = [
-    ['Node spawn ceiling (/bin/true, 11 at a time)', `${result.spawnCeilingRunsPerSecond} runs/s`, `(${result.spawnCeilingAfterRunsPerSecond} after the agent)`],
+    [
+      'Node spawn ceiling (/bin/true, 11 at a time)',
+      `${result.spawnCeilingRunsPerSecond} runs/s`,
+      `(${result.spawnCeilingAfterRunsPerSecond} after the agent)`,
+    ],
     ['agent, no policy', `${a.runsPerSecond} runs/s`, `rounds ${a.rounds.join(', ')}`],
     ['agent, retry (3 attempts) + timeoutSeconds', `${b.runsPerSecond} runs/s`, `rounds ${b.rounds.join(', ')}`],
     ['policy / no policy, throughput', `${Math.round(result.throughputRatio * 100)} %`, 'target: no loss (>= 95 %, within noise)'],
@@ -57,7 +64,10 @@ async function main(): Promise<void> {
     ['main-thread CPU per run, no policy / policy', `${a.mainThreadCpuMsPerRun} / ${b.mainThreadCpuMsPerRun} ms`, ''],
     ['agent CPU per run (all threads), no policy / policy', `${a.processCpuMsPerRun} / ${b.processCpuMsPerRun} ms`, ''],
   ];
-  printTable(`slots benchmark with run policies, ${RUNS} no-op runs per round, ${ROUNDS} rounds each, load average ${result.loadAverage.join(' ')}`, rows);
+  printTable(
+    `slots benchmark with run policies, ${RUNS} no-op runs per round, ${ROUNDS} rounds each, load average ${result.loadAverage.join(' ')}`,
+    rows,
+  );
   process.stdout.write(`${JSON.stringify({ bench: 'slotsPolicies', ...result })}\n`);
 }
 

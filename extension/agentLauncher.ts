@@ -69,7 +69,9 @@ export class AgentLauncher {
     const agentJs = this.context.asAbsolutePath(path.join('dist', 'agent.js'));
     const nodePath = vscode.workspace.getConfiguration('quantilica').get<string>('agent.nodePath', 'node') || 'node';
     let agentExited: (err: Error) => void = () => undefined;
-    const exitedEarly = new Promise<never>((_resolve, reject) => { agentExited = reject; });
+    const exitedEarly = new Promise<never>((_resolve, reject) => {
+      agentExited = reject;
+    });
     // An exit after the agent connected is the session's business (it reconnects), not this wait's.
     exitedEarly.catch(() => undefined);
     try {

@@ -2,15 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { CloseAction, ErrorAction, LanguageClient, RevealOutputChannelOn } from 'vscode-languageclient/node';
-import {
-  Changed,
-  GetSnapshot,
-  Hello,
-  PROTOCOL_VERSION,
-  type ChangedParams,
-  type ConnectionInfo,
-  type Snapshot,
-} from '../shared/protocol';
+import { Changed, GetSnapshot, Hello, PROTOCOL_VERSION, type ChangedParams, type ConnectionInfo, type Snapshot } from '../shared/protocol';
 import { StateTracker } from '../shared/stateTracker';
 import { openAgentTransport } from './agentTransport';
 import { onNotification, sendRequest, sendRequest0 } from './protocolCalls';
@@ -59,7 +51,10 @@ export class AgentSession implements vscode.Disposable {
   private tryAgain = false;
   private disposed = false;
 
-  constructor(private readonly log: vscode.LogOutputChannel, private readonly connectionFile: () => string) {}
+  constructor(
+    private readonly log: vscode.LogOutputChannel,
+    private readonly connectionFile: () => string,
+  ) {}
 
   get state(): SessionState {
     return this.current;
@@ -143,7 +138,8 @@ export class AgentSession implements vscode.Disposable {
         { dispose: () => transport.socket.terminate() },
       );
       transport.socket.once('close', (code: number, reason: Buffer) => {
-        if (this.languageClient === client) this.lost(`the agent closed the connection (${code}${reason.length > 0 ? `: ${reason.toString('utf8')}` : ''})`);
+        if (this.languageClient === client)
+          this.lost(`the agent closed the connection (${code}${reason.length > 0 ? `: ${reason.toString('utf8')}` : ''})`);
       });
       await client.start();
       const hello = await sendRequest(client, Hello.type, { protocolVersion: PROTOCOL_VERSION, client: `vscode ${vscode.version}` });
@@ -224,7 +220,10 @@ export class AgentSession implements vscode.Disposable {
     if (!this.watcher) this.watchConnectionFile();
     this.setState({ kind: 'down', reason, nextAttemptMs: delay });
     this.clearRetry();
-    this.retryTimer = setTimeout(() => { this.retryTimer = null; void this.connect(); }, delay);
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      void this.connect();
+    }, delay);
   }
 
   private clearRetry(): void {
@@ -245,14 +244,18 @@ export class AgentSession implements vscode.Disposable {
           void this.connect();
         }
       });
-      this.watcher.on('error', () => { this.watcher?.close(); this.watcher = null; });
+      this.watcher.on('error', () => {
+        this.watcher?.close();
+        this.watcher = null;
+      });
     } catch {
       // The directory does not exist yet (no agent ever ran): the backoff polls instead.
     }
   }
 
   private setState(state: SessionState): void {
-    const changed = state.kind !== this.current.kind || (state.kind === 'down' && this.current.kind === 'down' && state.reason !== this.current.reason);
+    const changed =
+      state.kind !== this.current.kind || (state.kind === 'down' && this.current.kind === 'down' && state.reason !== this.current.reason);
     this.current = state;
     if (changed) this.stateEmitter.fire(state);
   }

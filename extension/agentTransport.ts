@@ -27,13 +27,16 @@ export async function openAgentTransport(connectionFile: string, handshakeTimeou
   const info = await readLiveConnectionFile(connectionFile);
   const socket = await openAgentSocket(info, { handshakeTimeoutMs, maxPayload: MAX_PAYLOAD });
   const reader = new TextMessageReader((_code, error) => reader.failed(new Error(`the agent sent a bad frame: ${error}`)));
-  const writer = new TextMessageWriter((text) => new Promise((resolve, reject) => {
-    if (socket.readyState !== WebSocket.OPEN) {
-      reject(new Error('the connection to the agent is closed'));
-      return;
-    }
-    socket.send(text, (err) => (err ? reject(err) : resolve()));
-  }));
+  const writer = new TextMessageWriter(
+    (text) =>
+      new Promise((resolve, reject) => {
+        if (socket.readyState !== WebSocket.OPEN) {
+          reject(new Error('the connection to the agent is closed'));
+          return;
+        }
+        socket.send(text, (err) => (err ? reject(err) : resolve()));
+      }),
+  );
   socket.on('message', (data: RawData) => reader.receive(wsText(data)));
   socket.on('error', (err) => reader.failed(err));
   socket.on('close', () => {

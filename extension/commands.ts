@@ -1,12 +1,6 @@
 import * as vscode from 'vscode';
 import type { LanguageClient } from 'vscode-languageclient/node';
-import {
-  CancelRun,
-  FlushTelemetry,
-  RunFetcher,
-  type FlushProgress,
-  type RunInfo,
-} from '../shared/protocol';
+import { CancelRun, FlushTelemetry, RunFetcher, type FlushProgress, type RunInfo } from '../shared/protocol';
 import type { AgentLauncher } from './agentLauncher';
 import { AgentDownError, type AgentSession } from './agentSession';
 import { describeWait } from './describe';
@@ -19,7 +13,6 @@ import { runLogUri, type RunLogDocuments } from './runLogDocuments';
 import type { RunsNode } from './runsTreeProvider';
 import { sendRequest } from './protocolCalls';
 
-
 /** A run named by a tree item (slot, waiting run, Runs row) or by its id. */
 type RunTarget = string | TreeNode | RunsNode | undefined;
 
@@ -28,7 +21,13 @@ type RunTarget = string | TreeNode | RunsNode | undefined;
  * explains that it is down and offers to start it, instead of "command not found". (The menus hide
  * Run and Flush while no agent is connected; the palette and keybindings still reach them.)
  */
-export function registerCommands(session: AgentSession, launcher: AgentLauncher, log: vscode.LogOutputChannel, notices: Notices, logs: RunLogDocuments): vscode.Disposable[] {
+export function registerCommands(
+  session: AgentSession,
+  launcher: AgentLauncher,
+  log: vscode.LogOutputChannel,
+  notices: Notices,
+  logs: RunLogDocuments,
+): vscode.Disposable[] {
   let flushSeq = 0;
 
   const connected = (): LanguageClient | undefined => {
@@ -37,21 +36,32 @@ export function registerCommands(session: AgentSession, launcher: AgentLauncher,
     } catch (err) {
       if (!(err instanceof AgentDownError)) throw err;
       log.info(`command needs the agent: ${err.reason}`);
-      void notices.show('warning', 'Quantilica: no agent is connected. The extension reconnects by itself as soon as an agent starts.', 'Start Agent', 'Show Output').then((choice) => {
-        if (choice === 'Start Agent') void launcher.start();
-        if (choice === 'Show Output') log.show(true);
-      });
+      void notices
+        .show(
+          'warning',
+          'Quantilica: no agent is connected. The extension reconnects by itself as soon as an agent starts.',
+          'Start Agent',
+          'Show Output',
+        )
+        .then((choice) => {
+          if (choice === 'Start Agent') void launcher.start();
+          if (choice === 'Show Output') log.show(true);
+        });
       return undefined;
     }
   };
 
   /** The short message says what went wrong and why; the whole detail is in Output. */
-  const failed = (short: string) => (err: unknown): undefined => {
-    const detail = err instanceof Error ? err.message : String(err);
-    log.error(`${short} ${detail}`);
-    void notices.show('error', `${short} ${firstLine(detail)}`, 'Show Output').then((choice) => { if (choice === 'Show Output') log.show(true); });
-    return undefined;
-  };
+  const failed =
+    (short: string) =>
+    (err: unknown): undefined => {
+      const detail = err instanceof Error ? err.message : String(err);
+      log.error(`${short} ${detail}`);
+      void notices.show('error', `${short} ${firstLine(detail)}`, 'Show Output').then((choice) => {
+        if (choice === 'Show Output') log.show(true);
+      });
+      return undefined;
+    };
 
   const findRun = (runId: string): RunInfo | undefined => session.snapshot?.runs.find((r) => r.runId === runId);
 
@@ -64,9 +74,13 @@ export function registerCommands(session: AgentSession, launcher: AgentLauncher,
     }
     const known = new Map((runsHistory?.() ?? []).map((r) => [r.runId, r]));
     for (const r of session.snapshot?.runs ?? []) known.set(r.runId, r);
-    const runs = [...known.values()].filter((r) => !activeOnly || r.status === 'waiting' || r.status === 'running')
+    const runs = [...known.values()]
+      .filter((r) => !activeOnly || r.status === 'waiting' || r.status === 'running')
       .sort((a, b) => (b.startedAt ?? b.enqueuedAt).localeCompare(a.startedAt ?? a.enqueuedAt));
-    const pick = await notices.pick(placeHolder, runs.map((r) => ({ label: r.fetcher, description: `${outcome(r)} · ${r.pool}`, detail: r.runId, runId: r.runId })));
+    const pick = await notices.pick(
+      placeHolder,
+      runs.map((r) => ({ label: r.fetcher, description: `${outcome(r)} · ${r.pool}`, detail: r.runId, runId: r.runId })),
+    );
     return pick?.runId;
   };
 
@@ -113,7 +127,7 @@ export function registerCommands(session: AgentSession, launcher: AgentLauncher,
       const client = connected();
       if (!client) return undefined;
       const runId = await runIdOf(target, 'Run which fetcher again?', false);
-      const fetcher = runId ? findRun(runId)?.fetcher ?? runsLookup?.(runId)?.fetcher : undefined;
+      const fetcher = runId ? (findRun(runId)?.fetcher ?? runsLookup?.(runId)?.fetcher) : undefined;
       return fetcher ? runFetcher(fetcher, client) : undefined;
     }),
 
@@ -133,40 +147,56 @@ export function registerCommands(session: AgentSession, launcher: AgentLauncher,
 
     // Resolves with the agent's result and the progress it reported, which is also what the
     // notification showed.
-    vscode.commands.registerCommand('quantilica.flushTelemetry', async (): Promise<(FlushTelemetry.Result & { progress: FlushProgress[] }) | undefined> => {
-      const client = connected();
-      if (!client) return undefined;
-      if (session.snapshot?.spool?.database === 'not-configured') {
-        void notices.show('warning', 'Quantilica: telemetry cannot be flushed: the agent has no database (QUANTILICA_DATABASE_URL is not set), so events stay in its spool.');
-        return undefined;
-      }
-      const workDoneToken = `flush-${++flushSeq}`;
-      return vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Quantilica: flushing telemetry' }, async (progress) => {
-        let reported = 0;
-        const seen: FlushProgress[] = [];
-        const subscription = client.onProgress(FlushTelemetry.progress, workDoneToken, (value) => {
-          seen.push(value);
-          const percentage = value.percentage ?? reported;
-          progress.report({ message: `${value.sent} sent, ${value.remaining} remaining`, increment: Math.max(0, percentage - reported) });
-          reported = Math.max(reported, percentage);
-          log.debug(`flush progress: ${value.kind} ${value.message}`);
-        });
-        try {
-          const result = await sendRequest(client, FlushTelemetry.type, { workDoneToken });
-          if (result.error) {
-            log.warn(`flush stopped after ${result.sent} events: ${result.error}`);
-            void notices.show('warning', `Quantilica: flush stopped after ${result.sent} events: ${result.error}.`, 'Show Output').then((c) => { if (c === 'Show Output') log.show(true); });
-          } else {
-            void notices.show('info', `Quantilica: telemetry flushed: ${result.sent} sent, ${result.remaining} remaining.`);
-          }
-          return { ...result, progress: seen };
-        } catch (err) {
-          return failed('Quantilica: flush failed:')(err);
-        } finally {
-          subscription.dispose();
+    vscode.commands.registerCommand(
+      'quantilica.flushTelemetry',
+      async (): Promise<(FlushTelemetry.Result & { progress: FlushProgress[] }) | undefined> => {
+        const client = connected();
+        if (!client) return undefined;
+        if (session.snapshot?.spool?.database === 'not-configured') {
+          void notices.show(
+            'warning',
+            'Quantilica: telemetry cannot be flushed: the agent has no database (QUANTILICA_DATABASE_URL is not set), so events stay in its spool.',
+          );
+          return undefined;
         }
-      });
-    }),
+        const workDoneToken = `flush-${++flushSeq}`;
+        return vscode.window.withProgress(
+          { location: vscode.ProgressLocation.Notification, title: 'Quantilica: flushing telemetry' },
+          async (progress) => {
+            let reported = 0;
+            const seen: FlushProgress[] = [];
+            const subscription = client.onProgress(FlushTelemetry.progress, workDoneToken, (value) => {
+              seen.push(value);
+              const percentage = value.percentage ?? reported;
+              progress.report({
+                message: `${value.sent} sent, ${value.remaining} remaining`,
+                increment: Math.max(0, percentage - reported),
+              });
+              reported = Math.max(reported, percentage);
+              log.debug(`flush progress: ${value.kind} ${value.message}`);
+            });
+            try {
+              const result = await sendRequest(client, FlushTelemetry.type, { workDoneToken });
+              if (result.error) {
+                log.warn(`flush stopped after ${result.sent} events: ${result.error}`);
+                void notices
+                  .show('warning', `Quantilica: flush stopped after ${result.sent} events: ${result.error}.`, 'Show Output')
+                  .then((c) => {
+                    if (c === 'Show Output') log.show(true);
+                  });
+              } else {
+                void notices.show('info', `Quantilica: telemetry flushed: ${result.sent} sent, ${result.remaining} remaining.`);
+              }
+              return { ...result, progress: seen };
+            } catch (err) {
+              return failed('Quantilica: flush failed:')(err);
+            } finally {
+              subscription.dispose();
+            }
+          },
+        );
+      },
+    ),
 
     vscode.commands.registerCommand('quantilica.showRunLog', async (target?: RunTarget): Promise<vscode.TextEditor | undefined> => {
       if (!connected()) return undefined;
@@ -212,7 +242,11 @@ function firstLine(text: string): string {
 async function pickFetcher(session: AgentSession): Promise<string | undefined> {
   const snapshot = session.snapshot;
   if (!snapshot) return undefined;
-  const pick = await vscode.window.showQuickPick(fetcherPickItems(snapshot), { placeHolder: 'Run which fetcher?', matchOnDescription: true, matchOnDetail: true });
+  const pick = await vscode.window.showQuickPick(fetcherPickItems(snapshot), {
+    placeHolder: 'Run which fetcher?',
+    matchOnDescription: true,
+    matchOnDetail: true,
+  });
   return pick?.name;
 }
 

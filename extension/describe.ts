@@ -18,6 +18,6 @@ export function gb(value: number): string {
 /** "completed 5 min ago (exit 0)", for the Run fetcher quick pick. */
 export function describeResult(run: RunInfo): string {
   const when = run.finishedAt ? `${elapsed(run.finishedAt)} ago` : '';
-  const how = run.exitCode !== null ? `exit ${run.exitCode}` : run.signal ?? run.reason ?? '';
+  const how = run.exitCode !== null ? `exit ${run.exitCode}` : (run.signal ?? run.reason ?? '');
   return [run.status, when, how ? `(${how})` : ''].filter((p) => p !== '').join(' ');
 }

@@ -14,7 +14,6 @@ export type GaugeState =
 
 export const SHOW_DETAILS_COMMAND = 'quantilica.showDiskDetails';
 
-
 export function gaugeState(session: SessionState, disk: DiskStatus | null | undefined, spool: SpoolStatus | null | undefined): GaugeState {
   if (session.kind === 'down') return { kind: 'agentDown', reason: session.reason };
   if (session.kind === 'connecting') return { kind: 'connecting' };
@@ -30,7 +29,9 @@ export class DiskStatusItem implements vscode.Disposable {
   private readonly item = vscode.window.createStatusBarItem('quantilica.disk', vscode.StatusBarAlignment.Left, 10);
   private state: GaugeState = { kind: 'connecting' };
   /** "Checked 3 s ago" and the spool's ages count on between the agent's reports. */
-  private readonly ticker = setInterval(() => { if (this.state.kind === 'disk' || this.state.kind === 'noDisk') this.render(); }, 1000);
+  private readonly ticker = setInterval(() => {
+    if (this.state.kind === 'disk' || this.state.kind === 'noDisk') this.render();
+  }, 1000);
 
   constructor() {
     this.item.name = 'Quantilica disk gauge';
@@ -49,7 +50,7 @@ export class DiskStatusItem implements vscode.Disposable {
       text: this.item.text,
       accessibleLabel: this.item.accessibilityInformation?.label ?? '',
       background: this.item.backgroundColor?.id,
-      tooltip: typeof tooltip === 'string' ? tooltip : tooltip?.value ?? '',
+      tooltip: typeof tooltip === 'string' ? tooltip : (tooltip?.value ?? ''),
     };
   }
 
@@ -74,7 +75,9 @@ export class DiskStatusItem implements vscode.Disposable {
       case 'agentDown':
         item.text = '$(debug-disconnect) Quantilica: agent down';
         item.backgroundColor = undefined;
-        item.tooltip = markdown(`**Quantilica agent not connected**\n\n${escape(s.reason)}\n\nThe extension reconnects by itself when an agent starts. Click to start one.`);
+        item.tooltip = markdown(
+          `**Quantilica agent not connected**\n\n${escape(s.reason)}\n\nThe extension reconnects by itself when an agent starts. Click to start one.`,
+        );
         return;
       case 'connecting':
         item.text = '$(sync~spin) Quantilica';
@@ -108,7 +111,8 @@ export function spokenGauge(s: GaugeState): string {
       return `Quantilica disk gate: no status from the agent yet. ${spokenSpool(s.spool)}`;
     case 'disk': {
       const d = s.disk;
-      const free = d.freeGb === null ? 'free space unknown' : `${gigabytes(d.freeGb)} free${d.totalGb === null ? '' : ` of ${gigabytes(d.totalGb)}`}`;
+      const free =
+        d.freeGb === null ? 'free space unknown' : `${gigabytes(d.freeGb)} free${d.totalGb === null ? '' : ` of ${gigabytes(d.totalGb)}`}`;
       return `Quantilica disk gate ${d.state}: ${free}; new fetchers pause below ${gigabytes(d.pauseGb)} and start again at ${gigabytes(d.resumeGb)}. ${spokenSpool(s.spool)} Activate for the details.`;
     }
   }
@@ -120,7 +124,8 @@ function gigabytes(value: number): string {
 
 function spokenSpool(spool: SpoolStatus | null): string {
   if (!spool) return 'Telemetry: no status.';
-  if (spool.database === 'not-configured') return `Telemetry: local only, no database is configured; ${plural(spool.pending, 'event')} in the spool.`;
+  if (spool.database === 'not-configured')
+    return `Telemetry: local only, no database is configured; ${plural(spool.pending, 'event')} in the spool.`;
   return `Telemetry: ${plural(spool.pending, 'event')} waiting to be sent; database ${spool.database === 'down' ? 'unreachable' : 'connected'}.`;
 }
 
@@ -154,7 +159,10 @@ export function diskMarkdown(d: DiskStatus, spool: SpoolStatus | null): string {
 
 function spoolLines(spool: SpoolStatus | null): string {
   if (!spool) return '**Telemetry spool**: no status';
-  const oldest = spool.oldestAgeSeconds === null || spool.pending === 0 ? '' : `, the oldest unsent for ${elapsed(new Date(Date.now() - spool.oldestAgeSeconds * 1000).toISOString())}`;
+  const oldest =
+    spool.oldestAgeSeconds === null || spool.pending === 0
+      ? ''
+      : `, the oldest unsent for ${elapsed(new Date(Date.now() - spool.oldestAgeSeconds * 1000).toISOString())}`;
   const flush = spool.lastFlushAt ? `${elapsed(spool.lastFlushAt)} ago` : 'never';
   const error = spool.lastFlushError ? ` (error: ${escape(spool.lastFlushError)})` : '';
   // Rows the flush set aside (invalid, or refused by PostgreSQL) need a person: say how many.

@@ -26,7 +26,11 @@ export interface QuantilicaApi {
   readonly runs: RunsTreeProvider;
   readonly schedule: ScheduleTreeProvider;
   /** The three tree views, created before the session starts connecting. */
-  readonly views: { readonly pools: vscode.TreeView<unknown>; readonly runs: vscode.TreeView<unknown>; readonly schedule: vscode.TreeView<unknown> };
+  readonly views: {
+    readonly pools: vscode.TreeView<unknown>;
+    readonly runs: vscode.TreeView<unknown>;
+    readonly schedule: vscode.TreeView<unknown>;
+  };
   /** What `activate` did, in order ('views' before 'connect'). */
   readonly activationSteps: readonly string[];
   readonly disk: DiskStatusItem;
@@ -79,8 +83,25 @@ export function activate(context: vscode.ExtensionContext): QuantilicaApi | unde
     const diskDetails = new DiskDetailsDocument(session);
     const launcher = new AgentLauncher(context, session, log, notices);
     const station = new StationPanel(context.extensionUri, session, log);
-    setRunsLookup((runId) => runs.run(runId), () => runs.allRuns());
-    context.subscriptions.push(session, tree, runs, schedule, disk, telemetry, logs, diskDetails, station, view, runsView, scheduleView, ...registerCommands(session, launcher, log, notices, logs));
+    setRunsLookup(
+      (runId) => runs.run(runId),
+      () => runs.allRuns(),
+    );
+    context.subscriptions.push(
+      session,
+      tree,
+      runs,
+      schedule,
+      disk,
+      telemetry,
+      logs,
+      diskDetails,
+      station,
+      view,
+      runsView,
+      scheduleView,
+      ...registerCommands(session, launcher, log, notices, logs),
+    );
     context.subscriptions.push(
       vscode.workspace.registerTextDocumentContentProvider(RUN_LOG_SCHEME, logs),
       vscode.workspace.registerTextDocumentContentProvider(DISK_DETAILS_SCHEME, diskDetails),
@@ -139,8 +160,21 @@ export function activate(context: vscode.ExtensionContext): QuantilicaApi | unde
       session.whenConnected(3000).catch(() => launcher.start());
     }
     return {
-      session, tree, runs, schedule, views, activationSteps, disk, telemetry, station, logs, notices, contextKeys,
-      get outputLines() { return log.lines; },
+      session,
+      tree,
+      runs,
+      schedule,
+      views,
+      activationSteps,
+      disk,
+      telemetry,
+      station,
+      logs,
+      notices,
+      contextKeys,
+      get outputLines() {
+        return log.lines;
+      },
       fetcherPickItems,
       activationMs: Date.now() - started,
     };
@@ -157,7 +191,9 @@ export function deactivate(): void {
 /** Commands of the Runs view and Run Now of the Schedule view. */
 function registerViewCommands(session: AgentSession, runs: RunsTreeProvider): vscode.Disposable[] {
   return [
-    vscode.commands.registerCommand('quantilica.runNow', (node?: ScheduleNode | string) => vscode.commands.executeCommand('quantilica.runFetcher', typeof node === 'string' ? node : node?.fetcher)),
+    vscode.commands.registerCommand('quantilica.runNow', (node?: ScheduleNode | string) =>
+      vscode.commands.executeCommand('quantilica.runFetcher', typeof node === 'string' ? node : node?.fetcher),
+    ),
     vscode.commands.registerCommand('quantilica.filterRuns', async (filter?: RunsFilter) => {
       if (filter) {
         runs.setFilter(filter);
@@ -167,7 +203,10 @@ function registerViewCommands(session: AgentSession, runs: RunsTreeProvider): vs
       const fetchers = [...new Set((snapshot?.catalog ?? []).map((e) => e.name))];
       const fetcher = await vscode.window.showQuickPick(['(any fetcher)', ...fetchers], { placeHolder: 'Show the runs of which fetcher?' });
       if (fetcher === undefined) return runs.currentFilter;
-      const status = await vscode.window.showQuickPick(['(any status)', 'running', 'waiting', 'completed', 'failed', 'cancelled', 'skipped'], { placeHolder: 'With which outcome?' });
+      const status = await vscode.window.showQuickPick(
+        ['(any status)', 'running', 'waiting', 'completed', 'failed', 'cancelled', 'skipped'],
+        { placeHolder: 'With which outcome?' },
+      );
       if (status === undefined) return runs.currentFilter;
       runs.setFilter({
         fetcher: fetcher === '(any fetcher)' ? undefined : fetcher,

@@ -2,7 +2,9 @@ import * as vscode from 'vscode';
 import type { RunInfo, Snapshot } from '../shared/protocol';
 import { describeResult, elapsed } from './describe';
 
-export interface FetcherPickItem extends vscode.QuickPickItem { name?: string }
+export interface FetcherPickItem extends vscode.QuickPickItem {
+  name?: string;
+}
 
 /**
  * The Run Fetcher pick: fetchers grouped by pool (separators), the ones running or waiting now say
@@ -25,7 +27,11 @@ export function fetcherPickItems(snapshot: Snapshot): FetcherPickItem[] {
       items.push({
         label: entry.name,
         iconPath: now ? new vscode.ThemeIcon(now.status === 'running' ? 'sync~spin' : 'clock') : undefined,
-        description: now ? (now.status === 'running' ? `running now${now.startedAt ? ` (${elapsed(now.startedAt)})` : ''}` : 'waiting now') : undefined,
+        description: now
+          ? now.status === 'running'
+            ? `running now${now.startedAt ? ` (${elapsed(now.startedAt)})` : ''}`
+            : 'waiting now'
+          : undefined,
         detail: previous ? `last: ${describeResult(previous)}` : 'no recent run',
         name: entry.name,
       });
@@ -36,5 +42,9 @@ export function fetcherPickItems(snapshot: Snapshot): FetcherPickItem[] {
 
 /** The active run of a fetcher, if any: a second run needs the user's word. */
 export function activeRunOf(snapshot: Snapshot | null, fetcher: string): RunInfo | undefined {
-  return snapshot?.runs.find((r) => (r.fetcher === fetcher || snapshot.catalog.find((e) => e.name === r.fetcher)?.aliases.includes(fetcher)) && (r.status === 'running' || r.status === 'waiting'));
+  return snapshot?.runs.find(
+    (r) =>
+      (r.fetcher === fetcher || snapshot.catalog.find((e) => e.name === r.fetcher)?.aliases.includes(fetcher)) &&
+      (r.status === 'running' || r.status === 'waiting'),
+  );
 }

@@ -20,7 +20,12 @@ export class Notices {
   show(level: Level, text: string, ...actions: string[]): Thenable<string | undefined> {
     this.shown.push({ level, text, actions });
     if (this.shown.length > 200) this.shown.shift();
-    const show = level === 'error' ? vscode.window.showErrorMessage : level === 'warning' ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
+    const show =
+      level === 'error'
+        ? vscode.window.showErrorMessage
+        : level === 'warning'
+          ? vscode.window.showWarningMessage
+          : vscode.window.showInformationMessage;
     return show(text, ...actions);
   }
 

@@ -52,22 +52,33 @@ for (const [name, files] of Object.entries(RUNTIME_FILES)) {
 }
 
 const out = path.join(root, `${pkg.name}-${pkg.version}.vsix`);
-run(process.execPath, [
-  path.join(root, 'node_modules', '@vscode', 'vsce', 'vsce'),
-  'package',
-  '--no-dependencies',
-  '--no-update-package-json',
-  '--skip-license',
-  '--allow-missing-repository',
-  // The README's links are relative to the repository, which has no public URL yet.
-  '--no-rewrite-relative-links',
-  '--out', out,
-], stage);
+run(
+  process.execPath,
+  [
+    path.join(root, 'node_modules', '@vscode', 'vsce', 'vsce'),
+    'package',
+    '--no-dependencies',
+    '--no-update-package-json',
+    '--skip-license',
+    '--allow-missing-repository',
+    // The README's links are relative to the repository, which has no public URL yet.
+    '--no-rewrite-relative-links',
+    '--out',
+    out,
+  ],
+  stage,
+);
 
 // The archive must hold what the agent loads; vsce would not notice a missing native module.
 const listing = spawnSync('unzip', ['-Z1', out], { encoding: 'utf8' });
 if (listing.status === 0) {
-  for (const needed of ['extension/dist/agent.js', 'extension/dist/extension.js', 'extension/dist/node_modules/better-sqlite3/build/Release/better_sqlite3.node', 'extension/dist/node_modules/fs-ext/build/Release/fs_ext.node', 'extension/dist/node_modules/bindings/bindings.js']) {
+  for (const needed of [
+    'extension/dist/agent.js',
+    'extension/dist/extension.js',
+    'extension/dist/node_modules/better-sqlite3/build/Release/better_sqlite3.node',
+    'extension/dist/node_modules/fs-ext/build/Release/fs_ext.node',
+    'extension/dist/node_modules/bindings/bindings.js',
+  ]) {
     if (!listing.stdout.split('\n').includes(needed)) throw new Error(`${needed} is not in ${out}`);
   }
 }

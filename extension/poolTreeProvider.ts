@@ -93,7 +93,9 @@ export class PoolTreeProvider implements vscode.TreeDataProvider<TreeNode>, vsco
     if (node.kind === 'pool') {
       const pool = s.pools.find((p) => p.name === node.pool);
       if (!pool) return [];
-      const slots: TreeNode[] = pool.slots.map((slot) => this.node({ kind: 'slot', id: `slot:${pool.name}:${slot.index}`, pool: pool.name, index: slot.index }));
+      const slots: TreeNode[] = pool.slots.map((slot) =>
+        this.node({ kind: 'slot', id: `slot:${pool.name}:${slot.index}`, pool: pool.name, index: slot.index }),
+      );
       if (waitingRuns(s, pool.name).length > 0) slots.push(this.node({ kind: 'waiting', id: `waiting:${pool.name}`, pool: pool.name }));
       return slots;
     }
@@ -128,7 +130,8 @@ export class PoolTreeProvider implements vscode.TreeDataProvider<TreeNode>, vsco
   private refreshRunningSlots(): void {
     for (const pool of this.snapshot?.pools ?? []) {
       for (const slot of pool.slots) {
-        if (slot.holder) this.emitter.fire(this.node({ kind: 'slot', id: `slot:${pool.name}:${slot.index}`, pool: pool.name, index: slot.index }));
+        if (slot.holder)
+          this.emitter.fire(this.node({ kind: 'slot', id: `slot:${pool.name}:${slot.index}`, pool: pool.name, index: slot.index }));
       }
     }
   }
@@ -184,7 +187,9 @@ function summary(pool: PoolState): string {
 function waitingRuns(s: Snapshot | null, pool: string): RunInfo[] {
   // A starting run already shows in its slot; until the pool's state lists it there, it stays here.
   const inSlot = new Set((s?.pools.find((p) => p.name === pool)?.slots ?? []).map((sl) => sl.holder?.runId).filter((id) => id));
-  return (s?.runs ?? []).filter((r) => r.pool === pool && r.status === 'waiting' && !(isStarting(r) && inSlot.has(r.runId))).sort((a, b) => a.enqueuedAt.localeCompare(b.enqueuedAt));
+  return (s?.runs ?? [])
+    .filter((r) => r.pool === pool && r.status === 'waiting' && !(isStarting(r) && inSlot.has(r.runId)))
+    .sort((a, b) => a.enqueuedAt.localeCompare(b.enqueuedAt));
 }
 
 function poolItem(node: PoolNode, pool: PoolState | undefined, s: Snapshot | null): vscode.TreeItem {
@@ -198,7 +203,9 @@ function poolItem(node: PoolNode, pool: PoolState | undefined, s: Snapshot | nul
   const waiting = waitingRuns(s, pool.name).length;
   item.description = `${pool.used}/${pool.size} slots · ${waiting} waiting · disk ${gate}${poolMemoryText(pool)}`;
   item.tooltip = `${pool.name}: ${pool.used} of ${pool.size} slots in use, ${waiting} waiting (a run waits at most ${durationWords(pool.waitTimeoutSeconds)}); disk gate ${gate}${poolMemoryText(pool, s)}`;
-  item.accessibilityInformation = { label: `pool ${pool.name}: ${pool.used} of ${pool.size} slots in use, ${waiting} waiting, disk gate ${gate}` };
+  item.accessibilityInformation = {
+    label: `pool ${pool.name}: ${pool.used} of ${pool.size} slots in use, ${waiting} waiting, disk gate ${gate}`,
+  };
   return item;
 }
 
@@ -220,19 +227,31 @@ function slotItem(node: SlotNode, pool: PoolState | undefined, s: Snapshot | nul
   item.label = holder.fetcher ?? (holder.foreign ? 'another process' : 'unknown fetcher');
   // With the postgres slot backend a slot may be held by another station.
   const station = holder.station !== undefined && holder.foreign ? `on ${holder.station}` : null;
-  item.description = [`slot ${node.index}`, station, since ? elapsed(since) : null, runMemoryText(run)].filter((p) => p !== null).join(' · ');
+  item.description = [`slot ${node.index}`, station, since ? elapsed(since) : null, runMemoryText(run)]
+    .filter((p) => p !== null)
+    .join(' · ');
   const tooltip = run ? runTooltip(run) : new vscode.MarkdownString(undefined, true);
-  if (!run) tooltip.appendMarkdown(`**${escapeMd(String(item.label))}** — ${holder.foreign ? 'a process outside this agent holds the slot' : 'running'}\n\nSince: ${escapeMd(localTime(since))}  \nProcess: pid ${holder.pid}`);
+  if (!run)
+    tooltip.appendMarkdown(
+      `**${escapeMd(String(item.label))}** — ${holder.foreign ? 'a process outside this agent holds the slot' : 'running'}\n\nSince: ${escapeMd(localTime(since))}  \nProcess: pid ${holder.pid}`,
+    );
   if (holder.station !== undefined) tooltip.appendMarkdown(`  \nStation: ${escapeMd(holder.station)}`);
   tooltip.appendMarkdown(`  \nLock: ${escapeMd(slot?.lockPath ?? '')}`);
   item.tooltip = tooltip;
-  item.iconPath = holder.foreign ? new vscode.ThemeIcon('lock', new vscode.ThemeColor('charts.yellow')) : run ? runIcon(run) : new vscode.ThemeIcon('sync~spin', new vscode.ThemeColor('charts.blue'));
+  item.iconPath = holder.foreign
+    ? new vscode.ThemeIcon('lock', new vscode.ThemeColor('charts.yellow'))
+    : run
+      ? runIcon(run)
+      : new vscode.ThemeIcon('sync~spin', new vscode.ThemeColor('charts.blue'));
   item.accessibilityInformation = {
-    label: run ? `slot ${node.index} of ${node.pool}: ${spokenRun(run)}` : `slot ${node.index} of ${node.pool}: held by ${String(item.label)}, process ${holder.pid}`,
+    label: run
+      ? `slot ${node.index} of ${node.pool}: ${spokenRun(run)}`
+      : `slot ${node.index} of ${node.pool}: held by ${String(item.label)}, process ${holder.pid}`,
   };
   // Only the agent's own runs can be cancelled from here; a foreign holder is shown, not touched.
   item.contextValue = holder.foreign || !holder.runId ? 'slot.foreign' : 'run.running';
-  if (holder.runId && !holder.foreign) item.command = { command: 'quantilica.showRunLog', title: 'Show Run Log', arguments: [holder.runId] };
+  if (holder.runId && !holder.foreign)
+    item.command = { command: 'quantilica.showRunLog', title: 'Show Run Log', arguments: [holder.runId] };
   return item;
 }
 

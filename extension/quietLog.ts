@@ -1,13 +1,15 @@
 import * as vscode from 'vscode';
 
 /** What a lost or closed connection makes vscode-jsonrpc and the language client report. */
-const EXPECTED_DISCONNECT = /Connection (is )?disposed|Connection got disposed|connection got disposed|Pending response rejected|Client is not running|Connection to server got closed|Stopping server failed|write after end|ECONNRESET|socket hang up/i;
+const EXPECTED_DISCONNECT =
+  /Connection (is )?disposed|Connection got disposed|connection got disposed|Pending response rejected|Client is not running|Connection to server got closed|Stopping server failed|write after end|ECONNRESET|socket hang up/i;
 
 /**
  * The language client's own words when its connection closes: the session reconnects by itself and
  * says why it lost the agent in one line, so these say nothing an operator can use.
  */
-const CLIENT_CLOSE_CHATTER = /Server will not be restarted|Stopping server failed|Stopping server timed out|Client is not running and can't be stopped/i;
+const CLIENT_CLOSE_CHATTER =
+  /Server will not be restarted|Stopping server failed|Stopping server timed out|Client is not running and can't be stopped/i;
 
 /**
  * The output channel, with three changes: the language client's close chatter is dropped; an expected disconnect (the agent stopped, restarted or was
@@ -20,7 +22,8 @@ export function quietLog(log: vscode.LogOutputChannel): vscode.LogOutputChannel 
     lines.push(text);
     if (lines.length > 2000) lines.shift();
   };
-  const text = (message: unknown, args: unknown[]): string => [message, ...args].map((a) => (a instanceof Error ? a.stack ?? a.message : typeof a === 'string' ? a : JSON.stringify(a))).join(' ');
+  const text = (message: unknown, args: unknown[]): string =>
+    [message, ...args].map((a) => (a instanceof Error ? (a.stack ?? a.message) : typeof a === 'string' ? a : JSON.stringify(a))).join(' ');
   const firstLine = (t: string) => t.split('\n').find((l) => l.trim() !== '' && !/^\s+at /.test(l)) ?? t;
   const quiet = (level: 'error' | 'warn', message: string | Error, args: unknown[]) => {
     const t = text(message, args);
@@ -67,5 +70,8 @@ export function quietLog(log: vscode.LogOutputChannel): vscode.LogOutputChannel 
 
 /** "[Error - 1:39:38 PM] Connection to server got closed." → "Connection to server got closed." */
 function stripLevel(line: string): string {
-  return line.replace(/^\[(Error|Warn|Info|Trace)\s*-\s*[^\]]*\]\s*/, '').replace(/^Error:\s*/, '').trim();
+  return line
+    .replace(/^\[(Error|Warn|Info|Trace)\s*-\s*[^\]]*\]\s*/, '')
+    .replace(/^Error:\s*/, '')
+    .trim();
 }

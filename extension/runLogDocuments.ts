@@ -62,7 +62,10 @@ export class RunLogDocuments implements vscode.TextDocumentContentProvider, vsco
    */
   private readonly following = new WeakSet<vscode.TextEditor>();
 
-  constructor(private readonly session: AgentSession, private readonly log: vscode.LogOutputChannel) {
+  constructor(
+    private readonly session: AgentSession,
+    private readonly log: vscode.LogOutputChannel,
+  ) {
     this.subscriptions = [
       vscode.workspace.onDidCloseTextDocument((doc) => {
         if (doc.uri.scheme !== RUN_LOG_SCHEME) return;
@@ -153,6 +156,8 @@ export class RunLogDocuments implements vscode.TextDocumentContentProvider, vsco
         this.append(f, chunk);
         if (changed) this.emitter.fire(uri);
       }
-    })().finally(() => { f.loop = null; });
+    })().finally(() => {
+      f.loop = null;
+    });
   }
 }

@@ -34,7 +34,8 @@ export function runIcon(run: RunInfo): vscode.ThemeIcon {
 export function outcome(run: RunInfo): string {
   if (isStarting(run)) return 'starting';
   if (run.status === 'waiting') return describeWait(run.wait, run);
-  if (run.status === 'running') return [run.startedAt ? `running for ${elapsed(run.startedAt)}` : 'running', liveWords(run)].filter((p) => p !== '').join(' · ');
+  if (run.status === 'running')
+    return [run.startedAt ? `running for ${elapsed(run.startedAt)}` : 'running', liveWords(run)].filter((p) => p !== '').join(' · ');
   return [run.status, endWords(run)].filter((p) => p !== '').join(' · ');
 }
 
@@ -78,15 +79,19 @@ export function spokenRun(run: RunInfo): string {
   else if (run.startedAt && run.finishedAt) parts.push(`after ${spokenDuration(run.startedAt, Date.parse(run.finishedAt))}`);
   if (run.status === 'waiting' && !isStarting(run)) parts.push(describeWait(run.wait, run).replace(/ · /g, ', '));
   if (run.exitCode !== null) parts.push(`exit code ${run.exitCode}`);
-  if (run.reason && !isStarting(run) && run.reason !== 'exit-code' && run.reason !== run.status && run.status !== 'waiting') parts.push(reasonWords(run.reason));
+  if (run.reason && !isStarting(run) && run.reason !== 'exit-code' && run.reason !== run.status && run.status !== 'waiting')
+    parts.push(reasonWords(run.reason));
   if (run.status === 'running' && liveWords(run)) parts.push(liveWords(run).replace(/ · /g, ', '));
-  if (run.peakMemoryMb !== null && run.peakMemoryMb !== undefined) parts.push(`peak memory ${gbWords(run.peakMemoryMb / 1024).replace(' GB', ' gigabytes')}`);
+  if (run.peakMemoryMb !== null && run.peakMemoryMb !== undefined)
+    parts.push(`peak memory ${gbWords(run.peakMemoryMb / 1024).replace(' GB', ' gigabytes')}`);
   parts.push(`in pool ${run.pool}`);
   return parts.join(', ');
 }
 
 function spokenDuration(since: string, now = Date.now()): string {
-  return durationWords((now - Date.parse(since)) / 1000).replace(/\bmin\b/, 'minutes').replace(/\bh\b/, 'hours');
+  return durationWords((now - Date.parse(since)) / 1000)
+    .replace(/\bmin\b/, 'minutes')
+    .replace(/\bh\b/, 'hours');
 }
 
 /** The tooltip of a run row: fetcher first, times in local time, the technical details last. */
@@ -102,7 +107,8 @@ export function runTooltip(run: RunInfo): vscode.MarkdownString {
     ['Duration', duration(run) || '—'],
     ['Run id', run.runId],
   ];
-  if (peakMemory(run)) rows.push(['Memory', peakMemory(run) + (run.memoryLimitMb ? ` of a ${gbWords(run.memoryLimitMb / 1024)} ceiling` : '')]);
+  if (peakMemory(run))
+    rows.push(['Memory', peakMemory(run) + (run.memoryLimitMb ? ` of a ${gbWords(run.memoryLimitMb / 1024)} ceiling` : '')]);
   if (run.pid !== null) rows.push(['Process', `pid ${run.pid}`]);
   if (run.reason) rows.push(['Reason', `${reasonWords(run.reason)} (${run.reason})`]);
   md.appendMarkdown(rows.map(([k, v]) => `${k}: ${escapeMd(v)}`).join('  \n'));

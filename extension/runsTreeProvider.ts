@@ -10,7 +10,10 @@ export type DayNode = { kind: 'day'; id: string; day: string };
 export type RunNode = { kind: 'run'; id: string; runId: string };
 export type RunsNode = DayNode | RunNode;
 
-export interface RunsFilter { fetcher?: string; status?: RunStatus }
+export interface RunsFilter {
+  fetcher?: string;
+  status?: RunStatus;
+}
 
 /** The most runs the view keeps (newest first); older ones are in `quantilica runs`. */
 const MAX_RUNS = 300;
@@ -32,7 +35,10 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
   readonly onDidChangeFilter: vscode.Event<RunsFilter>;
   private readonly filterEmitter = new vscode.EventEmitter<RunsFilter>();
 
-  constructor(private readonly session: AgentSession, private readonly log: vscode.LogOutputChannel) {
+  constructor(
+    private readonly session: AgentSession,
+    private readonly log: vscode.LogOutputChannel,
+  ) {
     this.onDidChangeFilter = this.filterEmitter.event;
   }
 
@@ -67,7 +73,10 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
         this.trim();
         this.emitter.fire(undefined);
         // The reset comes just before the session says "connected": ask for the history then.
-        this.session.whenConnected(30_000).then(() => this.load(), () => undefined);
+        this.session.whenConnected(30_000).then(
+          () => this.load(),
+          () => undefined,
+        );
       }
       return;
     }
@@ -77,7 +86,8 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
     this.runs.set(run.runId, run);
     this.trim();
     if (!this.visible(run) && (!known || !this.visible(known))) return;
-    if (known && dayOf(known) === dayOf(run) && this.visible(known) === this.visible(run)) this.emitter.fire(this.node({ kind: 'run', id: `run:${run.runId}`, runId: run.runId }));
+    if (known && dayOf(known) === dayOf(run) && this.visible(known) === this.visible(run))
+      this.emitter.fire(this.node({ kind: 'run', id: `run:${run.runId}`, runId: run.runId }));
     // A run new to its day refreshes that day's group; a day new to the view, the root.
     else if (!known && this.nodes.has(`day:${dayOf(run)}`)) this.emitter.fire(this.nodes.get(`day:${dayOf(run)}`));
     else this.emitter.fire(undefined);
@@ -99,7 +109,9 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
     item.id = node.id;
     if (!run) return item;
     const started = new Date(run.startedAt ?? run.enqueuedAt).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
-    item.description = [started, triggerWords(run.trigger), duration(run), run.status === 'running' ? '' : outcome(run), peakMemory(run)].filter((p) => p !== '').join(' · ');
+    item.description = [started, triggerWords(run.trigger), duration(run), run.status === 'running' ? '' : outcome(run), peakMemory(run)]
+      .filter((p) => p !== '')
+      .join(' · ');
     item.tooltip = runTooltip(run);
     item.iconPath = runIcon(run);
     item.accessibilityInformation = { label: spokenRun(run) };
@@ -110,7 +122,10 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
 
   getChildren(node?: RunsNode): RunsNode[] {
     if (!node) return this.days().map((day) => this.node({ kind: 'day', id: `day:${day}`, day }));
-    if (node.kind === 'day') return this.visibleRuns().filter((r) => dayOf(r) === node.day).map((r) => this.node({ kind: 'run', id: `run:${r.runId}`, runId: r.runId }));
+    if (node.kind === 'day')
+      return this.visibleRuns()
+        .filter((r) => dayOf(r) === node.day)
+        .map((r) => this.node({ kind: 'run', id: `run:${r.runId}`, runId: r.runId }));
     return [];
   }
 
@@ -152,14 +167,20 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
 
   private trim(): void {
     if (this.runs.size <= MAX_RUNS) return;
-    const keep = new Set([...this.runs.values()].sort((a, b) => sortKey(b).localeCompare(sortKey(a))).slice(0, MAX_RUNS).map((r) => r.runId));
+    const keep = new Set(
+      [...this.runs.values()]
+        .sort((a, b) => sortKey(b).localeCompare(sortKey(a)))
+        .slice(0, MAX_RUNS)
+        .map((r) => r.runId),
+    );
     for (const id of this.runs.keys()) if (!keep.has(id)) this.runs.delete(id);
   }
 
   /** Running rows show a duration that grows: refresh those rows only. */
   private tick(): void {
     for (const run of this.runs.values()) {
-      if (run.status === 'running' && this.visible(run) && this.nodes.has(`run:${run.runId}`)) this.emitter.fire(this.nodes.get(`run:${run.runId}`));
+      if (run.status === 'running' && this.visible(run) && this.nodes.has(`run:${run.runId}`))
+        this.emitter.fire(this.nodes.get(`run:${run.runId}`));
     }
   }
 
@@ -192,5 +213,10 @@ function dayLabel(day: string): string {
   if (day === key(today)) return 'Today';
   if (day === key(new Date(today.getTime() - 86_400_000))) return 'Yesterday';
   const [y, m, d] = day.split('-').map(Number);
-  return new Date(y ?? 1970, (m ?? 1) - 1, d ?? 1).toLocaleDateString(undefined, { weekday: 'short', day: 'numeric', month: 'short', year: 'numeric' });
+  return new Date(y ?? 1970, (m ?? 1) - 1, d ?? 1).toLocaleDateString(undefined, {
+    weekday: 'short',
+    day: 'numeric',
+    month: 'short',
+    year: 'numeric',
+  });
 }

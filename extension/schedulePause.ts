@@ -9,7 +9,9 @@ import type { ScheduleNode } from './scheduleTreeProvider';
 export const WHOLE_SCHEDULE = Symbol('whole schedule');
 type Target = string | typeof WHOLE_SCHEDULE;
 
-interface TargetItem extends vscode.QuickPickItem { target: Target }
+interface TargetItem extends vscode.QuickPickItem {
+  target: Target;
+}
 
 /**
  * Pause and Resume of the Schedule view and the palette. From a row they act on that fetcher; from
@@ -40,16 +42,29 @@ export function registerSchedulePause(session: AgentSession, notices: Notices, l
     const entries = schedule.entries.filter((e) => e.cron !== null && (paused ? !e.paused : e.paused));
     const items: TargetItem[] = [];
     if (paused ? !schedule.paused : schedule.paused) {
-      items.push({ label: paused ? 'All Fetchers' : 'The Whole Schedule', description: paused ? 'pause the whole schedule' : 'resume every fetcher the whole-schedule pause holds', target: WHOLE_SCHEDULE });
+      items.push({
+        label: paused ? 'All Fetchers' : 'The Whole Schedule',
+        description: paused ? 'pause the whole schedule' : 'resume every fetcher the whole-schedule pause holds',
+        target: WHOLE_SCHEDULE,
+      });
     }
-    for (const e of entries) items.push({ label: e.fetcher, description: paused ? 'pause this fetcher only' : 'paused on its own', target: e.fetcher });
+    for (const e of entries)
+      items.push({ label: e.fetcher, description: paused ? 'pause this fetcher only' : 'paused on its own', target: e.fetcher });
     if (items.length === 0) {
-      void notices.show('info', paused ? 'Quantilica: the whole schedule is paused already.' : 'Quantilica: nothing in the schedule is paused.');
+      void notices.show(
+        'info',
+        paused ? 'Quantilica: the whole schedule is paused already.' : 'Quantilica: nothing in the schedule is paused.',
+      );
       return undefined;
     }
     const pick = await notices.pick(paused ? 'Pause the schedule of which fetcher?' : 'Resume which?', items);
     if (!pick) return undefined;
-    if (pick.target === WHOLE_SCHEDULE && paused && !(await confirmPauseAll(notices, schedule.entries.filter((e) => e.cron !== null).length))) return undefined;
+    if (
+      pick.target === WHOLE_SCHEDULE &&
+      paused &&
+      !(await confirmPauseAll(notices, schedule.entries.filter((e) => e.cron !== null).length))
+    )
+      return undefined;
     return pick.target;
   };
 

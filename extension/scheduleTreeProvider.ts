@@ -19,7 +19,9 @@ export class ScheduleTreeProvider implements vscode.TreeDataProvider<ScheduleNod
   readonly onDidChangeTreeData = this.emitter.event;
   private snapshot: Snapshot | null = null;
   private readonly nodes = new Map<string, ScheduleNode>();
-  private readonly ticker = setInterval(() => { for (const n of this.nodes.values()) this.emitter.fire(n); }, COUNTDOWN_MS);
+  private readonly ticker = setInterval(() => {
+    for (const n of this.nodes.values()) this.emitter.fire(n);
+  }, COUNTDOWN_MS);
 
   update(event: StateEvent): void {
     if (event.kind === 'reset') {
@@ -56,28 +58,53 @@ export class ScheduleTreeProvider implements vscode.TreeDataProvider<ScheduleNod
     const globalPause = this.snapshot?.schedule?.paused ?? false;
     const paused = entry.paused || globalPause;
     const last = lastRun(this.snapshot, entry.fetcher);
-    const lastText = last ? (last.status === 'running' || last.status === 'waiting' ? `${last.status} now` : `last ${last.status}`) : entry.lastRunAt ? `last ${relative(entry.lastRunAt)}` : 'never ran';
+    const lastText = last
+      ? last.status === 'running' || last.status === 'waiting'
+        ? `${last.status} now`
+        : `last ${last.status}`
+      : entry.lastRunAt
+        ? `last ${relative(entry.lastRunAt)}`
+        : 'never ran';
     // Late: a due time passed without a completed run within the entry's lateAfterMinutes.
     const late = entry.lateSince ? `late since ${clockTime(entry.lateSince)}` : '';
-    const when = paused ? (globalPause && !entry.paused ? 'paused with the whole schedule' : 'paused') : entry.nextDue ? relative(entry.nextDue) : 'not due';
+    const when = paused
+      ? globalPause && !entry.paused
+        ? 'paused with the whole schedule'
+        : 'paused'
+      : entry.nextDue
+        ? relative(entry.nextDue)
+        : 'not due';
     item.description = [late, when, lastText].filter((p) => p !== '').join(' · ');
     const md = new vscode.MarkdownString(undefined, true);
-    md.appendMarkdown(`**${entry.fetcher}** — ${paused ? (globalPause ? 'paused (the whole schedule)' : 'paused') : 'scheduled'}${entry.lateSince ? ' — **late**' : ''}\n\n`);
+    md.appendMarkdown(
+      `**${entry.fetcher}** — ${paused ? (globalPause ? 'paused (the whole schedule)' : 'paused') : 'scheduled'}${entry.lateSince ? ' — **late**' : ''}\n\n`,
+    );
     const lines = [
       `Next: ${entry.nextDue && !paused ? `${localTime(entry.nextDue)}, ${relative(entry.nextDue)}` : '—'}`,
       `Cron: \`${entry.cron ?? '—'}\` (${entry.timezone ?? timeZone()})`,
       `Last run: ${last ? `${localTime(last.startedAt ?? last.enqueuedAt)}, ${outcome(last)}` : localTime(entry.lastRunAt)}`,
     ];
-    if (entry.lateSince) lines.push(`Late since ${localTime(entry.lateSince)}: no completed run within ${entry.lateAfterMinutes ?? '?'} min of a due time; the last success ${entry.lastSuccessAt ? localTime(entry.lastSuccessAt) : 'never happened'}`);
+    if (entry.lateSince)
+      lines.push(
+        `Late since ${localTime(entry.lateSince)}: no completed run within ${entry.lateAfterMinutes ?? '?'} min of a due time; the last success ${entry.lastSuccessAt ? localTime(entry.lastSuccessAt) : 'never happened'}`,
+      );
     md.appendMarkdown(lines.join('  \n'));
     item.tooltip = md;
     item.iconPath = entry.lateSince
       ? new vscode.ThemeIcon('warning', new vscode.ThemeColor('list.warningForeground'))
-      : paused ? new vscode.ThemeIcon('debug-pause', new vscode.ThemeColor('charts.yellow')) : last && last.status !== 'running' && last.status !== 'waiting' ? runIcon(last) : new vscode.ThemeIcon('watch');
+      : paused
+        ? new vscode.ThemeIcon('debug-pause', new vscode.ThemeColor('charts.yellow'))
+        : last && last.status !== 'running' && last.status !== 'waiting'
+          ? runIcon(last)
+          : new vscode.ThemeIcon('watch');
     // Under a whole-schedule pause a row offers neither Pause (it is paused) nor its own Resume
     // (the view's title has Resume); a row paused on its own offers Resume.
     item.contextValue = entry.paused ? 'schedule.paused' : globalPause ? 'schedule.heldByWholePause' : 'schedule.active';
-    item.accessibilityInformation = { label: [entry.fetcher, late, paused ? when : entry.nextDue ? `next ${relative(entry.nextDue)}` : 'not due', lastText].filter((p) => p !== '').join(', ') };
+    item.accessibilityInformation = {
+      label: [entry.fetcher, late, paused ? when : entry.nextDue ? `next ${relative(entry.nextDue)}` : 'not due', lastText]
+        .filter((p) => p !== '')
+        .join(', '),
+    };
     return item;
   }
 
@@ -112,6 +139,11 @@ export function relative(iso: string, now = Date.now()): string {
   const ms = Date.parse(iso) - now;
   const minutes = Math.round(Math.abs(ms) / 60_000);
   if (minutes < 1) return 'now';
-  const text = minutes < 60 ? `${minutes} min` : minutes < 48 * 60 ? `${Math.floor(minutes / 60)} h ${minutes % 60} min` : `${Math.round(minutes / 1440)} days`;
+  const text =
+    minutes < 60
+      ? `${minutes} min`
+      : minutes < 48 * 60
+        ? `${Math.floor(minutes / 60)} h ${minutes % 60} min`
+        : `${Math.round(minutes / 1440)} days`;
   return ms > 0 ? `in ${text}` : `${text} ago`;
 }

@@ -22,7 +22,9 @@ export interface StationRendered {
 }
 
 /** What the webview keeps across a window reload (vscode.setState), handed to the serializer. */
-export interface StationState { hours?: number }
+export interface StationState {
+  hours?: number;
+}
 
 export const STATION_RANGES = [1, 6, 24] as const;
 const REFRESH_MS = 60_000;
@@ -47,14 +49,24 @@ export class StationPanel implements vscode.Disposable, vscode.WebviewPanelSeria
   /** The last "no history" reason logged: a down agent is said once, not on every refresh. */
   private lastFailure: string | null = null;
 
-  constructor(private readonly extensionUri: vscode.Uri, private readonly session: AgentSession, private readonly log: vscode.LogOutputChannel) {
+  constructor(
+    private readonly extensionUri: vscode.Uri,
+    private readonly session: AgentSession,
+    private readonly log: vscode.LogOutputChannel,
+  ) {
     this.subscriptions = [
       // A run that starts or ends moves a bar: refresh soon, at most once every 2 s.
       session.onDidChange((event) => {
         if (!this.panel || (event.kind === 'change' && event.params.change.kind !== 'run' && event.params.change.kind !== 'sync')) return;
-        if (!this.pending) this.pending = setTimeout(() => { this.pending = null; void this.refresh(); }, 2000);
+        if (!this.pending)
+          this.pending = setTimeout(() => {
+            this.pending = null;
+            void this.refresh();
+          }, 2000);
       }),
-      session.onDidChangeState((state) => { if (this.panel) void this.showState(state); }),
+      session.onDidChangeState((state) => {
+        if (this.panel) void this.showState(state);
+      }),
     ];
   }
 
@@ -109,7 +121,11 @@ export class StationPanel implements vscode.Disposable, vscode.WebviewPanelSeria
   }
 
   private options(): vscode.WebviewPanelOptions & vscode.WebviewOptions {
-    return { enableScripts: true, localResourceRoots: [vscode.Uri.joinPath(this.extensionUri, 'dist', 'webview')], retainContextWhenHidden: false };
+    return {
+      enableScripts: true,
+      localResourceRoots: [vscode.Uri.joinPath(this.extensionUri, 'dist', 'webview')],
+      retainContextWhenHidden: false,
+    };
   }
 
   private adopt(panel: vscode.WebviewPanel): void {
@@ -123,8 +139,15 @@ export class StationPanel implements vscode.Disposable, vscode.WebviewPanelSeria
       if (message.type === 'startAgent') void vscode.commands.executeCommand('quantilica.startAgent');
       if (message.type === 'rendered') {
         this.lastRendered = {
-          lanes: message.lanes ?? [], canvases: message.canvases ?? 0, bars: message.bars ?? 0, diskPoints: message.diskPoints ?? 0,
-          hours: message.hours ?? this.hours, sync: message.sync ?? { spans: 0, hibernating: false }, down: message.down ?? null, canStart: message.canStart ?? false, ranges: message.ranges ?? [],
+          lanes: message.lanes ?? [],
+          canvases: message.canvases ?? 0,
+          bars: message.bars ?? 0,
+          diskPoints: message.diskPoints ?? 0,
+          hours: message.hours ?? this.hours,
+          sync: message.sync ?? { spans: 0, hibernating: false },
+          down: message.down ?? null,
+          canStart: message.canStart ?? false,
+          ranges: message.ranges ?? [],
         };
         this.renderedEmitter.fire(this.lastRendered);
       }
@@ -145,17 +168,29 @@ export class StationPanel implements vscode.Disposable, vscode.WebviewPanelSeria
       await this.refresh();
       return;
     }
-    const message = state.kind === 'down' ? 'The Quantilica agent is not running, so there is no station history to show.' : 'Connecting to the Quantilica agent…';
+    const message =
+      state.kind === 'down'
+        ? 'The Quantilica agent is not running, so there is no station history to show.'
+        : 'Connecting to the Quantilica agent…';
     await this.panel?.webview.postMessage({ type: 'down', message, canStart: state.kind === 'down', hours: this.hours });
   }
 }
 
 /** The GitHub sync's hibernation now (it holds no slot then), from the snapshot, beside the history. */
-function withSync(history: StationHistory, session: AgentSession): StationHistory & { syncFetchers: string[]; hibernating: { runId: string | null; from: string; until: string } | null } {
+function withSync(
+  history: StationHistory,
+  session: AgentSession,
+): StationHistory & { syncFetchers: string[]; hibernating: { runId: string | null; from: string; until: string } | null } {
   const snapshot = session.snapshot;
   const syncFetchers = (snapshot?.catalog ?? []).filter((e) => e.kind === 'github-sync').map((e) => e.name);
   const sync = snapshot?.sync;
-  const hibernating = sync?.hibernatingUntil ? { runId: sync.runId, from: snapshot?.runs.find((r) => r.runId === sync.runId)?.enqueuedAt ?? history.to, until: sync.hibernatingUntil } : null;
+  const hibernating = sync?.hibernatingUntil
+    ? {
+        runId: sync.runId,
+        from: snapshot?.runs.find((r) => r.runId === sync.runId)?.enqueuedAt ?? history.to,
+        until: sync.hibernatingUntil,
+      }
+    : null;
   return { ...history, syncFetchers, hibernating };
 }
 
@@ -168,7 +203,9 @@ function html(webview: vscode.Webview, script: vscode.Uri, hours: number): strin
     `script-src 'nonce-${nonce}'`,
     `font-src ${webview.cspSource}`,
   ].join('; ');
-  const ranges = STATION_RANGES.map((h) => `<button type="button" class="range" data-hours="${h}" aria-pressed="${h === hours}">${h} h</button>`).join('');
+  const ranges = STATION_RANGES.map(
+    (h) => `<button type="button" class="range" data-hours="${h}" aria-pressed="${h === hours}">${h} h</button>`,
+  ).join('');
   return `<!DOCTYPE html>
 <html lang="en">
 <head>

@@ -33,7 +33,7 @@ export class TelemetryHealthItem implements vscode.Disposable {
   /** What the status bar item shows (for the extension-host tests). */
   get view(): { text: string; tooltip: string } {
     const tooltip = this.item.tooltip;
-    return { text: this.item.text, tooltip: typeof tooltip === 'string' ? tooltip : tooltip?.value ?? '' };
+    return { text: this.item.text, tooltip: typeof tooltip === 'string' ? tooltip : (tooltip?.value ?? '') };
   }
 
   get visible(): boolean {
@@ -64,9 +64,11 @@ export class TelemetryHealthItem implements vscode.Disposable {
     }
     const since = new Date(Date.now() - age * 1000).toISOString();
     this.item.text = `$(cloud-offline) telemetry ${elapsed(since)} behind`;
-    const why = this.spool.database === 'down' ? 'PostgreSQL is unreachable' : this.spool.lastFlushError ?? 'the flush has not caught up';
+    const why = this.spool.database === 'down' ? 'PostgreSQL is unreachable' : (this.spool.lastFlushError ?? 'the flush has not caught up');
     this.item.tooltip = `${this.spool.pending} telemetry events have not reached PostgreSQL; the oldest waits for ${elapsed(since)} (${why}). Click to flush now.`;
-    this.item.accessibilityInformation = { label: `Quantilica telemetry: ${this.spool.pending} events not sent for ${elapsed(since)}, ${why}` };
+    this.item.accessibilityInformation = {
+      label: `Quantilica telemetry: ${this.spool.pending} events not sent for ${elapsed(since)}, ${why}`,
+    };
     this.item.show();
     this.shown = true;
   }

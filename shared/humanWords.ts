@@ -123,7 +123,9 @@ export function waitWords(wait: WaitReason | null, run?: Pick<RunInfo, 'attempt'
       return `attempt ${wait.attempt}${of} · retry at ${clockTime(wait.until)}`;
     }
     case 'slot-backend':
-      return wait.cause === 'connection-cap' ? 'waiting for the slot database (at its connection cap)' : 'waiting for the slot database (unreachable)';
+      return wait.cause === 'connection-cap'
+        ? 'waiting for the slot database (at its connection cap)'
+        : 'waiting for the slot database (unreachable)';
   }
 }
 
@@ -132,9 +134,10 @@ export function waitWords(wait: WaitReason | null, run?: Pick<RunInfo, 'attempt'
  * error" says less than "exit 3"; "ran past its time limit at 14:05" says when.
  */
 export function endWords(run: Pick<RunInfo, 'status' | 'exitCode' | 'signal' | 'reason' | 'finishedAt' | 'attempt' | 'attempts'>): string {
-  const how = run.exitCode !== null ? `exit ${run.exitCode}` : run.signal ?? '';
+  const how = run.exitCode !== null ? `exit ${run.exitCode}` : (run.signal ?? '');
   // A reason that only repeats the status or the exit code adds nothing.
-  const repeats = run.reason === null || run.reason === run.status || run.reason === 'exit-code' || (run.reason === 'signal' && run.signal !== null);
+  const repeats =
+    run.reason === null || run.reason === run.status || run.reason === 'exit-code' || (run.reason === 'signal' && run.signal !== null);
   let reason = repeats ? '' : reasonWords(run.reason);
   if ((run.reason === 'timeout' || run.reason === 'stalled') && run.finishedAt) reason += ` at ${clockTime(run.finishedAt)}`;
   const attempts = run.attempts !== undefined && run.attempts > 1 ? `attempt ${run.attempt ?? run.attempts} of ${run.attempts}` : '';

@@ -22,10 +22,17 @@ import {
   type StationHistory,
 } from './protocolTypes';
 
-const fetcherName = z.string().regex(FETCHER_NAME, 'must be a catalog fetcher name: lowercase letters, digits, ".", "_" or "-", at most 64, no path characters');
-const runId = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/, 'must be a run id as the agent reports it (letters, digits, ".", "_", ":" or "-")');
+const fetcherName = z
+  .string()
+  .regex(FETCHER_NAME, 'must be a catalog fetcher name: lowercase letters, digits, ".", "_" or "-", at most 64, no path characters');
+const runId = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/, 'must be a run id as the agent reports it (letters, digits, ".", "_", ":" or "-")');
 /** Arguments reach the fetcher as argv entries (never through a shell); bounded so a run record stays small. */
-const fetcherArg = z.string().max(4096).refine((a) => !a.includes('\0'), 'must not contain NUL bytes');
+const fetcherArg = z
+  .string()
+  .max(4096)
+  .refine((a) => !a.includes('\0'), 'must not contain NUL bytes');
 /** Params a client may leave out (absent, `null`); the handler sees `undefined` for both. */
 const omittable = <T extends z.ZodTypeAny>(schema: T) => z.union([z.undefined(), z.null().transform(() => undefined), schema]);
 /** A request without params: absent, `null` or `{}`. */
@@ -34,12 +41,17 @@ const noParams = omittable(z.object({}).strict()).transform(() => undefined);
 export namespace Hello {
   // client → agent, first message: protocol version check; answers with the current snapshot.
   export const method = 'quantilica/hello' as const;
-  export const params = z.object({
-    protocolVersion: z.number().int().nonnegative(),
-    client: z.string().min(1).max(200),
-  }).strict();
+  export const params = z
+    .object({
+      protocolVersion: z.number().int().nonnegative(),
+      client: z.string().min(1).max(200),
+    })
+    .strict();
   export type Params = z.infer<typeof params>;
-  export interface Result { protocolVersion: number; snapshot: Snapshot }
+  export interface Result {
+    protocolVersion: number;
+    snapshot: Snapshot;
+  }
   export const type = new RequestType<Params, Result, void>(method);
 }
 
@@ -50,7 +62,10 @@ export namespace Initialize {
   /** LSP's InitializeParams are large and the agent reads none of them: an object is all it checks. */
   export const params = z.object({}).passthrough();
   export type Params = z.infer<typeof params>;
-  export interface Result { capabilities: Record<string, never>; serverInfo: { name: string; version: string } }
+  export interface Result {
+    capabilities: Record<string, never>;
+    serverInfo: { name: string; version: string };
+  }
   export const type = new RequestType<Params, Result, void>(method);
 }
 
@@ -72,14 +87,18 @@ export namespace GetSnapshot {
 export namespace RunFetcher {
   // client → agent: enqueue a run of a catalog fetcher (by name, never a command line).
   export const method = 'quantilica/run' as const;
-  export const params = z.object({
-    fetcher: fetcherName,
-    // 64 for a fetcher (validateArgs); a GitHub sync's repositories may be many more (the frame cap bounds them).
-    args: z.array(fetcherArg).max(10000).optional(),
-    trigger: z.enum(['cli', 'protocol']).optional(),
-  }).strict();
+  export const params = z
+    .object({
+      fetcher: fetcherName,
+      // 64 for a fetcher (validateArgs); a GitHub sync's repositories may be many more (the frame cap bounds them).
+      args: z.array(fetcherArg).max(10000).optional(),
+      trigger: z.enum(['cli', 'protocol']).optional(),
+    })
+    .strict();
   export type Params = z.infer<typeof params>;
-  export interface Result { run: RunInfo }
+  export interface Result {
+    run: RunInfo;
+  }
   export const type = new RequestType<Params, Result, void>(method);
 }
 
@@ -88,17 +107,23 @@ export namespace WaitRun {
   export const method = 'quantilica/waitRun' as const;
   export const params = z.object({ runId }).strict();
   export type Params = z.infer<typeof params>;
-  export interface Result { run: RunInfo }
+  export interface Result {
+    run: RunInfo;
+  }
   export const type = new RequestType<Params, Result, void>(method);
 }
 
 export namespace CancelRun {
   // client → agent: cancel a run by id, or every active run of a fetcher.
   export const method = 'quantilica/cancel' as const;
-  export const params = z.object({ runId: runId.optional(), fetcher: fetcherName.optional() }).strict()
+  export const params = z
+    .object({ runId: runId.optional(), fetcher: fetcherName.optional() })
+    .strict()
     .refine((p) => (p.runId === undefined) !== (p.fetcher === undefined), 'give exactly one of runId or fetcher');
   export type Params = z.infer<typeof params>;
-  export interface Result { cancelled: RunInfo[] }
+  export interface Result {
+    cancelled: RunInfo[];
+  }
   export const type = new RequestType<Params, Result, void>(method);
 }
 
@@ -108,7 +133,9 @@ export namespace ListRuns {
   /** Params may be left out: the default limit. */
   export const params = omittable(z.object({ limit: z.number().int().min(1).max(1000).optional() }).strict());
   export type Params = NonNullable<z.infer<typeof params>>;
-  export interface Result { runs: RunInfo[] }
+  export interface Result {
+    runs: RunInfo[];
+  }
   export const type = new RequestType<Params | undefined, Result, void>(method);
 }
 
@@ -116,9 +143,24 @@ export namespace TailLog {
   // client → agent: the last bytes of a run's log file.
   export const method = 'quantilica/tailLog' as const;
   // A tail travels in one frame, and clients cap frames at 1 MiB: stay well below it.
-  export const params = z.object({ runId, maxBytes: z.number().int().min(1).max(256 * 1024).optional() }).strict();
+  export const params = z
+    .object({
+      runId,
+      maxBytes: z
+        .number()
+        .int()
+        .min(1)
+        .max(256 * 1024)
+        .optional(),
+    })
+    .strict();
   export type Params = z.infer<typeof params>;
-  export interface Result { runId: string; path: string; text: string; truncated: boolean }
+  export interface Result {
+    runId: string;
+    path: string;
+    text: string;
+    truncated: boolean;
+  }
   export const type = new RequestType<Params, Result, void>(method);
 }
 
@@ -128,7 +170,11 @@ export namespace FlushTelemetry {
   /** Params may be left out: no progress reported. */
   export const params = omittable(z.object({ workDoneToken: z.union([z.string().max(200), z.number().int()]).optional() }).strict());
   export type Params = NonNullable<z.infer<typeof params>>;
-  export interface Result { sent: number; remaining: number; error: string | null }
+  export interface Result {
+    sent: number;
+    remaining: number;
+    error: string | null;
+  }
   export const type = new RequestType<Params | undefined, Result, void>(method);
   /** The `$/progress` values for `workDoneToken`. */
   export const progress = new ProgressType<FlushProgress>();
@@ -139,7 +185,9 @@ export namespace SetSchedulePaused {
   export const method = 'quantilica/schedule/setPaused' as const;
   export const params = z.object({ paused: z.boolean(), fetcher: fetcherName.optional() }).strict();
   export type Params = z.infer<typeof params>;
-  export interface Result { schedule: ScheduleStatus }
+  export interface Result {
+    schedule: ScheduleStatus;
+  }
   export const type = new RequestType<Params, Result, void>(method);
 }
 
@@ -149,12 +197,19 @@ export namespace ReadLog {
   // carry at most `maxBytes` (≤ 64 KiB), so a follower gets a bounded stream it can resume from
   // `nextOffset` after a reconnect.
   export const method = 'quantilica/readLog' as const;
-  export const params = z.object({
-    runId,
-    offset: z.number().int().min(0),
-    maxBytes: z.number().int().min(1).max(64 * 1024).optional(),
-    waitMs: z.number().int().min(0).max(20_000).optional(),
-  }).strict();
+  export const params = z
+    .object({
+      runId,
+      offset: z.number().int().min(0),
+      maxBytes: z
+        .number()
+        .int()
+        .min(1)
+        .max(64 * 1024)
+        .optional(),
+      waitMs: z.number().int().min(0).max(20_000).optional(),
+    })
+    .strict();
   export type Params = z.infer<typeof params>;
   export type Result = LogChunk;
   export const type = new RequestType<Params, Result, void>(method);
@@ -176,14 +231,21 @@ export namespace ListEvents {
   // `waitMs` passes (long poll: `quantilica events --follow` resumes from `next`).
   export const method = 'quantilica/events' as const;
   /** Params may be left out: the most recent events, no wait. */
-  export const params = omittable(z.object({
-    after: z.number().int().min(0).optional(),
-    limit: z.number().int().min(1).max(1000).optional(),
-    waitMs: z.number().int().min(0).max(60_000).optional(),
-  }).strict());
+  export const params = omittable(
+    z
+      .object({
+        after: z.number().int().min(0).optional(),
+        limit: z.number().int().min(1).max(1000).optional(),
+        waitMs: z.number().int().min(0).max(60_000).optional(),
+      })
+      .strict(),
+  );
   export type Params = NonNullable<z.infer<typeof params>>;
   /** `next`: the `after` of the next call. */
-  export interface Result { events: NumberedOperatorEvent[]; next: number }
+  export interface Result {
+    events: NumberedOperatorEvent[];
+    next: number;
+  }
   export const type = new RequestType<Params | undefined, Result, void>(method);
 }
 
@@ -191,7 +253,10 @@ export namespace GetMetrics {
   // client → agent: the Prometheus text the metrics listener serves (`quantilica metrics`).
   export const method = 'quantilica/metrics' as const;
   export const params = noParams;
-  export interface Result { contentType: string; text: string }
+  export interface Result {
+    contentType: string;
+    text: string;
+  }
   export const type = new RequestType0<Result, void>(method);
 }
 
@@ -211,7 +276,9 @@ type RequestEntry<M, S extends z.ZodTypeAny = z.ZodTypeAny> = {
 };
 
 /** Checks, for each entry, that its key is its method and that its schema and its `RequestType` agree. */
-function requestRegistry<T extends { [M in keyof T]: RequestEntry<M, T[M] extends { params: infer S extends z.ZodTypeAny } ? S : never> }>(entries: T): T {
+function requestRegistry<T extends { [M in keyof T]: RequestEntry<M, T[M] extends { params: infer S extends z.ZodTypeAny } ? S : never> }>(
+  entries: T,
+): T {
   return entries;
 }
 
@@ -246,4 +313,8 @@ export type RequestMethod = keyof typeof REQUESTS;
 /** The params a handler receives: what the method's schema gives back (absent and `null` become `undefined`). */
 export type ParamsOf<M extends RequestMethod> = z.output<(typeof REQUESTS)[M]['params']>;
 export type ResultOf<M extends RequestMethod> =
-  (typeof REQUESTS)[M]['type'] extends RequestType<infer _P, infer R, unknown> ? R : (typeof REQUESTS)[M]['type'] extends RequestType0<infer R, unknown> ? R : never;
+  (typeof REQUESTS)[M]['type'] extends RequestType<infer _P, infer R, unknown>
+    ? R
+    : (typeof REQUESTS)[M]['type'] extends RequestType0<infer R, unknown>
+      ? R
+      : never;

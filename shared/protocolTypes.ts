@@ -29,19 +29,45 @@ export type RunTrigger = 'cli' | 'protocol' | 'schedule' | 'catch-up' | 'adopted
  * Always one of these tokens, never prose: clients switch on them.
  */
 export const RUN_REASONS = [
-  'wait-timeout', 'disk-backpressure-timeout', 'admission-impossible', 'no-such-pool',
-  'lock-file-unsafe', 'lock-dir-unsafe', 'lock-group-unknown', 'slot-error', 'start-error',
-  'exit-code', 'signal', 'exit-status-unknown', 'memory-limit',
-  'cancelled', 'agent-stopping', 'owner-exited-while-waiting', 'already-active',
-  'starting', 'lingering', 'hibernating',
+  'wait-timeout',
+  'disk-backpressure-timeout',
+  'admission-impossible',
+  'no-such-pool',
+  'lock-file-unsafe',
+  'lock-dir-unsafe',
+  'lock-group-unknown',
+  'slot-error',
+  'start-error',
+  'exit-code',
+  'signal',
+  'exit-status-unknown',
+  'memory-limit',
+  'cancelled',
+  'agent-stopping',
+  'owner-exited-while-waiting',
+  'already-active',
+  'starting',
+  'lingering',
+  'hibernating',
   // A GitHub sync's ends: completed with repositories not reached, or failed with its sync's reason.
-  'repos-not-reached', 'repos-file-invalid', 'github-sync-unavailable', 'storage-error', 'stuck-no-progress',
-  'unknown-sync', 'no-repositories', 'sync-completed', 'sync-failed', 'sync-cancelled',
+  'repos-not-reached',
+  'repos-file-invalid',
+  'github-sync-unavailable',
+  'storage-error',
+  'stuck-no-progress',
+  'unknown-sync',
+  'no-repositories',
+  'sync-completed',
+  'sync-failed',
+  'sync-cancelled',
   // The postgres slot backend: its database cannot be reached; a run's slot session was lost.
-  'slot-backend-unavailable', 'slot-session-lost',
+  'slot-backend-unavailable',
+  'slot-session-lost',
   // Run policies: a try failed and the next one waits its backoff; the run passed its deadline; its log
   // stopped growing for its stall limit (and the policy cancels it).
-  'retry-backoff', 'timeout', 'stalled',
+  'retry-backoff',
+  'timeout',
+  'stalled',
   // A GitHub sync whose token the API refused (401).
   'unauthorized',
 ] as const;
@@ -203,8 +229,16 @@ export interface ScheduleEntry {
  * and the metrics. Tokens, never prose.
  */
 export const OPERATOR_EVENTS = [
-  'failed', 'retrying', 'timeout', 'stalled', 'late', 'recovered',
-  'disk-paused', 'disk-resumed', 'sync-hibernated', 'sync-not-reached',
+  'failed',
+  'retrying',
+  'timeout',
+  'stalled',
+  'late',
+  'recovered',
+  'disk-paused',
+  'disk-resumed',
+  'sync-hibernated',
+  'sync-not-reached',
 ] as const;
 export type OperatorEventName = (typeof OPERATOR_EVENTS)[number];
 
@@ -291,7 +325,15 @@ export interface GithubSyncInfo {
   startedAt: string;
   finishedAt: string | null;
   /** `requests_core` and `requests_graphql` split `requests_made` by budget (absent from an agent that did not count them). */
-  counters: { records_collected: number; records_created: number; requests_made: number; requests_saved: number; hibernations: number; requests_core?: number; requests_graphql?: number };
+  counters: {
+    records_collected: number;
+    records_created: number;
+    requests_made: number;
+    requests_saved: number;
+    hibernations: number;
+    requests_core?: number;
+    requests_graphql?: number;
+  };
   stages: Record<GithubStage, GithubStageProgress>;
   /** Set while the sync hibernates: when it wakes, and which budget it waits for. */
   hibernatingUntil: string | null;
@@ -381,7 +423,11 @@ export interface LogChunk {
 }
 
 /** One sample of free disk space kept for the Station panel. */
-export interface DiskSample { at: string; freeGb: number | null; state: DiskGateState }
+export interface DiskSample {
+  at: string;
+  freeGb: number | null;
+  state: DiskGateState;
+}
 
 /** A run as a bar on the Station timeline: which slot it held, from when to when, how it ended. */
 export interface RunSpan {

@@ -12,9 +12,7 @@ import {
   type MessageWriter,
 } from 'vscode-jsonrpc';
 
-export type ParsedMessage =
-  | { ok: true; message: Message }
-  | { ok: false; code: number; error: string };
+export type ParsedMessage = { ok: true; message: Message } | { ok: false; code: number; error: string };
 
 /**
  * Parses one frame. vscode-jsonrpc answers nothing to a message it cannot classify, so the transport
@@ -28,7 +26,8 @@ export function parseMessage(text: string): ParsedMessage {
     return { ok: false, code: ErrorCodes.ParseError, error: `parse error: not valid JSON (${(err as Error).message})` };
   }
   if (Array.isArray(value)) return { ok: false, code: ErrorCodes.InvalidRequest, error: 'invalid request: batches are not supported' };
-  if (typeof value !== 'object' || value === null) return { ok: false, code: ErrorCodes.InvalidRequest, error: 'invalid request: a message must be a JSON object' };
+  if (typeof value !== 'object' || value === null)
+    return { ok: false, code: ErrorCodes.InvalidRequest, error: 'invalid request: a message must be a JSON object' };
   const record = value as Record<string, unknown>;
   if (record.jsonrpc !== '2.0') return { ok: false, code: ErrorCodes.InvalidRequest, error: 'invalid request: "jsonrpc" must be "2.0"' };
   const id = record.id;
@@ -63,7 +62,9 @@ export class TextMessageReader extends AbstractMessageReader implements MessageR
     this.callback = callback;
     // Frames that arrived before the connection started listening are not lost.
     for (const message of this.early.splice(0)) callback(message);
-    return Disposable.create(() => { this.callback = null; });
+    return Disposable.create(() => {
+      this.callback = null;
+    });
   }
 
   /** Hands one frame to the connection; returns the message, or undefined when it was refused. */
@@ -94,7 +95,10 @@ export class TextMessageWriter extends AbstractMessageWriter implements MessageW
    * @param send writes one text frame; rejects when the socket cannot take it.
    * @param onWrite sees each message as it is written (the agent counts its answers with it).
    */
-  constructor(private readonly send: (text: string) => Promise<void>, private readonly onWrite?: (message: Message) => void) {
+  constructor(
+    private readonly send: (text: string) => Promise<void>,
+    private readonly onWrite?: (message: Message) => void,
+  ) {
     super();
   }
 

@@ -12,7 +12,8 @@ const only = process.argv.slice(2);
 function testFiles(dir) {
   const abs = path.join(root, 'out', 'test', dir);
   if (!fs.existsSync(abs)) return [];
-  return fs.readdirSync(abs, { recursive: true })
+  return fs
+    .readdirSync(abs, { recursive: true })
     .filter((f) => f.endsWith('.test.js'))
     .map((f) => path.join(abs, f))
     .filter((f) => only.length === 0 || only.some((o) => f.includes(o)))
@@ -24,7 +25,10 @@ function run(command, args) {
   return new Promise((resolve) => {
     const child = spawn(command, args, { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
     let output = '';
-    child.stdout.on('data', (d) => { output += d.toString(); process.stdout.write(d); });
+    child.stdout.on('data', (d) => {
+      output += d.toString();
+      process.stdout.write(d);
+    });
     child.on('close', (code, signal) => resolve({ status: code ?? (signal ? 1 : 0), output }));
   });
 }
@@ -36,7 +40,15 @@ if (files.length === 0) {
 }
 const tap = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'quantilica-test-')), 'node.tap');
 // One file at a time, whatever the machine's count of CPUs: files share /proc, ports and the cgroup tree.
-const node = await run(process.execPath, ['--test', '--test-concurrency=1', '--test-reporter=spec', '--test-reporter-destination=stdout', '--test-reporter=tap', `--test-reporter-destination=${tap}`, ...files]);
+const node = await run(process.execPath, [
+  '--test',
+  '--test-concurrency=1',
+  '--test-reporter=spec',
+  '--test-reporter-destination=stdout',
+  '--test-reporter=tap',
+  `--test-reporter-destination=${tap}`,
+  ...files,
+]);
 const tapText = fs.readFileSync(tap, 'utf8');
 let passed = Number(/^# pass (\d+)$/m.exec(tapText)?.[1] ?? 0);
 let failed = Number(/^# fail (\d+)$/m.exec(tapText)?.[1] ?? 0) + Number(/^# cancelled (\d+)$/m.exec(tapText)?.[1] ?? 0);

@@ -5,25 +5,42 @@ import { FETCHER_NAME, POOL_NAMES } from '../../shared/protocol';
 import { ConfigError } from '../config/configError';
 import { UnknownFetcherError } from '../errors';
 
-const nameSchema = z.string().regex(FETCHER_NAME, 'lowercase letters, digits, ".", "_" or "-", at most 64, starting with a letter or digit');
+const nameSchema = z
+  .string()
+  .regex(FETCHER_NAME, 'lowercase letters, digits, ".", "_" or "-", at most 64, starting with a letter or digit');
 
 // Run policies of an entry: retries, a timeout, the stall watchdog (agent/runs/runPolicy.ts applies
 // them). Bad values are refused at start, each with its field named.
 export const RETRY_DEFAULTS = { backoffSeconds: 30, maxBackoffSeconds: 3600 } as const;
 
-const retrySchema = z.object({
-  /** Every try counts, the first included. */
-  attempts: z.number().int().min(1).max(20),
-  backoffSeconds: z.number().nonnegative().max(7 * 86400).optional(),
-  maxBackoffSeconds: z.number().nonnegative().max(7 * 86400).optional(),
-  /** The exit codes that retry; default any non-zero exit but 126 and 127 (the program cannot run). */
-  exitCodes: z.array(z.number().int().min(1).max(255)).min(1).max(255).optional(),
-}).strict().superRefine((r, ctx) => {
-  const first = r.backoffSeconds ?? RETRY_DEFAULTS.backoffSeconds;
-  if ((r.maxBackoffSeconds ?? Math.max(first, RETRY_DEFAULTS.maxBackoffSeconds)) < first) {
-    ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['maxBackoffSeconds'], message: `must be at least the first delay (backoffSeconds ${first})` });
-  }
-});
+const retrySchema = z
+  .object({
+    /** Every try counts, the first included. */
+    attempts: z.number().int().min(1).max(20),
+    backoffSeconds: z
+      .number()
+      .nonnegative()
+      .max(7 * 86400)
+      .optional(),
+    maxBackoffSeconds: z
+      .number()
+      .nonnegative()
+      .max(7 * 86400)
+      .optional(),
+    /** The exit codes that retry; default any non-zero exit but 126 and 127 (the program cannot run). */
+    exitCodes: z.array(z.number().int().min(1).max(255)).min(1).max(255).optional(),
+  })
+  .strict()
+  .superRefine((r, ctx) => {
+    const first = r.backoffSeconds ?? RETRY_DEFAULTS.backoffSeconds;
+    if ((r.maxBackoffSeconds ?? Math.max(first, RETRY_DEFAULTS.maxBackoffSeconds)) < first) {
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ['maxBackoffSeconds'],
+        message: `must be at least the first delay (backoffSeconds ${first})`,
+      });
+    }
+  });
 
 const policyFields = {
   retry: retrySchema.optional(),
@@ -32,9 +49,19 @@ const policyFields = {
   /** A run ended by its timeout is retried too (not by default). */
   retryOnTimeout: z.boolean().optional(),
   /** Seconds a try may run; wins over CRON_POOL_<POOL>_RUN_TIMEOUT. 0: none. */
-  timeoutSeconds: z.number().int().min(0).max(30 * 86400).optional(),
+  timeoutSeconds: z
+    .number()
+    .int()
+    .min(0)
+    .max(30 * 86400)
+    .optional(),
   /** Seconds without log growth after which the run is stalled; `onStall: cancel` then cancels it. */
-  stallSeconds: z.number().int().min(1).max(30 * 86400).optional(),
+  stallSeconds: z
+    .number()
+    .int()
+    .min(1)
+    .max(30 * 86400)
+    .optional(),
   onStall: z.enum(['mark', 'cancel']).optional(),
 };
 
@@ -43,31 +70,43 @@ const policyFields = {
  * after it makes the entry late until its next success (agent/schedule/lateness.ts). Fractions allowed.
  */
 const lateness = {
-  lateAfterMinutes: z.number().positive().max(366 * 24 * 60).optional(),
+  lateAfterMinutes: z
+    .number()
+    .positive()
+    .max(366 * 24 * 60)
+    .optional(),
 };
 
-const entrySchema = z.object({
-  kind: z.literal('fetcher').optional(),
-  ...policyFields,
-  name: nameSchema,
-  pool: z.enum(POOL_NAMES as [string, ...string[]]),
-  argv: z.array(z.string().min(1)).min(1, 'argv needs at least the program'),
-  env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string()).optional(),
-  cwd: z.string().refine((p) => path.isAbsolute(p), 'cwd must be an absolute path').optional(),
-  aliases: z.array(z.string().regex(FETCHER_NAME)).optional(),
-  /** Expected download size of one run, for the disk gate's admission. */
-  expectedSizeMb: z.number().nonnegative().optional(),
-  /** memory ceilings: this fetcher's own ceiling per run, inside its pool's. */
-  memoryMb: z.number().int().min(8).max(1e7).optional(),
-  /** A cron expression (5 or 6 fields) for the 24-hour schedule, and its time zone. */
-  schedule: z.string().min(1).optional(),
-  timezone: z.string().min(1).optional(),
-  ...lateness,
-  /** Extra arguments clients may append: false (none, the default), true (any), or a pattern each must match. */
-  extraArgs: z.union([z.boolean(), z.string().min(1).max(512).refine(isPattern, 'a valid regular expression')]).optional(),
-  /** The agent's secrets (QUANTILICA_DATABASE_URL, GITHUB_TOKEN…) this fetcher gets; none by default. */
-  passEnv: z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/)).max(64).optional(),
-}).strict();
+const entrySchema = z
+  .object({
+    kind: z.literal('fetcher').optional(),
+    ...policyFields,
+    name: nameSchema,
+    pool: z.enum(POOL_NAMES as [string, ...string[]]),
+    argv: z.array(z.string().min(1)).min(1, 'argv needs at least the program'),
+    env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string()).optional(),
+    cwd: z
+      .string()
+      .refine((p) => path.isAbsolute(p), 'cwd must be an absolute path')
+      .optional(),
+    aliases: z.array(z.string().regex(FETCHER_NAME)).optional(),
+    /** Expected download size of one run, for the disk gate's admission. */
+    expectedSizeMb: z.number().nonnegative().optional(),
+    /** memory ceilings: this fetcher's own ceiling per run, inside its pool's. */
+    memoryMb: z.number().int().min(8).max(1e7).optional(),
+    /** A cron expression (5 or 6 fields) for the 24-hour schedule, and its time zone. */
+    schedule: z.string().min(1).optional(),
+    timezone: z.string().min(1).optional(),
+    ...lateness,
+    /** Extra arguments clients may append: false (none, the default), true (any), or a pattern each must match. */
+    extraArgs: z.union([z.boolean(), z.string().min(1).max(512).refine(isPattern, 'a valid regular expression')]).optional(),
+    /** The agent's secrets (QUANTILICA_DATABASE_URL, GITHUB_TOKEN…) this fetcher gets; none by default. */
+    passEnv: z
+      .array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/))
+      .max(64)
+      .optional(),
+  })
+  .strict();
 
 function isPattern(text: string): boolean {
   try {
@@ -86,21 +125,27 @@ export const GITHUB_REPO = /^[A-Za-z0-9][A-Za-z0-9-]{0,38}\/(?!\.\.?$)[A-Za-z0-9
  * and none while it hibernates. Exactly one of `repos` and `reposFile` (one owner/name a line, `#`
  * comments), read at each start so an edit applies to the next sync.
  */
-const githubSyncSchema = z.object({
-  kind: z.literal('github-sync'),
-  name: nameSchema,
-  pool: z.literal('network-light'),
-  repos: z.array(z.string().regex(GITHUB_REPO, 'owner/name')).min(1).max(10000).optional(),
-  reposFile: z.string().refine((p) => path.isAbsolute(p), 'reposFile must be an absolute path').optional(),
-  aliases: z.array(z.string().regex(FETCHER_NAME)).optional(),
-  schedule: z.string().min(1).optional(),
-  timezone: z.string().min(1).optional(),
-  ...lateness,
-  /** Seconds the sync may work (holding its slot), hibernations not counted; wins over CRON_POOL_NETWORK_LIGHT_RUN_TIMEOUT. 0: none. */
-  timeoutSeconds: policyFields.timeoutSeconds,
-  /** Tasks at once (ADR item 3); defaults to GITHUB_SYNC_CONCURRENCY. */
-  concurrency: z.number().int().min(1).max(50).optional(),
-}).strict().refine((e) => (e.repos === undefined) !== (e.reposFile === undefined), 'give exactly one of repos and reposFile');
+const githubSyncSchema = z
+  .object({
+    kind: z.literal('github-sync'),
+    name: nameSchema,
+    pool: z.literal('network-light'),
+    repos: z.array(z.string().regex(GITHUB_REPO, 'owner/name')).min(1).max(10000).optional(),
+    reposFile: z
+      .string()
+      .refine((p) => path.isAbsolute(p), 'reposFile must be an absolute path')
+      .optional(),
+    aliases: z.array(z.string().regex(FETCHER_NAME)).optional(),
+    schedule: z.string().min(1).optional(),
+    timezone: z.string().min(1).optional(),
+    ...lateness,
+    /** Seconds the sync may work (holding its slot), hibernations not counted; wins over CRON_POOL_NETWORK_LIGHT_RUN_TIMEOUT. 0: none. */
+    timeoutSeconds: policyFields.timeoutSeconds,
+    /** Tasks at once (ADR item 3); defaults to GITHUB_SYNC_CONCURRENCY. */
+    concurrency: z.number().int().min(1).max(50).optional(),
+  })
+  .strict()
+  .refine((e) => (e.repos === undefined) !== (e.reposFile === undefined), 'give exactly one of repos and reposFile');
 
 const catalogSchema = z.object({ fetchers: z.array(z.unknown()).min(1) }).strict();
 
@@ -125,7 +170,12 @@ function parseEntries(items: unknown[], source: string): CatalogEntry[] {
     }
     const result = kind === 'github-sync' ? githubSyncSchema.safeParse(item) : entrySchema.safeParse(item);
     if (result.success) entries.push({ ...result.data, demo: false });
-    else problems.push(...result.error.issues.map((iss) => `catalog ${source}: fetchers.${i}${iss.path.length > 0 ? `.${iss.path.join('.')}` : ''}: ${iss.message}`));
+    else
+      problems.push(
+        ...result.error.issues.map(
+          (iss) => `catalog ${source}: fetchers.${i}${iss.path.length > 0 ? `.${iss.path.join('.')}` : ''}: ${iss.message}`,
+        ),
+      );
   });
   if (problems.length > 0) throw new ConfigError(problems);
   return entries;
@@ -135,7 +185,10 @@ function parseEntries(items: unknown[], source: string): CatalogEntry[] {
 export class Catalog {
   private readonly byName = new Map<string, CatalogEntry>();
 
-  constructor(readonly entries: readonly CatalogEntry[], readonly source: string) {
+  constructor(
+    readonly entries: readonly CatalogEntry[],
+    readonly source: string,
+  ) {
     for (const entry of entries) {
       for (const key of [entry.name, ...(entry.aliases ?? [])]) {
         if (this.byName.has(key)) throw new ConfigError([`catalog ${source}: the name ${JSON.stringify(key)} is used twice`]);
@@ -168,7 +221,9 @@ export class Catalog {
     try {
       text = fs.readFileSync(file, 'utf8');
     } catch (err) {
-      throw new ConfigError([`QUANTILICA_CATALOG=${JSON.stringify(file)}: cannot read (${(err as NodeJS.ErrnoException).code ?? String(err)})`]);
+      throw new ConfigError([
+        `QUANTILICA_CATALOG=${JSON.stringify(file)}: cannot read (${(err as NodeJS.ErrnoException).code ?? String(err)})`,
+      ]);
     }
     let json: unknown;
     try {
@@ -182,9 +237,13 @@ export class Catalog {
     const problems = catalog.entries.flatMap((entry, i) => {
       if (isGithubSync(entry) || entry.cwd === undefined) return [];
       try {
-        return fs.statSync(entry.cwd).isDirectory() ? [] : [`catalog ${file}: fetchers.${i}.cwd: ${entry.cwd} is not a directory (cwd-missing)`];
+        return fs.statSync(entry.cwd).isDirectory()
+          ? []
+          : [`catalog ${file}: fetchers.${i}.cwd: ${entry.cwd} is not a directory (cwd-missing)`];
       } catch (err) {
-        return [`catalog ${file}: fetchers.${i}.cwd: ${entry.cwd} cannot be used (${(err as NodeJS.ErrnoException).code ?? String(err)}; cwd-missing)`];
+        return [
+          `catalog ${file}: fetchers.${i}.cwd: ${entry.cwd} cannot be used (${(err as NodeJS.ErrnoException).code ?? String(err)}; cwd-missing)`,
+        ];
       }
     });
     if (problems.length > 0) throw new ConfigError(problems);

@@ -23,7 +23,13 @@ export function demoCatalog(config: Config): Catalog {
     demo: true,
   }));
   fetchers.push({
-    kind: 'github-sync', name: 'github', pool: 'network-light', concurrency: 2, schedule: '17 */2 * * *', demo: true, simulated: !githubApiConfigured(),
+    kind: 'github-sync',
+    name: 'github',
+    pool: 'network-light',
+    concurrency: 2,
+    schedule: '17 */2 * * *',
+    demo: true,
+    simulated: !githubApiConfigured(),
     repos: Array.from({ length: 8 }, (_, i) => `sim-org/repo-${String(i + 1).padStart(3, '0')}`),
   });
   return new Catalog(fetchers, 'demo');

@@ -31,7 +31,10 @@ export async function demoFetch(name: string, seconds: number, rateMb: number, d
  * this source (its own `*.bin` files, by name, which starts with the ISO time) and removes the rest.
  */
 export function pruneDemoOutput(dir: string, keep: number): number {
-  const files = fs.readdirSync(dir).filter((f) => /^\d{4}-\d{2}-\d{2}T[\d-]+Z-\d+\.bin$/.test(f)).sort();
+  const files = fs
+    .readdirSync(dir)
+    .filter((f) => /^\d{4}-\d{2}-\d{2}T[\d-]+Z-\d+\.bin$/.test(f))
+    .sort();
   let removed = 0;
   for (const f of files.slice(0, Math.max(0, files.length - keep))) {
     try {

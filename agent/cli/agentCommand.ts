@@ -26,7 +26,8 @@ export async function agentCommand(config: Config, stopFetchersFlag: boolean, ca
   const stopRunLines = logRunLines(control.hub, logger);
   await agent.start();
   const server = await startAgentServer(control, { port: config.port, connectionFile: config.connectionFile, logger });
-  const metricsServer = config.metricsListen === null ? null : await startMetricsServer(config.metricsListen, () => agent.metricsBody(), logger);
+  const metricsServer =
+    config.metricsListen === null ? null : await startMetricsServer(config.metricsListen, () => agent.metricsBody(), logger);
   // Listen for the stop signals before saying ready: a signal sent on the ready line must stop the
   // agent in order, never meet the default action (an instant exit).
   const stopFetchers = stopFetchersFlag || config.stopFetchersOnExit;
@@ -51,7 +52,14 @@ export async function agentCommand(config: Config, stopFetchersFlag: boolean, ca
   });
   // The ready line is what scripts and tests wait for: it comes after the agent can serve. A person
   // at a terminal gets a short summary instead.
-  const ready = { ready: true, pid: process.pid, port: server.port, mode: config.usePools ? 'pools' : 'serial', catalog: catalog.source, ...(metricsServer ? { metricsPort: metricsServer.port } : {}) };
+  const ready = {
+    ready: true,
+    pid: process.pid,
+    port: server.port,
+    mode: config.usePools ? 'pools' : 'serial',
+    catalog: catalog.source,
+    ...(metricsServer ? { metricsPort: metricsServer.port } : {}),
+  };
   if (process.stdout.isTTY) process.stdout.write(startSummary(config, ready, catalog.entries));
   else {
     process.stdout.write(`${JSON.stringify(ready)}\n`);

@@ -41,9 +41,10 @@ export async function cancelCommand(holder: LinkHolder, request: CancelRequest, 
     }
   }
   for (const run of runs) {
-    const done = request.wait && run.status !== 'completed' && run.status !== 'failed' && run.status !== 'cancelled'
-      ? await followRun(holder, run.runId, config, logger)
-      : run;
+    const done =
+      request.wait && run.status !== 'completed' && run.status !== 'failed' && run.status !== 'cancelled'
+        ? await followRun(holder, run.runId, config, logger)
+        : run;
     process.stdout.write(`run ${done.runId} ${done.fetcher} ${done.status}\n`);
   }
   return ExitCode.ok;
@@ -56,7 +57,9 @@ async function cancelRun(holder: LinkHolder, runId: string): Promise<RunInfo[]> 
     // The agent refuses to cancel a run that is not active: tell which way it ended.
     if (!(err instanceof ClientError && err.exitCode === ExitCode.usage)) throw err;
     const ended = await holder.link.waitRun(runId);
-    process.stdout.write(`run ${ended.runId} ${ended.fetcher} already ${ended.status}${ended.exitCode !== null ? ` (exit ${ended.exitCode})` : ''}; nothing to cancel\n`);
+    process.stdout.write(
+      `run ${ended.runId} ${ended.fetcher} already ${ended.status}${ended.exitCode !== null ? ` (exit ${ended.exitCode})` : ''}; nothing to cancel\n`,
+    );
     return [];
   }
 }

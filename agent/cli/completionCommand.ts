@@ -21,10 +21,10 @@ const VALUE_SOURCES: Record<string, () => Promise<string[]> | string[]> = {
   '--pool': () => ['heavy-io', 'cpu-analysis', 'network-light'],
   '--run': () => runIds(),
   '--run-id': () => runIds(),
-  'fetcher': () => fetcherNames(),
-  'target': async () => [...fetcherNames(), ...(await runIds())],
-  'shell': () => ['bash', 'zsh'],
-  'event': () => ['start', 'heartbeat', 'finish'],
+  fetcher: () => fetcherNames(),
+  target: async () => [...fetcherNames(), ...(await runIds())],
+  shell: () => ['bash', 'zsh'],
+  event: () => ['start', 'heartbeat', 'finish'],
 };
 
 /**
@@ -34,14 +34,16 @@ const VALUE_SOURCES: Record<string, () => Promise<string[]> | string[]> = {
  * the agent uses and run ids from the running agent (when one answers).
  */
 export function registerCompletionCommands(program: Command): void {
-  program.command('completion')
+  program
+    .command('completion')
     .description('print a shell completion script: eval "$(quantilica completion bash)", or for zsh: source <(quantilica completion zsh)')
     .argument('<shell>', 'bash or zsh')
     .action((shell: string) => {
       if (shell !== 'bash' && shell !== 'zsh') throw new ClientError(0, ExitCode.usage, `completion ${shell}: allowed: bash, zsh`);
       process.stdout.write(shell === 'bash' ? bashScript(self()) : zshScript(self()));
     });
-  program.command('__complete', { hidden: true })
+  program
+    .command('__complete', { hidden: true })
     .argument('<index>', 'the index of the word being completed')
     .argument('[words...]', 'the command line, without the program name')
     .action(async (index: string, words: string[]) => {
@@ -66,7 +68,12 @@ export async function complete(program: Command, index: number, words: string[])
   const current = words[index - 1] ?? '';
   const before = words.slice(0, Math.max(0, index - 1));
   const matching = (list: readonly string[]) => [...new Set(list)].filter((c) => c.startsWith(current));
-  const visible = (c: Command) => c.createHelp().visibleCommands(c).map((s) => s.name()).filter((n) => n !== 'help');
+  const visible = (c: Command) =>
+    c
+      .createHelp()
+      .visibleCommands(c)
+      .map((s) => s.name())
+      .filter((n) => n !== 'help');
   let command = program;
   const path: string[] = [];
   const positional: string[] = [];
@@ -74,17 +81,30 @@ export async function complete(program: Command, index: number, words: string[])
   let afterDashes = false;
   for (let i = 0; i < before.length; i++) {
     const word = before[i] ?? '';
-    if (pendingOption) { pendingOption = null; continue; }
-    if (!afterDashes && word === '--') { afterDashes = true; continue; }
+    if (pendingOption) {
+      pendingOption = null;
+      continue;
+    }
+    if (!afterDashes && word === '--') {
+      afterDashes = true;
+      continue;
+    }
     if (!afterDashes && word.startsWith('-') && word !== '-') {
       // bash splits `--status=x` at the `=`: the `=` and the value are this option's.
-      if (before[i + 1] === '=') { i += 2; continue; }
+      if (before[i + 1] === '=') {
+        i += 2;
+        continue;
+      }
       const option = findOption(command, word.split('=')[0] ?? word);
       if (option && takesValue(option) && !word.includes('=')) pendingOption = option;
       continue;
     }
     const sub = positional.length === 0 ? command.commands.find((c) => c.name() === word || c.aliases().includes(word)) : undefined;
-    if (sub && !afterDashes) { command = sub; path.push(sub.name()); continue; }
+    if (sub && !afterDashes) {
+      command = sub;
+      path.push(sub.name());
+      continue;
+    }
     positional.push(word);
   }
   const valuesOf = async (option: Option | null): Promise<string[]> => {

@@ -23,7 +23,9 @@ export function startDetachedOwner(agentJs: string, fetcher: string, args: strin
       reject(new Error('cannot open the pipe to the detached run owner'));
       return;
     }
-    report.on('data', (chunk: Buffer) => { if (text.length < 1 << 20) text += chunk.toString('utf8'); });
+    report.on('data', (chunk: Buffer) => {
+      if (text.length < 1 << 20) text += chunk.toString('utf8');
+    });
     report.on('end', () => {
       child.unref();
       let parsed: OwnerReport;

@@ -11,7 +11,9 @@ export function formatSlots(pools: PoolState[]): string {
     lines.push(`${pool.name}  ${pool.used}/${pool.size} used, ${pool.waiting} waiting${poolMemory(pool)}`);
     for (const slot of pool.slots) {
       const h = slot.holder;
-      const who = h ? `pid ${h.pid}${h.fetcher ? ` ${h.fetcher}` : ''}${h.runId ? ` run ${h.runId}` : ''}${h.since ? ` since ${moment(h.since)}` : ''}${h.station !== undefined ? ` on ${h.station}` : ''}${h.foreign ? ' (other process)' : ''}` : 'free';
+      const who = h
+        ? `pid ${h.pid}${h.fetcher ? ` ${h.fetcher}` : ''}${h.runId ? ` run ${h.runId}` : ''}${h.since ? ` since ${moment(h.since)}` : ''}${h.station !== undefined ? ` on ${h.station}` : ''}${h.foreign ? ' (other process)' : ''}`
+        : 'free';
       lines.push(`  ${slot.lockPath}  ${who}${slot.index >= pool.size ? '  (beyond the pool size)' : ''}`);
     }
   }
@@ -20,33 +22,63 @@ export function formatSlots(pools: PoolState[]): string {
 
 export function formatRuns(runs: RunInfo[]): string {
   if (runs.length === 0) return 'no runs\n';
-  const rows = runs.map((r) => [r.runId, r.fetcher, r.pool, r.status, r.exitCode === null ? '-' : String(r.exitCode), moment(r.startedAt ?? r.enqueuedAt), runMemory(r), r.cpuSeconds == null ? '-' : r.cpuSeconds.toFixed(1), withPolicy(r, reasonCell(r, waitText(r)))]);
+  const rows = runs.map((r) => [
+    r.runId,
+    r.fetcher,
+    r.pool,
+    r.status,
+    r.exitCode === null ? '-' : String(r.exitCode),
+    moment(r.startedAt ?? r.enqueuedAt),
+    runMemory(r),
+    r.cpuSeconds == null ? '-' : r.cpuSeconds.toFixed(1),
+    withPolicy(r, reasonCell(r, waitText(r))),
+  ]);
   const head = ['RUN', 'FETCHER', 'POOL', 'STATUS', 'EXIT', 'SINCE', 'MEM MB', 'CPU S', 'REASON'];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
-  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i]))
+      .join('  ')
+      .trimEnd();
   return `${[line(head), ...rows.map(line)].join('\n')}\n`;
 }
 
 export function formatStatus(s: Snapshot, remote: boolean): string {
   const out: string[] = [];
-  out.push(`agent: ${remote ? `running, pid ${s.agent.pid} since ${moment(s.agent.startedAt)}` : 'not running (this view is read by the CLI itself)'}; mode ${s.agent.mode}`);
+  out.push(
+    `agent: ${remote ? `running, pid ${s.agent.pid} since ${moment(s.agent.startedAt)}` : 'not running (this view is read by the CLI itself)'}; mode ${s.agent.mode}`,
+  );
   out.push(`data: ${s.agent.dataDir}   locks: ${s.agent.lockDir}`);
   const other = s.agent.otherMode;
   if (other) {
     const held = [...other.lockFiles, ...other.runs.map((id) => `run ${id}`)].join(', ');
-    out.push(`mode: WARNING the ${other.mode} mode is in use beside this ${s.agent.mode} view (${held}); the two modes' locks do not exclude each other: give every agent, CLI and cron job the same CRON_USE_POOLS (${other.mode === 'pools' ? 'true' : 'false'} for those)`);
+    out.push(
+      `mode: WARNING the ${other.mode} mode is in use beside this ${s.agent.mode} view (${held}); the two modes' locks do not exclude each other: give every agent, CLI and cron job the same CRON_USE_POOLS (${other.mode === 'pools' ? 'true' : 'false'} for those)`,
+    );
   }
   const mem = s.agent.memory;
   if (mem) {
     // memory ceilings: said plainly when they are not enforced, or overcommit the machine.
-    out.push(mem.kind === 'not-enforced' ? `memory: ceilings NOT ENFORCED (${mem.reason ?? 'unknown'}); run memory is sampled` : `memory: ceilings enforced (${mem.kind})`);
+    out.push(
+      mem.kind === 'not-enforced'
+        ? `memory: ceilings NOT ENFORCED (${mem.reason ?? 'unknown'}); run memory is sampled`
+        : `memory: ceilings enforced (${mem.kind})`,
+    );
     if (mem.budgetWarning) out.push(`memory: WARNING ${mem.budgetWarning}`);
   }
   const slots = s.agent.slotBackend;
   if (slots) {
-    const state = slots.state === 'ok' ? 'reachable' : slots.state === 'connection-cap' ? 'AT ITS CONNECTION CAP (runs wait)' : 'UNREACHABLE (runs wait)';
+    const state =
+      slots.state === 'ok'
+        ? 'reachable'
+        : slots.state === 'connection-cap'
+          ? 'AT ITS CONNECTION CAP (runs wait)'
+          : 'UNREACHABLE (runs wait)';
     out.push(`slot database: ${state}${slots.error && slots.state !== 'ok' ? ` — ${slots.error}` : ''}`);
-    if (slots.publicConnect) out.push('slot database: WARNING any role may connect (PUBLIC has CONNECT) and take its advisory locks; REVOKE CONNECT ON DATABASE … FROM PUBLIC');
+    if (slots.publicConnect)
+      out.push(
+        'slot database: WARNING any role may connect (PUBLIC has CONNECT) and take its advisory locks; REVOKE CONNECT ON DATABASE … FROM PUBLIC',
+      );
   }
   if (s.disk) {
     const next = s.disk.next ? `, ${s.disk.next.distanceGb} GB to ${s.disk.next.threshold} (${s.disk.next.gb} GB)` : '';
@@ -54,7 +86,9 @@ export function formatStatus(s: Snapshot, remote: boolean): string {
   }
   if (s.spool) {
     const sp = s.spool;
-    out.push(`telemetry: ${sp.pending} spooled, database ${sp.database}${sp.lastFlushAt ? `, last flush ${moment(sp.lastFlushAt)}` : ''}${sp.lastFlushError ? `, last error: ${sp.lastFlushError}` : ''}${sp.lost > 0 ? `, ${sp.lost} EVENTS LOST` : ''}`);
+    out.push(
+      `telemetry: ${sp.pending} spooled, database ${sp.database}${sp.lastFlushAt ? `, last flush ${moment(sp.lastFlushAt)}` : ''}${sp.lastFlushError ? `, last error: ${sp.lastFlushError}` : ''}${sp.lost > 0 ? `, ${sp.lost} EVENTS LOST` : ''}`,
+    );
   }
   out.push(formatSlots(s.pools).trimEnd());
   const active = s.runs.filter((r) => r.status === 'waiting' || r.status === 'running');
@@ -62,13 +96,23 @@ export function formatStatus(s: Snapshot, remote: boolean): string {
   if (active.length > 0) out.push(formatRuns(active).trimEnd());
   // An OOM kill inside a run that exited 0 is seen here too, not only in `runs`.
   for (const r of s.runs.filter((x) => x.oomKills && x.status !== 'waiting' && x.status !== 'running').slice(0, 5)) {
-    out.push(`memory: ${oomWarning(r.oomKills!)}: run ${r.runId} (${r.fetcher}) ended ${r.status}${r.exitCode === null ? '' : ` ${r.exitCode}`} at ${r.finishedAt ?? '?'}`);
+    out.push(
+      `memory: ${oomWarning(r.oomKills!)}: run ${r.runId} (${r.fetcher}) ended ${r.status}${r.exitCode === null ? '' : ` ${r.exitCode}`} at ${r.finishedAt ?? '?'}`,
+    );
   }
   if (s.schedule) {
-    const next = s.schedule.entries.filter((e) => e.nextDue && !e.paused).sort((a, b) => a.nextDue!.localeCompare(b.nextDue!)).slice(0, 5);
-    out.push(`schedule: ${s.schedule.paused ? 'PAUSED' : 'active'}; next: ${next.map((e) => `${e.fetcher} ${moment(e.nextDue!)}`).join(', ') || 'none'}`);
+    const next = s.schedule.entries
+      .filter((e) => e.nextDue && !e.paused)
+      .sort((a, b) => a.nextDue!.localeCompare(b.nextDue!))
+      .slice(0, 5);
+    out.push(
+      `schedule: ${s.schedule.paused ? 'PAUSED' : 'active'}; next: ${next.map((e) => `${e.fetcher} ${moment(e.nextDue!)}`).join(', ') || 'none'}`,
+    );
     const late = s.schedule.entries.filter((e) => e.lateSince);
-    if (late.length > 0) out.push(`late: ${late.map((e) => `${e.fetcher} LATE since ${moment(e.lateSince!)} (no completed run within ${e.lateAfterMinutes} min of a due time; last success ${e.lastSuccessAt ? moment(e.lastSuccessAt) : 'never'})`).join('; ')}`);
+    if (late.length > 0)
+      out.push(
+        `late: ${late.map((e) => `${e.fetcher} LATE since ${moment(e.lateSince!)} (no completed run within ${e.lateAfterMinutes} min of a due time; last success ${e.lastSuccessAt ? moment(e.lastSuccessAt) : 'never'})`).join('; ')}`,
+      );
   }
   return `${out.join('\n')}\n`;
 }
@@ -109,11 +153,17 @@ export function waitText(r: RunInfo): string | null {
   const w = r.wait;
   if (!w) return null;
   switch (w.kind) {
-    case 'pool': return `waiting for a slot, position ${w.position}`;
-    case 'disk': return `disk ${w.state}: ${w.freeGb ?? '?'} GB free, resumes at ${w.resumeGb} GB`;
-    case 'admission': return `admission: ${w.freeGb} GB free, ${w.reservedGb} GB reserved`;
-    case 'hibernating': return `hibernating until ${moment(w.until)}`;
-    case 'retry': return `try ${w.attempt} at ${moment(w.until)}`;
-    case 'slot-backend': return w.cause === 'connection-cap' ? 'slot database at its connection cap' : 'slot database unreachable';
+    case 'pool':
+      return `waiting for a slot, position ${w.position}`;
+    case 'disk':
+      return `disk ${w.state}: ${w.freeGb ?? '?'} GB free, resumes at ${w.resumeGb} GB`;
+    case 'admission':
+      return `admission: ${w.freeGb} GB free, ${w.reservedGb} GB reserved`;
+    case 'hibernating':
+      return `hibernating until ${moment(w.until)}`;
+    case 'retry':
+      return `try ${w.attempt} at ${moment(w.until)}`;
+    case 'slot-backend':
+      return w.cause === 'connection-cap' ? 'slot database at its connection cap' : 'slot database unreachable';
   }
 }

@@ -36,7 +36,7 @@ export async function githubSyncCommand(opts: GithubSyncOptions): Promise<number
   const logger = createLogger('quantilica-cli', config.logLevel ?? 'warn', opts.json ? 'json' : config.logFormat);
   const remote = await openRemoteLink(config, logger);
   // Without an agent and without --wait a detached owner must hold the run; this process only looks.
-  const holder = { link: remote ?? await openLink(config, logger) };
+  const holder = { link: remote ?? (await openLink(config, logger)) };
   let run: RunInfo;
   try {
     const { catalog, runs } = await holder.link.snapshot();
@@ -46,7 +46,9 @@ export async function githubSyncCommand(opts: GithubSyncOptions): Promise<number
     process.stderr.write(`github sync: entry ${entry.name} against ${api}\n`);
     const active = runs.find((r) => r.fetcher === entry.name && (r.status === 'waiting' || r.status === 'running'));
     if (active !== undefined && opts.repos !== null) {
-      process.stderr.write(`github sync: run ${active.runId} of ${entry.name} is already ${describe(active)}; --repos applies to a new sync once it ends\n`);
+      process.stderr.write(
+        `github sync: run ${active.runId} of ${entry.name} is already ${describe(active)}; --repos applies to a new sync once it ends\n`,
+      );
       return ExitCode.refused;
     }
     if (active !== undefined) {
@@ -67,7 +69,11 @@ export async function githubSyncCommand(opts: GithubSyncOptions): Promise<number
     await holder.link.close();
   }
   const sync = await finalStatus(config, logger, run.runId);
-  process.stdout.write(opts.json ? `${JSON.stringify({ run, sync })}\n` : `run ${run.runId} ${run.status}${run.reason ? ` (${run.reason})` : ''}\n${formatGithubStatus(sync)}`);
+  process.stdout.write(
+    opts.json
+      ? `${JSON.stringify({ run, sync })}\n`
+      : `run ${run.runId} ${run.status}${run.reason ? ` (${run.reason})` : ''}\n${formatGithubStatus(sync)}`,
+  );
   // A failed sync (storage, stuck) is 1, not the fetchers' "refused" (81): it did start.
   return run.status === 'failed' && run.startedAt !== null ? 1 : runExitCode(run);
 }
@@ -76,12 +82,22 @@ function pickEntry(catalog: CatalogEntryInfo[], name: string | undefined): Catal
   const syncs = catalog.filter((e) => e.kind === 'github-sync');
   if (name !== undefined) {
     const entry = syncs.find((e) => e.name === name || e.aliases.includes(name));
-    if (entry === undefined) throw new ClientError(0, ExitCode.unknownName, `${name} is not a github-sync entry of the catalog; those are: ${syncs.map((e) => e.name).join(', ') || 'none'}`);
+    if (entry === undefined)
+      throw new ClientError(
+        0,
+        ExitCode.unknownName,
+        `${name} is not a github-sync entry of the catalog; those are: ${syncs.map((e) => e.name).join(', ') || 'none'}`,
+      );
     return entry;
   }
   if (syncs.length === 1) return syncs[0];
-  if (syncs.length === 0) throw new ClientError(0, ExitCode.unknownName, 'the catalog has no github-sync entry (see the README, "A sync as a catalog entry")');
-  throw new ClientError(0, ExitCode.usage, `the catalog has several github-sync entries; give --entry: ${syncs.map((e) => e.name).join(', ')}`);
+  if (syncs.length === 0)
+    throw new ClientError(0, ExitCode.unknownName, 'the catalog has no github-sync entry (see the README, "A sync as a catalog entry")');
+  throw new ClientError(
+    0,
+    ExitCode.usage,
+    `the catalog has several github-sync entries; give --entry: ${syncs.map((e) => e.name).join(', ')}`,
+  );
 }
 
 function describe(run: RunInfo): string {

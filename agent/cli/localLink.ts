@@ -24,8 +24,11 @@ export async function localLink(config: Config, logger: Logger): Promise<AgentLi
       // a CLI run (cron's) says so at once rather than wait with nothing to show.
       const unreachable = orchestrator.slotDatabaseError();
       if (unreachable !== null) {
-        throw new ClientError(ErrorCodes.unavailable, ExitCode.agentUnavailable,
-          `the slot database (QUANTILICA_SLOT_DATABASE_URL) cannot be reached: ${unreachable}; no run was queued (an agent keeps runs waiting for it)`);
+        throw new ClientError(
+          ErrorCodes.unavailable,
+          ExitCode.agentUnavailable,
+          `the slot database (QUANTILICA_SLOT_DATABASE_URL) cannot be reached: ${unreachable}; no run was queued (an agent keeps runs waiting for it)`,
+        );
       }
       return orchestrator.run(fetcher, args, 'cli');
     },
@@ -35,7 +38,14 @@ export async function localLink(config: Config, logger: Logger): Promise<AgentLi
     listRuns: (limit) => Promise.resolve(orchestrator.listRuns(limit)),
     flush: (onProgress) => orchestrator.flush(onProgress),
     setSchedulePaused: (paused, fetcher) => Promise.resolve(orchestrator.setSchedulePaused(paused, fetcher)),
-    listEvents: () => Promise.reject(new ClientError(ErrorCodes.unavailable, ExitCode.agentUnavailable, 'no agent is running: operator events are kept by the running agent only (start it with `quantilica agent`)')),
+    listEvents: () =>
+      Promise.reject(
+        new ClientError(
+          ErrorCodes.unavailable,
+          ExitCode.agentUnavailable,
+          'no agent is running: operator events are kept by the running agent only (start it with `quantilica agent`)',
+        ),
+      ),
     metrics: () => orchestrator.metrics(),
     close: () => agent.close(false),
   };

@@ -36,7 +36,8 @@ interface LogSource {
 const LOCAL_RECENT_RUNS = 1000;
 
 export function registerLogsCommand(program: Command, setExit: (code: number) => void): void {
-  program.command('logs')
+  program
+    .command('logs')
     .description("a run's log; with --follow, what it prints until it ends (like journalctl -f)")
     .argument('<target>', 'run id, or a fetcher name for its newest run')
     .option('-f, --follow', 'keep printing what the run writes until it ends')
@@ -82,7 +83,10 @@ async function endOf(source: LogSource, runId: string, first: LogChunk): Promise
   let last = first;
   while (last.text.length > 0) {
     const next = await source.read(runId, last.nextOffset, 0);
-    if (next.text.length === 0) { last = next; break; }
+    if (next.text.length === 0) {
+      last = next;
+      break;
+    }
     tail = (tail + next.text).slice(-TAIL_WINDOW);
     last = next;
   }
@@ -100,7 +104,9 @@ function lastLines(text: string, n: number): string {
 /** A run id, or the newest run of a fetcher (an active one first). */
 function pickRun(runs: RunInfo[], target: string): RunInfo | undefined {
   if (RUN_ID.test(target)) return runs.find((r) => r.runId === target);
-  const mine = runs.filter((r) => r.fetcher === target).sort((a, b) => (b.startedAt ?? b.enqueuedAt).localeCompare(a.startedAt ?? a.enqueuedAt));
+  const mine = runs
+    .filter((r) => r.fetcher === target)
+    .sort((a, b) => (b.startedAt ?? b.enqueuedAt).localeCompare(a.startedAt ?? a.enqueuedAt));
   return mine.find((r) => r.status === 'running') ?? mine.find((r) => r.logPath !== null) ?? mine[0];
 }
 
@@ -146,9 +152,18 @@ function localSource(config: Config): LogSource {
         const run = find(runId);
         const ended = ENDED.has(run.status);
         const base = { runId, fetcher: run.fetcher, status: run.status };
-        const read = run.logPath && fs.existsSync(run.logPath) ? readLogBytes(run.logPath, offset, MAX_CHUNK_BYTES) : { text: '', nextOffset: offset, size: offset };
+        const read =
+          run.logPath && fs.existsSync(run.logPath)
+            ? readLogBytes(run.logPath, offset, MAX_CHUNK_BYTES)
+            : { text: '', nextOffset: offset, size: offset };
         if (read.text.length > 0 || ended || Date.now() >= deadline) {
-          return { ...base, offset: read.nextOffset - Buffer.byteLength(read.text), nextOffset: read.nextOffset, text: read.text, ended: ended && read.nextOffset >= read.size };
+          return {
+            ...base,
+            offset: read.nextOffset - Buffer.byteLength(read.text),
+            nextOffset: read.nextOffset,
+            text: read.text,
+            ended: ended && read.nextOffset >= read.size,
+          };
         }
         await new Promise((resolve) => setTimeout(resolve, POLL_MS));
       }
@@ -162,6 +177,7 @@ function localSource(config: Config): LogSource {
 
 function parseLines(value: string): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 0 || n > 100_000) throw new ClientError(0, ExitCode.usage, `--lines ${value}: allowed: a whole number from 0 to 100000`);
+  if (!Number.isInteger(n) || n < 0 || n > 100_000)
+    throw new ClientError(0, ExitCode.usage, `--lines ${value}: allowed: a whole number from 0 to 100000`);
   return n;
 }

@@ -33,15 +33,25 @@ export async function openLiveAgentLink(config: Config, logger: Logger, patience
   const began = Date.now();
   for (let attempt = 0; ; attempt++) {
     let why = 'no answer';
-    const remote = await openRemoteLink(config, attempt === 0 ? logger : undefined, (reason) => { why = reason; });
+    const remote = await openRemoteLink(config, attempt === 0 ? logger : undefined, (reason) => {
+      why = reason;
+    });
     if (remote) return remote;
     const holder = instanceLockHolder(config.homeDir);
     if (holder === null) return null;
     const waited = Date.now() - began;
     if (waited >= patienceMs) {
-      throw new ClientError(ErrorCodes.unavailable, ExitCode.agentUnavailable, `the agent is running (pid ${holder} holds ${path.join(config.homeDir, 'agent.flock')}) but did not answer within ${Math.round(waited / 1000)} s (${why}); nothing was done in-process beside it. Try again; if it persists, see the agent's log`);
+      throw new ClientError(
+        ErrorCodes.unavailable,
+        ExitCode.agentUnavailable,
+        `the agent is running (pid ${holder} holds ${path.join(config.homeDir, 'agent.flock')}) but did not answer within ${Math.round(waited / 1000)} s (${why}); nothing was done in-process beside it. Try again; if it persists, see the agent's log`,
+      );
     }
-    if (attempt === 0) logger.info({ pid: holder, reason: 'agent-not-answering' }, `the agent (pid ${holder}) is alive but does not answer (${why}); trying again`);
+    if (attempt === 0)
+      logger.info(
+        { pid: holder, reason: 'agent-not-answering' },
+        `the agent (pid ${holder}) is alive but does not answer (${why}); trying again`,
+      );
     await new Promise((resolve) => setTimeout(resolve, Math.min(1000, 100 * 2 ** attempt, Math.max(0, patienceMs - waited))));
   }
 }
@@ -64,7 +74,8 @@ export async function openRemoteLink(config: Config, logger?: Logger, onNone?: (
     }
     if (err instanceof ConnectionFileError && err.reason === 'stale') {
       onNone?.(err.message);
-      if (instanceLockHolder(config.homeDir) === null) logger?.info({ connectionFile: config.connectionFile, reason: 'stale-connection-file' }, `${err.message}; working in-process`);
+      if (instanceLockHolder(config.homeDir) === null)
+        logger?.info({ connectionFile: config.connectionFile, reason: 'stale-connection-file' }, `${err.message}; working in-process`);
       return null;
     }
     throw err;
@@ -76,7 +87,8 @@ export async function openRemoteLink(config: Config, logger?: Logger, onNone?: (
     // The agent is alive but nothing listens: it is stopping (it closes the port first).
     if (err.reason === 'unreachable') {
       onNone?.(err.message);
-      if (instanceLockHolder(config.homeDir) === null) logger?.info({ connectionFile: config.connectionFile, reason: 'agent-not-listening' }, `${err.message}; working in-process`);
+      if (instanceLockHolder(config.homeDir) === null)
+        logger?.info({ connectionFile: config.connectionFile, reason: 'agent-not-listening' }, `${err.message}; working in-process`);
       return null;
     }
     throw new ClientError(ErrorCodes.unavailable, ExitCode.agentUnavailable, err.message);

@@ -16,16 +16,27 @@ export interface OperatorCommandLinks {
 
 /** `quantilica events [--follow] [--json]` and `quantilica metrics`: what the hook and Prometheus get, for scripts. */
 export function registerOperatorCommands(program: Command, links: OperatorCommandLinks, setExit: (code: number) => void): void {
-  program.command('events')
-    .description('recent operator events (failed, retrying, timeout, stalled, late, recovered, disk-paused, …), as the event hook gets them')
+  program
+    .command('events')
+    .description(
+      'recent operator events (failed, retrying, timeout, stalled, late, recovered, disk-paused, …), as the event hook gets them',
+    )
     .option('-f, --follow', 'keep printing events as they happen')
     .option('--json', 'one JSON object per line')
     .option('-n, --limit <n>', 'how many recent events first', parseCount, 20)
     .action(async (opts: { follow?: boolean; json?: boolean; limit: number }) => {
       const link = await links.remote(opts.json === true);
-      if (link === null) throw new ClientError(0, ExitCode.agentUnavailable, 'no agent is running: operator events are kept by the running agent only (start it with `quantilica agent`)');
+      if (link === null)
+        throw new ClientError(
+          0,
+          ExitCode.agentUnavailable,
+          'no agent is running: operator events are kept by the running agent only (start it with `quantilica agent`)',
+        );
       let stopped = false;
-      const stop = () => { stopped = true; void link.close(); };
+      const stop = () => {
+        stopped = true;
+        void link.close();
+      };
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
       try {
@@ -51,7 +62,8 @@ export function registerOperatorCommands(program: Command, links: OperatorComman
       }
     });
 
-  program.command('metrics')
+  program
+    .command('metrics')
     .description('the Prometheus metrics (what GET /metrics serves); without an agent, from the run store')
     .action(async () => {
       const link = await links.any(false);
@@ -80,6 +92,7 @@ export function formatEvent(e: NumberedOperatorEvent): string {
 
 function parseCount(value: string): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 1 || n > 1000) throw new ClientError(0, ExitCode.usage, `--limit ${value}: allowed: a whole number from 1 to 1000`);
+  if (!Number.isInteger(n) || n < 1 || n > 1000)
+    throw new ClientError(0, ExitCode.usage, `--limit ${value}: allowed: a whole number from 1 to 1000`);
   return n;
 }

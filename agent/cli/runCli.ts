@@ -32,12 +32,11 @@ import { cancelCommand } from './cancelCommand';
 import { makeStrict } from './strictCommands';
 import { ConnectionFileError } from '../../shared/node/connectionFile';
 
-
 /** Parses argv, runs one command and returns the process exit code (documented in the README). */
 export async function runCli(argv: string[]): Promise<number> {
   let exitCode: number = ExitCode.ok;
   const program = makeStrict(new Command('quantilica').exitOverride())
-    .description("Quantilica collection orchestrator: pools of slots, disk backpressure, schedule, telemetry")
+    .description('Quantilica collection orchestrator: pools of slots, disk backpressure, schedule, telemetry')
     .version(cliVersion(), '--version', 'print the version')
     // Commander leaves `help <command>` out of a program that also acts alone (--flush).
     .helpCommand('help [command]', 'the help of a command')
@@ -58,7 +57,8 @@ export async function runCli(argv: string[]): Promise<number> {
     }
   };
 
-  program.command('agent')
+  program
+    .command('agent')
     .description('run the agent in the foreground (what `npm start` runs)')
     .option('--stop-fetchers-on-exit', 'cancel running fetchers when the agent gets SIGTERM or SIGINT')
     .option('--cancel-waiting-on-exit', 'cancel waiting runs when the agent stops (by default the next agent resumes them)')
@@ -68,7 +68,8 @@ export async function runCli(argv: string[]): Promise<number> {
       exitCode = await agentCommand(config, opts.stopFetchersOnExit === true, opts.cancelWaitingOnExit === true);
     });
 
-  program.command('run')
+  program
+    .command('run')
     .description('run a catalog fetcher; waits for it and exits with its exit code unless --detach')
     .argument('<fetcher>', 'catalog name or alias')
     .argument('[args...]', 'extra arguments for the fetcher, after -- (if its catalog entry allows them)')
@@ -76,7 +77,9 @@ export async function runCli(argv: string[]): Promise<number> {
     .option('--json', 'print the run as JSON')
     .action(async (fetcher: string, args: string[], opts: { detach?: boolean; json?: boolean }) => {
       const { config, logger } = prepare(opts.json === true);
-      const queued = (run: RunInfo) => { if (!opts.json) process.stdout.write(`run ${run.runId} ${run.fetcher} queued in ${run.pool}\n`); };
+      const queued = (run: RunInfo) => {
+        if (!opts.json) process.stdout.write(`run ${run.runId} ${run.fetcher} queued in ${run.pool}\n`);
+      };
       if (opts.detach) {
         const remote = await openLiveAgentLink(config, logger);
         try {
@@ -94,7 +97,11 @@ export async function runCli(argv: string[]): Promise<number> {
         const run = await holder.link.run(fetcher, args);
         queued(run);
         const done = await waitWithCancelOnSignal(holder, run.runId, config, logger);
-        process.stdout.write(opts.json ? `${JSON.stringify(done)}\n` : `run ${done.runId} ${done.status}${done.exitCode !== null ? ` exit ${done.exitCode}` : ''}${done.reason ? ` (${done.reason})` : ''}\n`);
+        process.stdout.write(
+          opts.json
+            ? `${JSON.stringify(done)}\n`
+            : `run ${done.runId} ${done.status}${done.exitCode !== null ? ` exit ${done.exitCode}` : ''}${done.reason ? ` (${done.reason})` : ''}\n`,
+        );
         exitCode = runExitCode(done);
       } finally {
         await holder.link.close();
@@ -102,7 +109,8 @@ export async function runCli(argv: string[]): Promise<number> {
     });
 
   // The process `run --detach` starts when no agent runs: it owns the run until the run ends.
-  program.command('run-owner', { hidden: true })
+  program
+    .command('run-owner', { hidden: true })
     .argument('<fetcher>')
     .argument('[args...]')
     .action(async (fetcher: string, args: string[]) => {
@@ -134,7 +142,8 @@ export async function runCli(argv: string[]): Promise<number> {
       }
     });
 
-  program.command('cancel')
+  program
+    .command('cancel')
     .description('cancel a run by id, or every active run of a fetcher')
     .argument('[target]', 'run id or fetcher name (a run id is tried first)')
     .option('--run <id>', 'the run id (no guessing)')
@@ -142,12 +151,18 @@ export async function runCli(argv: string[]): Promise<number> {
     .option('--no-wait', 'return once the cancel is sent')
     .action(async (target: string | undefined, opts: { wait: boolean; run?: string; fetcher?: string }) => {
       const given = [target, opts.run, opts.fetcher].filter((v) => v !== undefined);
-      if (given.length !== 1) throw new ClientError(0, ExitCode.usage, 'cancel needs exactly one of: a run id or fetcher name, --run <id>, --fetcher <name>');
-      exitCode = await withLink((link, config, logger) => cancelCommand({ link }, { target, runId: opts.run, fetcher: opts.fetcher, wait: opts.wait }, config, logger));
+      if (given.length !== 1)
+        throw new ClientError(0, ExitCode.usage, 'cancel needs exactly one of: a run id or fetcher name, --run <id>, --fetcher <name>');
+      exitCode = await withLink((link, config, logger) =>
+        cancelCommand({ link }, { target, runId: opts.run, fetcher: opts.fetcher, wait: opts.wait }, config, logger),
+      );
     });
 
   const jsonOption = () => new Option('--json', 'print JSON (stable shape, see README)');
-  program.command('status').description('pools, runs, disk gate, spool and schedule').addOption(jsonOption())
+  program
+    .command('status')
+    .description('pools, runs, disk gate, spool and schedule')
+    .addOption(jsonOption())
     .action(async (opts: { json?: boolean }) => {
       exitCode = await withLink(async (link) => {
         const snapshot = await link.snapshot();
@@ -155,7 +170,10 @@ export async function runCli(argv: string[]): Promise<number> {
         return ExitCode.ok;
       });
     });
-  program.command('slots').description('who holds which slot (what `fuser` on the lock files would say)').addOption(jsonOption())
+  program
+    .command('slots')
+    .description('who holds which slot (what `fuser` on the lock files would say)')
+    .addOption(jsonOption())
     .action(async (opts: { json?: boolean }) => {
       exitCode = await withLink(async (link) => {
         const { pools } = await link.snapshot();
@@ -163,7 +181,10 @@ export async function runCli(argv: string[]): Promise<number> {
         return ExitCode.ok;
       });
     });
-  program.command('runs').description('recent runs, newest first').addOption(jsonOption())
+  program
+    .command('runs')
+    .description('recent runs, newest first')
+    .addOption(jsonOption())
     .option('--limit <n>', 'how many', (v) => parseLimit(v), 20)
     .option('--fetcher <name>', 'only this fetcher')
     .option('--status <status>', 'only runs in this state (waiting, running, completed, failed, cancelled, skipped)', parseStatus)
@@ -172,13 +193,20 @@ export async function runCli(argv: string[]): Promise<number> {
       const since = opts.since === undefined ? undefined : parseSince(opts.since);
       exitCode = await withLink(async (link) => {
         const filtered = opts.fetcher !== undefined || opts.status !== undefined || since !== undefined;
-        const runs = filterRuns(await link.listRuns(filtered ? 1000 : opts.limit), { fetcher: opts.fetcher, status: opts.status, since }).slice(0, opts.limit);
+        const runs = filterRuns(await link.listRuns(filtered ? 1000 : opts.limit), {
+          fetcher: opts.fetcher,
+          status: opts.status,
+          since,
+        }).slice(0, opts.limit);
         process.stdout.write(opts.json ? `${JSON.stringify({ runs })}\n` : formatRunsTable(runs, useColour()));
         return ExitCode.ok;
       });
     });
 
-  const schedule = program.command('schedule').description('next due time per fetcher; pause and resume').addOption(jsonOption())
+  const schedule = program
+    .command('schedule')
+    .description('next due time per fetcher; pause and resume')
+    .addOption(jsonOption())
     .action(async (opts: { json?: boolean }) => {
       exitCode = await withLink(async (link) => {
         const { schedule: status } = await link.snapshot();
@@ -187,7 +215,8 @@ export async function runCli(argv: string[]): Promise<number> {
       });
     });
   for (const paused of [true, false]) {
-    schedule.command(paused ? 'pause' : 'resume')
+    schedule
+      .command(paused ? 'pause' : 'resume')
       .description(`${paused ? 'pause' : 'resume'} the schedule of one fetcher, or the whole schedule`)
       .argument('[fetcher]', 'catalog name; none for the whole schedule')
       .action(async (fetcher: string | undefined) => {
@@ -205,7 +234,9 @@ export async function runCli(argv: string[]): Promise<number> {
     const { config, logger } = prepare(false);
     // Progress is for a person watching: one line rewritten in place on a terminal, nothing otherwise;
     // the result is printed once, on stdout.
-    const progress = (sent: number, remaining: number) => { if (process.stderr.isTTY) process.stderr.write(`\rflush ${progressBar(sent, remaining)}`); };
+    const progress = (sent: number, remaining: number) => {
+      if (process.stderr.isTTY) process.stderr.write(`\rflush ${progressBar(sent, remaining)}`);
+    };
     const link = await openRemoteLink(config, logger);
     let result: FlushResult;
     try {
@@ -214,13 +245,16 @@ export async function runCli(argv: string[]): Promise<number> {
       await link?.close();
     }
     if (process.stderr.isTTY) process.stderr.write('\r\x1b[K');
-    process.stdout.write(`flush: ${result.sent} sent, ${result.remaining} remaining${result.error ? `; error: ${redactCredentials(result.error)}` : ''}\n`);
+    process.stdout.write(
+      `flush: ${result.sent} sent, ${result.remaining} remaining${result.error ? `; error: ${redactCredentials(result.error)}` : ''}\n`,
+    );
     exitCode = result.error ? ExitCode.agentUnavailable : ExitCode.ok;
   }
   program.command('flush').description('send spooled telemetry to PostgreSQL now (the same as `quantilica --flush`)').action(flushAction);
   const telemetry = program.command('telemetry').description('run telemetry: emit events from scripts, flush the spool');
   telemetry.command('flush').description('send spooled telemetry to PostgreSQL now').action(flushAction);
-  telemetry.command('emit')
+  telemetry
+    .command('emit')
     .description('record a start, heartbeat or finish event through the spool (for scripts outside the agent)')
     .argument('<event>', 'start | heartbeat | finish')
     .option('--run-id <id>', 'the run (start makes one when absent and prints it)')
@@ -245,16 +279,35 @@ export async function runCli(argv: string[]): Promise<number> {
       }
     });
 
-  registerGithubCommands(program, (code) => { exitCode = code; }); // the GitHub sync
-  registerLogsCommand(program, (code) => { exitCode = code; });
-  registerOperatorCommands(program, {
-    remote: (json) => { const { config, logger } = prepare(json); return openRemoteLink(config, logger); },
-    any: (json) => { const { config, logger } = prepare(json); return openLink(config, logger); },
-  }, (code) => { exitCode = code; });
+  registerGithubCommands(program, (code) => {
+    exitCode = code;
+  }); // the GitHub sync
+  registerLogsCommand(program, (code) => {
+    exitCode = code;
+  });
+  registerOperatorCommands(
+    program,
+    {
+      remote: (json) => {
+        const { config, logger } = prepare(json);
+        return openRemoteLink(config, logger);
+      },
+      any: (json) => {
+        const { config, logger } = prepare(json);
+        return openLink(config, logger);
+      },
+    },
+    (code) => {
+      exitCode = code;
+    },
+  );
   registerCompletionCommands(program);
-  registerServiceCommand(program, (code) => { exitCode = code; });
+  registerServiceCommand(program, (code) => {
+    exitCode = code;
+  });
 
-  program.command('demo-fetch', { hidden: true })
+  program
+    .command('demo-fetch', { hidden: true })
     .argument('<name>')
     .option('--seconds <s>', 'duration', Number, 30)
     .option('--rate-mb <mb>', 'MB per second', Number, 1)
@@ -285,7 +338,8 @@ function prepare(json: boolean): { config: Config; logger: Logger } {
 
 function parseLimit(value: string): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 1 || n > 10000) throw new ClientError(0, ExitCode.usage, `--limit ${value}: allowed: a whole number from 1 to 10000`);
+  if (!Number.isInteger(n) || n < 1 || n > 10000)
+    throw new ClientError(0, ExitCode.usage, `--limit ${value}: allowed: a whole number from 1 to 10000`);
   return n;
 }
 

@@ -47,7 +47,9 @@ export function runLine(run: RunInfo, now = Date.now()): string {
   }
   if (ENDED.has(run.status)) {
     const exit = run.exitCode !== null ? `, exit ${run.exitCode}` : run.signal ? `, ${run.signal}` : '';
-    const took = run.startedAt ? `, after ${humanDuration((run.finishedAt ? Date.parse(run.finishedAt) : now) - Date.parse(run.startedAt))}` : '';
+    const took = run.startedAt
+      ? `, after ${humanDuration((run.finishedAt ? Date.parse(run.finishedAt) : now) - Date.parse(run.startedAt))}`
+      : '';
     return `${head} ${run.status}${reason}${exit}${took}`;
   }
   const wait = waitText(run);

@@ -15,10 +15,14 @@ export function clockTime(iso: string, now = Date.now()): string {
 export function runPolicyText(r: RunInfo, now = Date.now()): string {
   const parts: string[] = [];
   const attempts = r.attempts ?? 1;
-  if (r.wait?.kind === 'retry') parts.push(`attempt ${r.wait.attempt} of ${attempts} · retry at ${clockTime(r.wait.until, now)}${r.exitCode !== null ? ` (try ${r.wait.attempt - 1} exited ${r.exitCode})` : ''}`);
+  if (r.wait?.kind === 'retry')
+    parts.push(
+      `attempt ${r.wait.attempt} of ${attempts} · retry at ${clockTime(r.wait.until, now)}${r.exitCode !== null ? ` (try ${r.wait.attempt - 1} exited ${r.exitCode})` : ''}`,
+    );
   else if (attempts > 1 && r.status === 'running') parts.push(`attempt ${r.attempt ?? 1} of ${attempts}`);
   else if (attempts > 1 && r.status !== 'waiting' && (r.attempt ?? 1) > 1) parts.push(`after ${r.attempt ?? 1} of ${attempts} attempts`);
-  if (r.reason === 'timeout') parts.push(`${r.status === 'running' ? 'stopping: ' : ''}timed out at ${r.deadline ? clockTime(r.deadline, now) : '?'}`);
+  if (r.reason === 'timeout')
+    parts.push(`${r.status === 'running' ? 'stopping: ' : ''}timed out at ${r.deadline ? clockTime(r.deadline, now) : '?'}`);
   else if (r.status === 'running' && r.deadline) parts.push(`timeout at ${clockTime(r.deadline, now)}`);
   const silentSince = r.logGrewAt ? ` (no log output since ${clockTime(r.logGrewAt, now)})` : '';
   if (r.reason === 'stalled') parts.push(`${r.status === 'running' ? 'stopping: ' : 'cancelled: '}stalled${silentSince}`);

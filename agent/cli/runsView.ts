@@ -6,11 +6,16 @@ import { humanDuration, moment } from './timeText';
 
 const STATUSES: readonly RunStatus[] = ['waiting', 'running', 'completed', 'failed', 'cancelled', 'skipped'];
 
-export interface RunsFilter { fetcher?: string; status?: RunStatus; since?: Date }
+export interface RunsFilter {
+  fetcher?: string;
+  status?: RunStatus;
+  since?: Date;
+}
 
 /** `--status`: one of the run states. */
 export function parseStatus(value: string): RunStatus {
-  if (!(STATUSES as readonly string[]).includes(value)) throw new ClientError(0, ExitCode.usage, `--status ${value}: allowed: ${STATUSES.join(', ')}`);
+  if (!(STATUSES as readonly string[]).includes(value))
+    throw new ClientError(0, ExitCode.usage, `--status ${value}: allowed: ${STATUSES.join(', ')}`);
   return value as RunStatus;
 }
 
@@ -22,14 +27,18 @@ export function parseSince(value: string, now = Date.now()): Date {
     return new Date(now - Number(rel[1]) * unit * 1000);
   }
   const at = Date.parse(value);
-  if (Number.isNaN(at)) throw new ClientError(0, ExitCode.usage, `--since ${value}: allowed: a duration like 30min, 2h, 3d, or a date like 2026-11-30T08:00`);
+  if (Number.isNaN(at))
+    throw new ClientError(0, ExitCode.usage, `--since ${value}: allowed: a duration like 30min, 2h, 3d, or a date like 2026-11-30T08:00`);
   return new Date(at);
 }
 
 export function filterRuns(runs: RunInfo[], f: RunsFilter): RunInfo[] {
-  return runs.filter((r) => (!f.fetcher || r.fetcher === f.fetcher)
-    && (!f.status || r.status === f.status)
-    && (!f.since || Date.parse(r.startedAt ?? r.enqueuedAt) >= f.since.getTime()));
+  return runs.filter(
+    (r) =>
+      (!f.fetcher || r.fetcher === f.fetcher) &&
+      (!f.status || r.status === f.status) &&
+      (!f.since || Date.parse(r.startedAt ?? r.enqueuedAt) >= f.since.getTime()),
+  );
 }
 
 /** Colour only on a terminal, and never with NO_COLOR set (https://no-color.org). */
@@ -43,7 +52,10 @@ const COLOURS: Record<RunStatus, string> = { waiting: '33', running: '36', compl
 export function formatRunsTable(runs: RunInfo[], colour: boolean, now = Date.now()): string {
   if (runs.length === 0) return 'no runs\n';
   const rows = runs.map((r) => [
-    r.runId, r.fetcher, r.pool, r.status,
+    r.runId,
+    r.fetcher,
+    r.pool,
+    r.status,
     r.exitCode === null ? (r.signal ?? '-') : String(r.exitCode),
     moment(r.startedAt ?? r.enqueuedAt),
     r.startedAt ? humanDuration((r.finishedAt ? Date.parse(r.finishedAt) : now) - Date.parse(r.startedAt)) : '-',
@@ -53,9 +65,13 @@ export function formatRunsTable(runs: RunInfo[], colour: boolean, now = Date.now
   ]);
   const head = ['RUN', 'FETCHER', 'POOL', 'STATUS', 'EXIT', 'STARTED', 'DURATION', 'TRIGGER', 'MEM MB', 'REASON'];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? '').length)));
-  const line = (cells: string[], status?: RunStatus) => cells.map((c, i) => {
-    const padded = c.padEnd(widths[i] ?? 0);
-    return colour && status && i === 3 ? `\x1b[${COLOURS[status]}m${padded}\x1b[0m` : padded;
-  }).join('  ').trimEnd();
+  const line = (cells: string[], status?: RunStatus) =>
+    cells
+      .map((c, i) => {
+        const padded = c.padEnd(widths[i] ?? 0);
+        return colour && status && i === 3 ? `\x1b[${COLOURS[status]}m${padded}\x1b[0m` : padded;
+      })
+      .join('  ')
+      .trimEnd();
   return `${[line(head), ...rows.map((row, i) => line(row, runs[i]?.status))].join('\n')}\n`;
 }

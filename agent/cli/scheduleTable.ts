@@ -31,7 +31,11 @@ export function formatScheduleTable(schedule: ScheduleStatus | null, now = Date.
   });
   const head = ['NEXT', 'IN', 'LAST', 'AGO', 'FETCHER', 'CRON', ...(checked ? ['LATE'] : [])];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i] ?? 0))
+      .join('  ')
+      .trimEnd();
   const unscheduled = entries.filter((e) => !e.cron).length;
   const paused = schedule.paused ? entries.length - unscheduled : entries.filter((e) => e.cron && e.paused).length;
   const scheduled = entries.length - unscheduled - paused;

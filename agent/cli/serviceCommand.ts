@@ -24,10 +24,18 @@ export function servicePaths(env: NodeJS.ProcessEnv = process.env): { unitFile: 
  * memory ceilings. Restart=on-failure brings it back after a crash, not after `systemctl stop`.
  */
 export function unitText(nodePath: string, agentJs: string, envFile: string): string {
-  for (const [what, value] of [['the node binary', nodePath], ['the agent script', agentJs], ['the environment file', envFile]] as const) {
+  for (const [what, value] of [
+    ['the node binary', nodePath],
+    ['the agent script', agentJs],
+    ['the environment file', envFile],
+  ] as const) {
     // A newline would end the setting early and make the rest a line of its own.
     if (hasControlCharacter(value)) {
-      throw new ClientError(0, ExitCode.config, `${what}'s path ${JSON.stringify(value)} has a control character, which a systemd unit cannot hold; install from a path without one`);
+      throw new ClientError(
+        0,
+        ExitCode.config,
+        `${what}'s path ${JSON.stringify(value)} has a control character, which a systemd unit cannot hold; install from a path without one`,
+      );
     }
   }
   // systemd expands %-specifiers (%h, %u) in both settings, and $VAR in command lines alone.
@@ -60,7 +68,17 @@ WantedBy=default.target
 /** systemctl --user needs to find the user's manager, and nothing of the agent's settings or secrets. */
 function systemctlEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const name of ['PATH', 'HOME', 'USER', 'LOGNAME', 'LANG', 'LC_ALL', 'XDG_RUNTIME_DIR', 'DBUS_SESSION_BUS_ADDRESS', 'SYSTEMD_PAGER']) {
+  for (const name of [
+    'PATH',
+    'HOME',
+    'USER',
+    'LOGNAME',
+    'LANG',
+    'LC_ALL',
+    'XDG_RUNTIME_DIR',
+    'DBUS_SESSION_BUS_ADDRESS',
+    'SYSTEMD_PAGER',
+  ]) {
     const value = process.env[name];
     if (value !== undefined) env[name] = value;
   }
@@ -69,25 +87,49 @@ function systemctlEnv(): NodeJS.ProcessEnv {
 
 function systemctl(args: string[]): { ok: boolean; status: number | null; stdout: string; out: string } {
   const r = spawnSync('systemctl', ['--user', ...args], { encoding: 'utf8', env: systemctlEnv() });
-  return { ok: r.status === 0, status: r.status, stdout: r.stdout ?? '', out: `${r.stdout ?? ''}${r.stderr ?? ''}${r.error ? r.error.message : ''}`.trim() };
+  return {
+    ok: r.status === 0,
+    status: r.status,
+    stdout: r.stdout ?? '',
+    out: `${r.stdout ?? ''}${r.stderr ?? ''}${r.error ? r.error.message : ''}`.trim(),
+  };
 }
 
 /** The states `systemctl is-active` prints; anything else means it could not ask the user manager. */
-const UNIT_STATES = new Set(['active', 'reloading', 'inactive', 'failed', 'activating', 'deactivating', 'maintenance', 'refreshing', 'unknown']);
+const UNIT_STATES = new Set([
+  'active',
+  'reloading',
+  'inactive',
+  'failed',
+  'activating',
+  'deactivating',
+  'maintenance',
+  'refreshing',
+  'unknown',
+]);
 
 function printCarried(carried: CarriedSetting[], envFile: string): void {
   const written = carried.filter((c) => c.outcome === 'written');
-  process.stdout.write(written.length === 0 ? `settings carried into ${envFile}: none (no CRON_*, QUANTILICA_* or DATA_DIR in this environment)\n` : `settings carried into ${envFile}:\n${written.map((c) => `  ${c.shown}\n`).join('')}`);
+  process.stdout.write(
+    written.length === 0
+      ? `settings carried into ${envFile}: none (no CRON_*, QUANTILICA_* or DATA_DIR in this environment)\n`
+      : `settings carried into ${envFile}:\n${written.map((c) => `  ${c.shown}\n`).join('')}`,
+  );
   for (const c of carried) {
-    if (c.outcome === 'secret-not-written') process.stdout.write(`  not written: ${c.shown} (a secret; --with-secrets writes it into this 0600 file)\n`);
-    else if (c.outcome === 'control-character') process.stderr.write(`quantilica: not written: ${c.shown} holds a control character (a newline), which the environment file cannot hold\n`);
+    if (c.outcome === 'secret-not-written')
+      process.stdout.write(`  not written: ${c.shown} (a secret; --with-secrets writes it into this 0600 file)\n`);
+    else if (c.outcome === 'control-character')
+      process.stderr.write(
+        `quantilica: not written: ${c.shown} holds a control character (a newline), which the environment file cannot hold\n`,
+      );
   }
 }
 
 /** `quantilica service install|uninstall|status`. */
 export function registerServiceCommand(program: Command, setExit: (code: number) => void): void {
   const service = program.command('service').description(`run the agent as a systemd user service (${UNIT_NAME})`);
-  service.command('install')
+  service
+    .command('install')
     .description('write the unit and the environment file, then enable and start it')
     .option('--no-enable', 'only write the files')
     .option('--with-secrets', 'also write the secrets of this environment (database URLs, GITHUB_TOKEN) into the 0600 environment file')
@@ -109,14 +151,19 @@ export function registerServiceCommand(program: Command, setExit: (code: number)
       for (const step of steps) {
         const r = systemctl(step);
         if (!r.ok) {
-          process.stderr.write(`systemctl --user ${step.join(' ')} failed: ${r.out}\nThe unit is written; enable it where a user manager runs: systemctl --user enable --now ${UNIT_NAME}\n`);
+          process.stderr.write(
+            `systemctl --user ${step.join(' ')} failed: ${r.out}\nThe unit is written; enable it where a user manager runs: systemctl --user enable --now ${UNIT_NAME}\n`,
+          );
           setExit(ExitCode.agentUnavailable);
           return;
         }
       }
-      process.stdout.write(`enabled and started ${UNIT_NAME}; for it to run without a login session: loginctl enable-linger ${os.userInfo().username}\n`);
+      process.stdout.write(
+        `enabled and started ${UNIT_NAME}; for it to run without a login session: loginctl enable-linger ${os.userInfo().username}\n`,
+      );
     });
-  service.command('uninstall')
+  service
+    .command('uninstall')
     .description('stop and disable the unit, then remove it (the environment file stays)')
     .action(() => {
       const { unitFile } = servicePaths();
@@ -125,17 +172,23 @@ export function registerServiceCommand(program: Command, setExit: (code: number)
       const reload = systemctl(['daemon-reload']);
       process.stdout.write(`removed ${unitFile}\n`);
       // The file is gone either way; a manager that did not hear of it may still run the agent.
-      for (const [step, result] of [[`disable --now ${UNIT_NAME}`, r], ['daemon-reload', reload]] as const) {
+      for (const [step, result] of [
+        [`disable --now ${UNIT_NAME}`, r],
+        ['daemon-reload', reload],
+      ] as const) {
         if (result.ok) continue;
         process.stderr.write(`quantilica: systemctl --user ${step} failed: ${result.out || `exit ${result.status}`}\n`);
         setExit(ExitCode.agentUnavailable);
       }
     });
-  service.command('status')
+  service
+    .command('status')
     .description("the unit's file and what systemd says about it")
     .action(() => {
       const { unitFile, envFile } = servicePaths();
-      process.stdout.write(`unit: ${fs.existsSync(unitFile) ? unitFile : 'not installed'}\nsettings: ${fs.existsSync(envFile) ? envFile : 'none'}\n`);
+      process.stdout.write(
+        `unit: ${fs.existsSync(unitFile) ? unitFile : 'not installed'}\nsettings: ${fs.existsSync(envFile) ? envFile : 'none'}\n`,
+      );
       const r = systemctl(['status', '--no-pager', UNIT_NAME]);
       process.stdout.write(`${r.out}\n`);
       // The exit of `systemctl is-active`: 0 active, 3 not (an absent unit included).
@@ -144,7 +197,9 @@ export function registerServiceCommand(program: Command, setExit: (code: number)
       if (active.ok) setExit(ExitCode.ok);
       else if (UNIT_STATES.has(state)) setExit(ExitCode.serviceNotActive);
       else {
-        process.stderr.write(`quantilica: cannot ask the user's systemd whether ${UNIT_NAME} is active: ${active.out || `exit ${active.status}`}\n`);
+        process.stderr.write(
+          `quantilica: cannot ask the user's systemd whether ${UNIT_NAME} is active: ${active.out || `exit ${active.status}`}\n`,
+        );
         setExit(ExitCode.agentUnavailable);
       }
     });

@@ -13,14 +13,23 @@ export interface CarriedSetting {
 }
 
 // The variables of one run (runManager sets them for a fetcher), not settings of the agent.
-const RUN_VARIABLES = new Set(['QUANTILICA_RUN_ID', 'QUANTILICA_FETCHER', 'QUANTILICA_POOL', 'QUANTILICA_SLOT', 'QUANTILICA_FETCHER_UMASK', 'QUANTILICA_CGROUP_PROCS']);
+const RUN_VARIABLES = new Set([
+  'QUANTILICA_RUN_ID',
+  'QUANTILICA_FETCHER',
+  'QUANTILICA_POOL',
+  'QUANTILICA_SLOT',
+  'QUANTILICA_FETCHER_UMASK',
+  'QUANTILICA_CGROUP_PROCS',
+]);
 const SECRETS = new Set<string>(SECRET_SETTINGS);
 
 /** The agent's settings in an environment: CRON_*, QUANTILICA_*, DATA_DIR and the secrets the settings table marks. */
 export function settingsOf(env: NodeJS.ProcessEnv): [string, string][] {
   return Object.entries(env)
     .filter((e): e is [string, string] => e[1] !== undefined)
-    .filter(([name]) => (/^(CRON|QUANTILICA)_[A-Z0-9_]+$/.test(name) || name === 'DATA_DIR' || SECRETS.has(name)) && !RUN_VARIABLES.has(name))
+    .filter(
+      ([name]) => (/^(CRON|QUANTILICA)_[A-Z0-9_]+$/.test(name) || name === 'DATA_DIR' || SECRETS.has(name)) && !RUN_VARIABLES.has(name),
+    )
     .sort(([a], [b]) => a.localeCompare(b));
 }
 
@@ -51,7 +60,8 @@ export function writeServiceEnvFile(envFile: string, env: NodeJS.ProcessEnv, wit
     const secret = SECRETS.has(name);
     const shown = `${name}=${secret ? redactSecretValue(value) : value}`;
     // A newline would end the line early and make the rest a setting of its own.
-    if (hasControlCharacter(value)) carried.push({ name, shown: `${name}=${JSON.stringify(secret ? redactSecretValue(value) : value)}`, outcome: 'control-character' });
+    if (hasControlCharacter(value))
+      carried.push({ name, shown: `${name}=${JSON.stringify(secret ? redactSecretValue(value) : value)}`, outcome: 'control-character' });
     else if (secret && !withSecrets) carried.push({ name, shown, outcome: 'secret-not-written' });
     else {
       carried.push({ name, shown, outcome: 'written' });
@@ -91,11 +101,14 @@ function readOwnFile(file: string): string | null {
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return null;
-    throw new Error(`${file}: cannot be opened (${code === 'ELOOP' ? 'a symbolic link' : code ?? String(err)}); remove it and install again`);
+    throw new Error(
+      `${file}: cannot be opened (${code === 'ELOOP' ? 'a symbolic link' : (code ?? String(err))}); remove it and install again`,
+    );
   }
   try {
     const st = fs.fstatSync(fd);
-    if (!st.isFile() || st.uid !== process.getuid?.()) throw new Error(`${file}: not a regular file of this account; remove it and install again`);
+    if (!st.isFile() || st.uid !== process.getuid?.())
+      throw new Error(`${file}: not a regular file of this account; remove it and install again`);
     return fs.readFileSync(fd, 'utf8');
   } finally {
     fs.closeSync(fd);

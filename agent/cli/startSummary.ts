@@ -7,17 +7,33 @@ import { zoneOf } from './timeText';
  * What `npm start` shows a person at a terminal: where things are and what to try next, with a
  * fetcher of this catalog to run and, when the catalog has one, its GitHub sync.
  */
-export function startSummary(config: Config, ready: { pid: number; port: number; mode: string; catalog: string }, entries: readonly CatalogEntry[], cli = cliName()): string {
+export function startSummary(
+  config: Config,
+  ready: { pid: number; port: number; mode: string; catalog: string },
+  entries: readonly CatalogEntry[],
+  cli = cliName(),
+): string {
   const pools = config.usePools
-    ? Object.entries(config.pools).map(([name, pool]) => `${name} ${pool.slots}`).join(', ')
+    ? Object.entries(config.pools)
+        .map(([name, pool]) => `${name} ${pool.slots}`)
+        .join(', ')
     : 'serial mode (one global lock; CRON_USE_POOLS=true for the three pools)';
   const fetchers = entries.filter((e) => e.kind !== 'github-sync');
   // A light fetcher first: the first thing tried should end soon and take no heavy slot.
   const sample = fetchers.find((e) => e.pool === 'network-light') ?? fetchers[0];
   const sync = entries.find((e) => e.kind === 'github-sync');
   const tries: Array<[string, string]> = [
-    ...(sample ? [[`run ${sample.name}`, `${sample.demo ? 'a demo fetcher' : 'a fetcher'}, through this agent; waits for it`] as [string, string]] : []),
-    ...(sync ? [[`github sync --wait`, sync.demo ? 'the demo GitHub sync (a simulated GitHub, no token needed)' : 'the GitHub sync'] as [string, string]] : []),
+    ...(sample
+      ? [[`run ${sample.name}`, `${sample.demo ? 'a demo fetcher' : 'a fetcher'}, through this agent; waits for it`] as [string, string]]
+      : []),
+    ...(sync
+      ? [
+          [`github sync --wait`, sync.demo ? 'the demo GitHub sync (a simulated GitHub, no token needed)' : 'the GitHub sync'] as [
+            string,
+            string,
+          ],
+        ]
+      : []),
     ['status', 'pools, runs, disk gate, spool, schedule'],
     ['schedule', 'when each fetcher runs next'],
   ];

@@ -54,13 +54,19 @@ export class AgentClient {
   private readonly closeListeners = new Set<(code: number, reason: string) => void>();
   private flushSeq = 0;
 
-  private constructor(readonly info: ConnectionInfo, private readonly ws: WebSocket, private readonly rpc: MessageConnection) {}
+  private constructor(
+    readonly info: ConnectionInfo,
+    private readonly ws: WebSocket,
+    private readonly rpc: MessageConnection,
+  ) {}
 
   /** Opens the socket, says hello and starts tracking state; `info` comes from the connection file. */
   static async open(info: ConnectionInfo, opts: ConnectOptions): Promise<AgentClient> {
     const ws = await openAgentSocket(info, { handshakeTimeoutMs: opts.handshakeTimeoutMs ?? 5000, maxPayload: CLIENT_MAX_PAYLOAD });
     const reader = new TextMessageReader((_code, error) => reader.failed(new Error(`the agent sent a bad frame: ${error}`)));
-    const writer = new TextMessageWriter((text) => new Promise((resolve, reject) => ws.send(text, (err) => (err ? reject(err) : resolve()))));
+    const writer = new TextMessageWriter(
+      (text) => new Promise((resolve, reject) => ws.send(text, (err) => (err ? reject(err) : resolve()))),
+    );
     ws.on('message', (data: RawData) => reader.receive(wsText(data)));
     const rpc = createMessageConnection(reader, writer);
     const client = new AgentClient(info, ws, rpc);

@@ -86,16 +86,23 @@ export function composeCore(config: Config, logger: Logger, inputs: CoreInputs):
   // Pools' cgroups made, and those an earlier agent left taken over or removed, before the run
   // manager adopts that agent's runs.
   const memory = new MemoryCeilings({
-    pools: poolCeilings(config), reserveMb: config.memory.reserveMb, cgroupName: config.memory.cgroupName, homeDir: config.homeDir, logger,
+    pools: poolCeilings(config),
+    reserveMb: config.memory.reserveMb,
+    cgroupName: config.memory.cgroupName,
+    homeDir: config.homeDir,
+    logger,
     support: config.memory.enforce ? undefined : { kind: 'not-enforced', reason: 'disabled-by-setting' },
   });
   const activeIds = new Set(store.active().map((r) => r.runId));
   memory.adoptLeftovers((runId) => activeIds.has(runId));
   // The agent's fetchers are forked by the small native spawner, else by a worker thread (the hot
   // path); a one-run CLI forks its one fetcher itself.
-  const spawner: RunSpawner & { close?(): Promise<void> } = role !== 'agent' ? processSpawner
-    : config.spawner === 'native' ? new NativeSpawner(distFile('quantilica-spawner'), new ThreadSpawner(), logger)
-      : new ThreadSpawner();
+  const spawner: RunSpawner & { close?(): Promise<void> } =
+    role !== 'agent'
+      ? processSpawner
+      : config.spawner === 'native'
+        ? new NativeSpawner(distFile('quantilica-spawner'), new ThreadSpawner(), logger)
+        : new ThreadSpawner();
   const github = new GithubRuns({ config, logger, pools, adopts: role === 'agent', onSync: (sync) => hub.publish({ kind: 'sync', sync }) });
   // A pool's waiting count moves when a run enters or leaves the queue, not on position updates.
   const lastStatus = new Map<string, RunInfo['status']>();
@@ -142,26 +149,48 @@ export function composeCore(config: Config, logger: Logger, inputs: CoreInputs):
       event: 'reclaimed',
       task: event.record.fetcher ?? 'unknown',
       pool: event.pool,
-      payload: { slot: event.index, lockPath: event.lockPath, pid: event.record.pid, killedGroup: event.killedGroup, reason: 'holder-stopped' },
+      payload: {
+        slot: event.index,
+        lockPath: event.lockPath,
+        pid: event.record.pid,
+        killedGroup: event.killedGroup,
+        reason: 'holder-stopped',
+      },
     });
     // The run's cgroup also holds what left its process group.
     if (event.record.runId) memory.signal(event.record.runId, 'SIGKILL');
     publisher.changed(event.pool);
   };
   // The agent's periodic pruning of ended runs' logs and status files (applied at start, then hourly).
-  const retention = role === 'agent' ? new Retention({
-    logDir: config.logDir,
-    statusDir: runs.statusDir(),
-    days: config.retention.days,
-    runs: config.retention.runs,
-    // Runs of any process (an in-process CLI run, a run another agent left) keep their files.
-    activeRunIds: () => new Set([...runs.activeIds(), ...store.active().map((r) => r.runId)]),
-    runRows: store,
-    logger,
-  }) : null;
+  const retention =
+    role === 'agent'
+      ? new Retention({
+          logDir: config.logDir,
+          statusDir: runs.statusDir(),
+          days: config.retention.days,
+          runs: config.retention.runs,
+          // Runs of any process (an in-process CLI run, a run another agent left) keep their files.
+          activeRunIds: () => new Set([...runs.activeIds(), ...store.active().map((r) => r.runId)]),
+          runRows: store,
+          logger,
+        })
+      : null;
   const control = new Orchestrator({
-    config, hub, catalog, runs, foreign, store, memory, github, slotBackend, remoteCancel, poolStates,
-    flush: inputs.flush, setSchedulePaused: inputs.setSchedulePaused, listEvents: inputs.listEvents, metrics: inputs.metrics,
+    config,
+    hub,
+    catalog,
+    runs,
+    foreign,
+    store,
+    memory,
+    github,
+    slotBackend,
+    remoteCancel,
+    poolStates,
+    flush: inputs.flush,
+    setSchedulePaused: inputs.setSchedulePaused,
+    listEvents: inputs.listEvents,
+    metrics: inputs.metrics,
   });
   if (catalog.entries.some((e) => e.kind === 'github-sync')) github.start();
 

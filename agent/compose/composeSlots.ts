@@ -30,15 +30,28 @@ export interface Slots {
 
 /** The pools and what holds their slots: flock files on this station, or the shared slot database. */
 export function composeSlots(config: Config, logger: Logger, policy: StationPolicy, hooks: SlotHooks): Slots {
-  const slotBackend = config.slots.backend === 'postgres' && config.slots.databaseUrl !== null
-    ? new PgSlotBackend({ url: config.slots.databaseUrl, station: config.slots.station, defaults: defaultSizes(config), logger })
-    : null;
+  const slotBackend =
+    config.slots.backend === 'postgres' && config.slots.databaseUrl !== null
+      ? new PgSlotBackend({ url: config.slots.databaseUrl, station: config.slots.station, defaults: defaultSizes(config), logger })
+      : null;
   const remoteCancel = slotBackend ? new PgRunCancel(slotBackend, logger) : null;
   const pools = new Map<string, PoolBackend>();
   if (slotBackend) {
     for (const [name, size] of defaultSizes(config)) {
-      const waitTimeoutSeconds = config.pools[name as keyof Config['pools']]?.waitTimeoutSeconds ?? config.pools['heavy-io'].waitTimeoutSeconds;
-      pools.set(name, new PgSlotPool({ name, defaultSize: size, waitTimeoutSeconds, backend: slotBackend, keeperPath: distFile('pgSlotKeeper.js'), logger, onLost: () => hooks.onLost(name) }));
+      const waitTimeoutSeconds =
+        config.pools[name as keyof Config['pools']]?.waitTimeoutSeconds ?? config.pools['heavy-io'].waitTimeoutSeconds;
+      pools.set(
+        name,
+        new PgSlotPool({
+          name,
+          defaultSize: size,
+          waitTimeoutSeconds,
+          backend: slotBackend,
+          keeperPath: distFile('pgSlotKeeper.js'),
+          logger,
+          onLost: () => hooks.onLost(name),
+        }),
+      );
     }
     return { pools, slotBackend, remoteCancel };
   }
@@ -46,30 +59,36 @@ export function composeSlots(config: Config, logger: Logger, policy: StationPoli
   const onReclaim = (event: ReclaimEvent) => hooks.onReclaim(event);
   if (!config.usePools) {
     // Serial compatibility: the legacy global lock, shared with a cron_fetch.sh in serial mode.
-    pools.set(SERIAL_POOL, new SlotPool({
-      name: SERIAL_POOL,
-      dir: config.lockDir,
-      size: 1,
-      waitTimeoutSeconds: config.pools['heavy-io'].waitTimeoutSeconds,
-      fileName: () => SERIAL_LOCK_FILE,
-      policy,
-      isRecordedRun,
-      logger,
-      onReclaim,
-    }));
+    pools.set(
+      SERIAL_POOL,
+      new SlotPool({
+        name: SERIAL_POOL,
+        dir: config.lockDir,
+        size: 1,
+        waitTimeoutSeconds: config.pools['heavy-io'].waitTimeoutSeconds,
+        fileName: () => SERIAL_LOCK_FILE,
+        policy,
+        isRecordedRun,
+        logger,
+        onReclaim,
+      }),
+    );
     return { pools, slotBackend, remoteCancel };
   }
   for (const [name, pool] of Object.entries(config.pools)) {
-    pools.set(name, new SlotPool({
+    pools.set(
       name,
-      dir: path.join(config.lockDir, name),
-      size: pool.slots,
-      waitTimeoutSeconds: pool.waitTimeoutSeconds,
-      policy,
-      isRecordedRun,
-      logger,
-      onReclaim,
-    }));
+      new SlotPool({
+        name,
+        dir: path.join(config.lockDir, name),
+        size: pool.slots,
+        waitTimeoutSeconds: pool.waitTimeoutSeconds,
+        policy,
+        isRecordedRun,
+        logger,
+        onReclaim,
+      }),
+    );
   }
   return { pools, slotBackend, remoteCancel };
 }

@@ -18,7 +18,12 @@ export interface OpenedCore extends Core {
  */
 export function openCore(config: Config, logger: Logger, spool: { fallbackPath?: string } = {}): OpenedCore {
   const telemetry = new Spool({ path: config.telemetrySpool, logger, ...spool });
-  const hub: StateHub = new StateHub((): SnapshotParts => ({ ...core.control.coreState(), disk: null, spool: telemetry.status(), schedule: null }));
+  const hub: StateHub = new StateHub((): SnapshotParts => ({
+    ...core.control.coreState(),
+    disk: null,
+    spool: telemetry.status(),
+    schedule: null,
+  }));
   const core: Core = composeCore(config, logger, { hub, policy: checkStationDirs(config), role: 'cli', telemetry });
   return {
     ...core,

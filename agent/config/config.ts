@@ -109,19 +109,24 @@ export function loadConfig(env: Env = process.env): Config {
   const pools = Object.fromEntries(
     POOL_NAMES.map((pool) => {
       const key = pool.toUpperCase().replace(/-/g, '_');
-      return [pool, {
-        slots: get<number>(`CRON_POOL_${key}_SLOTS`),
-        waitTimeoutSeconds: get<number>(`CRON_POOL_${key}_TIMEOUT`),
-        memoryMb: Math.round(get<number>(`CRON_POOL_${key}_MEMORY_GB`) * 1024), // memory ceilings
-        runTimeoutSeconds: get<number>(`CRON_POOL_${key}_RUN_TIMEOUT`),
-      }];
+      return [
+        pool,
+        {
+          slots: get<number>(`CRON_POOL_${key}_SLOTS`),
+          waitTimeoutSeconds: get<number>(`CRON_POOL_${key}_TIMEOUT`),
+          memoryMb: Math.round(get<number>(`CRON_POOL_${key}_MEMORY_GB`) * 1024), // memory ceilings
+          runTimeoutSeconds: get<number>(`CRON_POOL_${key}_RUN_TIMEOUT`),
+        },
+      ];
     }),
   ) as Record<PoolName, PoolConfig>;
 
   const slotBackend = get<'file' | 'postgres'>('QUANTILICA_SLOT_BACKEND');
   const slotDatabaseUrl = get<string | null>('QUANTILICA_SLOT_DATABASE_URL') ?? get<string | null>('QUANTILICA_DATABASE_URL');
   if (slotBackend === 'postgres' && slotDatabaseUrl === null) {
-    throw new ConfigError(['QUANTILICA_SLOT_BACKEND="postgres": needs QUANTILICA_SLOT_DATABASE_URL or QUANTILICA_DATABASE_URL (a direct PostgreSQL connection)']);
+    throw new ConfigError([
+      'QUANTILICA_SLOT_BACKEND="postgres": needs QUANTILICA_SLOT_DATABASE_URL or QUANTILICA_DATABASE_URL (a direct PostgreSQL connection)',
+    ]);
   }
   return {
     usePools: get('CRON_USE_POOLS'),
@@ -148,8 +153,16 @@ export function loadConfig(env: Env = process.env): Config {
     agentLogCapBytes: Math.round(get<number>('QUANTILICA_AGENT_LOG_CAP_MB') * 1024 * 1024),
     demo: { seconds: get('QUANTILICA_DEMO_SECONDS'), rateMb: get('QUANTILICA_DEMO_RATE_MB') },
     retention: { days: get('QUANTILICA_RETENTION_DAYS'), runs: get('QUANTILICA_RETENTION_RUNS') },
-    memory: { reserveMb: Math.round(get<number>('QUANTILICA_MEMORY_RESERVE_GB') * 1024), cgroupName: get('QUANTILICA_CGROUP_NAME'), enforce: get('QUANTILICA_MEMORY_ENFORCE') }, // memory ceilings
-    slots: { backend: slotBackend, databaseUrl: slotBackend === 'postgres' ? slotDatabaseUrl : null, station: get<string | null>('QUANTILICA_STATION') ?? os.hostname() },
+    memory: {
+      reserveMb: Math.round(get<number>('QUANTILICA_MEMORY_RESERVE_GB') * 1024),
+      cgroupName: get('QUANTILICA_CGROUP_NAME'),
+      enforce: get('QUANTILICA_MEMORY_ENFORCE'),
+    }, // memory ceilings
+    slots: {
+      backend: slotBackend,
+      databaseUrl: slotBackend === 'postgres' ? slotDatabaseUrl : null,
+      station: get<string | null>('QUANTILICA_STATION') ?? os.hostname(),
+    },
     spawner: get<'native' | 'thread'>('QUANTILICA_SPAWNER'),
     onEvent: get('QUANTILICA_ON_EVENT'),
     metricsListen: get('QUANTILICA_METRICS_LISTEN'),

@@ -59,15 +59,21 @@ export class ForeignSchemaError extends Error {
 }
 
 async function checkSchemaOwner(client: pg.ClientBase): Promise<void> {
-  const row = (await client.query<{ owner: string; me: string }>(
-    "SELECT pg_catalog.pg_get_userbyid(nspowner)::text AS owner, current_user::text AS me FROM pg_catalog.pg_namespace WHERE nspname = 'core'")).rows[0];
+  const row = (
+    await client.query<{ owner: string; me: string }>(
+      "SELECT pg_catalog.pg_get_userbyid(nspowner)::text AS owner, current_user::text AS me FROM pg_catalog.pg_namespace WHERE nspname = 'core'",
+    )
+  ).rows[0];
   if (row === undefined || row.owner === row.me) return;
-  throw new ForeignSchemaError(`schema "core" exists and is owned by role "${row.owner}", not by "${row.me}" (the role the flush logs in as): refused, `
-    + `its owner could change or read the telemetry tables; have "${row.owner}" drop it or ALTER SCHEMA core OWNER TO "${row.me}", or log in as "${row.owner}"`);
+  throw new ForeignSchemaError(
+    `schema "core" exists and is owned by role "${row.owner}", not by "${row.me}" (the role the flush logs in as): refused, ` +
+      `its owner could change or read the telemetry tables; have "${row.owner}" drop it or ALTER SCHEMA core OWNER TO "${row.me}", or log in as "${row.owner}"`,
+  );
 }
 
 function checkOrder(migrations: readonly Migration[]): void {
   migrations.forEach((m, i) => {
-    if (m.version !== i + 1) throw new Error(`migration ${m.name} has version ${m.version}, expected ${i + 1}: the list is append-only and numbered from 1`);
+    if (m.version !== i + 1)
+      throw new Error(`migration ${m.name} has version ${m.version}, expected ${i + 1}: the list is append-only and numbered from 1`);
   });
 }

@@ -112,7 +112,11 @@ export class DiskGate implements StartGate {
     return new Promise<void>((resolve, reject) => {
       const maxWait = this.options.disk.maxWaitSeconds;
       const waiter: Waiter = {
-        request, resolve, reject, onWait, lastReason: null,
+        request,
+        resolve,
+        reject,
+        onWait,
+        lastReason: null,
         dispose: () => {
           clearTimeout(timeout);
           signal.removeEventListener('abort', onAbort);
@@ -128,7 +132,8 @@ export class DiskGate implements StartGate {
       const timeout = setTimeout(() => {
         leave();
         const s = this.current;
-        const message = `waited ${maxWait} s (CRON_DISK_MAX_WAIT_SECONDS) at the disk gate: state ${s.state}, ` +
+        const message =
+          `waited ${maxWait} s (CRON_DISK_MAX_WAIT_SECONDS) at the disk gate: state ${s.state}, ` +
           `free ${s.freeGb ?? 'unknown'} GB, resume at ${s.resumeGb} GB` +
           `${request.expectedBytes ? `, run expects ${round(request.expectedBytes / BYTES_PER_GB)} GB` : ''}${s.error ? `, ${s.error}` : ''}`;
         this.options.logger.warn({ runId: request.runId, fetcher: request.fetcher, state: s.state, freeGb: s.freeGb }, message);
@@ -219,7 +224,12 @@ export class DiskGate implements StartGate {
       w.resolve();
     }
     this.waiters.push(...blocked);
-    const reason: WaitReason = { kind: 'admission', freeGb: round(freeBytes / BYTES_PER_GB), reservedGb: round(outstanding / BYTES_PER_GB), pauseGb: s.pauseGb };
+    const reason: WaitReason = {
+      kind: 'admission',
+      freeGb: round(freeBytes / BYTES_PER_GB),
+      reservedGb: round(outstanding / BYTES_PER_GB),
+      pauseGb: s.pauseGb,
+    };
     for (const w of blocked) tell(w, reason);
     this.arm();
   }
@@ -240,10 +250,20 @@ export class DiskGate implements StartGate {
       if (own === 0 || own <= total - pauseBytes) continue;
       this.waiters.splice(this.waiters.indexOf(w), 1);
       w.dispose();
-      const message = `run expects ${round(own / BYTES_PER_GB)} GB (expectedSizeMb ${Math.round(own / 1024 / 1024)}), but the filesystem of ` +
+      const message =
+        `run expects ${round(own / BYTES_PER_GB)} GB (expectedSizeMb ${Math.round(own / 1024 / 1024)}), but the filesystem of ` +
         `DATA_DIR ${this.options.dataDir} holds ${round(total / BYTES_PER_GB)} GB in total and the gate keeps ${this.options.disk.pauseGb} GB free ` +
         `(CRON_DISK_PAUSE_GB): at most ${round(Math.max(0, total - pauseBytes) / BYTES_PER_GB)} GB can ever be admitted`;
-      this.options.logger.warn({ runId: w.request.runId, fetcher: w.request.fetcher, expectedGb: round(own / BYTES_PER_GB), totalGb: round(total / BYTES_PER_GB), pauseGb: this.options.disk.pauseGb }, message);
+      this.options.logger.warn(
+        {
+          runId: w.request.runId,
+          fetcher: w.request.fetcher,
+          expectedGb: round(own / BYTES_PER_GB),
+          totalGb: round(total / BYTES_PER_GB),
+          pauseGb: this.options.disk.pauseGb,
+        },
+        message,
+      );
       w.reject(new RunRefusedError('admission-impossible', message));
     }
   }
@@ -260,8 +280,11 @@ export class DiskGate implements StartGate {
         logger.warn(fields, `disk gate warn: ${s.freeGb} GB free, below CRON_DISK_WARN_GB=${s.warnGb}; ${flag} set`);
         break;
       case 'paused':
-        logger.warn(fields, `disk gate paused: ${s.freeGb} GB free (CRON_DISK_PAUSE_GB=${s.pauseGb}); ` +
-          `no fetcher starts until ${s.resumeGb} GB are free (CRON_DISK_RESUME_GB)`);
+        logger.warn(
+          fields,
+          `disk gate paused: ${s.freeGb} GB free (CRON_DISK_PAUSE_GB=${s.pauseGb}); ` +
+            `no fetcher starts until ${s.resumeGb} GB are free (CRON_DISK_RESUME_GB)`,
+        );
         break;
       case 'unknown':
         logger.error({ ...fields, error: s.error }, `disk gate unknown: no fetcher starts; ${s.error}`);
@@ -274,7 +297,12 @@ export class DiskGate implements StartGate {
     // after a failure (DATA_DIR gone while unknown) until it succeeds. Synced on the first check
     // too: a flag left by an earlier agent or the shell orchestrator must not outlive an ok disk.
     if (this.flagState === s.state) return;
-    const error = await syncBackpressureFlag(this.options.dataDir, s.state !== 'ok', { state: s.state, freeGb: s.freeGb, since: s.checkedAt, agentPid: process.pid });
+    const error = await syncBackpressureFlag(this.options.dataDir, s.state !== 'ok', {
+      state: s.state,
+      freeGb: s.freeGb,
+      since: s.checkedAt,
+      agentPid: process.pid,
+    });
     if (error !== null && error !== this.flagError) this.options.logger.warn({ event: 'disk-gate-flag' }, error);
     this.flagError = error;
     this.flagState = error === null ? s.state : null;
@@ -285,7 +313,11 @@ export class DiskGate implements StartGate {
     const p = this.lastPublished;
     // Not every poll: only a new state or error, or free space moving by 0.1 % of the disk.
     const step = Math.max(0.001, (s.totalGb ?? 0) * 0.001);
-    const moved = p === null || p.state !== s.state || p.error !== s.error || p.totalGb !== s.totalGb ||
+    const moved =
+      p === null ||
+      p.state !== s.state ||
+      p.error !== s.error ||
+      p.totalGb !== s.totalGb ||
       (s.freeGb !== null && p.freeGb !== null && Math.abs(s.freeGb - p.freeGb) >= step);
     if (!moved) return;
     this.lastPublished = s;

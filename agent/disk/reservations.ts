@@ -19,7 +19,10 @@ interface Reservation {
 export class Reservations {
   private readonly byRun = new Map<string, Reservation>();
 
-  constructor(private readonly dataDir: string, private readonly logger: Logger) {}
+  constructor(
+    private readonly dataDir: string,
+    private readonly logger: Logger,
+  ) {}
 
   /** Reserve at admission: a run admitted but still waiting for a pool slot will write soon. */
   add(runId: string, fetcher: string, expectedBytes: number | null): void {
@@ -33,8 +36,12 @@ export class Reservations {
     const r = this.byRun.get(runId);
     if (!r) return;
     dirUsage(this.dirOf(fetcher)).then(
-      (bytes) => { r.baseline = bytes; },
-      (err: unknown) => { this.logger.warn({ fetcher, err: String(err) }, 'disk gate: cannot measure the data dir; counting the whole expected size'); },
+      (bytes) => {
+        r.baseline = bytes;
+      },
+      (err: unknown) => {
+        this.logger.warn({ fetcher, err: String(err) }, 'disk gate: cannot measure the data dir; counting the whole expected size');
+      },
     );
   }
 

@@ -11,12 +11,19 @@ export function checkEventHook(program: string | null): void {
   try {
     stat = fs.statSync(program);
   } catch (err) {
-    throw new ConfigError([`QUANTILICA_ON_EVENT=${JSON.stringify(program)}: cannot be used (${(err as NodeJS.ErrnoException).code ?? String(err)}); allowed: an absolute path to an executable file`]);
+    throw new ConfigError([
+      `QUANTILICA_ON_EVENT=${JSON.stringify(program)}: cannot be used (${(err as NodeJS.ErrnoException).code ?? String(err)}); allowed: an absolute path to an executable file`,
+    ]);
   }
-  if (!stat.isFile()) throw new ConfigError([`QUANTILICA_ON_EVENT=${JSON.stringify(program)}: not a regular file; allowed: an absolute path to an executable file`]);
+  if (!stat.isFile())
+    throw new ConfigError([
+      `QUANTILICA_ON_EVENT=${JSON.stringify(program)}: not a regular file; allowed: an absolute path to an executable file`,
+    ]);
   try {
     fs.accessSync(program, fs.constants.X_OK);
   } catch {
-    throw new ConfigError([`QUANTILICA_ON_EVENT=${JSON.stringify(program)}: not executable by this user (chmod +x); allowed: an absolute path to an executable file`]);
+    throw new ConfigError([
+      `QUANTILICA_ON_EVENT=${JSON.stringify(program)}: not executable by this user (chmod +x); allowed: an absolute path to an executable file`,
+    ]);
   }
 }

@@ -70,7 +70,10 @@ export class EventHook {
     const free = Math.max(0, this.maxRunning - this.running.size);
     if (this.queue.length - free > this.maxQueued) {
       const [dropped] = this.queue.splice(free, 1);
-      this.trouble('dropped', `queue full (${this.maxQueued}): dropped the oldest event ${dropped?.event ?? ''}${dropped?.fetcher ? ` of ${dropped.fetcher}` : ''}`);
+      this.trouble(
+        'dropped',
+        `queue full (${this.maxQueued}): dropped the oldest event ${dropped?.event ?? ''}${dropped?.fetcher ? ` of ${dropped.fetcher}` : ''}`,
+      );
     }
     setImmediate(() => this.drain());
   }
@@ -116,7 +119,8 @@ export class EventHook {
       ended = true;
       clearTimeout(timer);
       this.running.delete(child);
-      if (problem !== null) this.trouble('failed', `${program} for ${event.event}${event.fetcher ? ` of ${event.fetcher}` : ''}: ${problem}`);
+      if (problem !== null)
+        this.trouble('failed', `${program} for ${event.event}${event.fetcher ? ` of ${event.fetcher}` : ''}: ${problem}`);
       this.drain();
     };
     child.once('error', (err: NodeJS.ErrnoException) => end(`cannot run (${err.code ?? err.message})`));
@@ -142,8 +146,10 @@ export class EventHook {
     if (failed === 0 && dropped === 0) return;
     this.lastLog = Date.now();
     this.unlogged = { failed: 0, dropped: 0, last: '' };
-    this.options.logger.warn({ event: 'event-hook', failed, dropped, reason: dropped > 0 && failed === 0 ? 'hook-queue-full' : 'hook-failed' },
-      `event hook: ${failed} failed, ${dropped} dropped since the last report (hooks are never retried); last: ${last}`);
+    this.options.logger.warn(
+      { event: 'event-hook', failed, dropped, reason: dropped > 0 && failed === 0 ? 'hook-queue-full' : 'hook-failed' },
+      `event hook: ${failed} failed, ${dropped} dropped since the last report (hooks are never retried); last: ${last}`,
+    );
   }
 }
 

@@ -31,7 +31,12 @@ export class EventRing {
   }
 
   /** Like `list`, but with nothing newer waits up to `waitMs` for an event (or `abort`). */
-  async wait(after: number | undefined, limit: number, waitMs: number, abort?: (stop: () => void) => void): Promise<{ events: NumberedOperatorEvent[]; next: number }> {
+  async wait(
+    after: number | undefined,
+    limit: number,
+    waitMs: number,
+    abort?: (stop: () => void) => void,
+  ): Promise<{ events: NumberedOperatorEvent[]; next: number }> {
     const now = this.list(after, limit);
     if (now.events.length > 0 || waitMs <= 0 || after === undefined) return now;
     await new Promise<void>((resolve) => {

@@ -39,10 +39,14 @@ export class OperatorEvents {
   /** The events one published change makes (none for most). */
   derive(change: Change): OperatorEvent[] {
     switch (change.kind) {
-      case 'run': return this.fromRun(change.run);
-      case 'disk': return this.fromDisk(change.disk.state);
-      case 'schedule': return this.fromSchedule(change.schedule);
-      default: return [];
+      case 'run':
+        return this.fromRun(change.run);
+      case 'disk':
+        return this.fromDisk(change.disk.state);
+      case 'schedule':
+        return this.fromSchedule(change.schedule);
+      default:
+        return [];
     }
   }
 
@@ -128,6 +132,16 @@ export class OperatorEvents {
   }
 
   private bare(event: OperatorEventName): OperatorEvent {
-    return { event, at: this.now().toISOString(), runId: null, fetcher: null, pool: null, exitCode: null, reason: null, attempt: null, logPath: null };
+    return {
+      event,
+      at: this.now().toISOString(),
+      runId: null,
+      fetcher: null,
+      pool: null,
+      exitCode: null,
+      reason: null,
+      attempt: null,
+      logPath: null,
+    };
   }
 }

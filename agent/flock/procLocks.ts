@@ -40,5 +40,5 @@ function makedev(major: number, minor: number): number {
 
 /** The kernel's lock on a file (by its identity, from lstat or fstat: never through a link). */
 export function kernelLockOf(locks: Map<string, KernelLock>, st: { dev: number; ino: number } | null): KernelLock | null {
-  return st ? locks.get(`${st.dev}:${st.ino}`) ?? null : null;
+  return st ? (locks.get(`${st.dev}:${st.ino}`) ?? null) : null;
 }

@@ -56,7 +56,8 @@ export function nextPagePath(link: string | number | undefined, apiRoot: string,
     throw new MalformedAnswerError('a Link next that is not a URL');
   }
   const root = new URL(`${apiRoot}/`);
-  if (url.origin !== root.origin || !url.pathname.startsWith(root.pathname)) throw new MalformedAnswerError(`a Link next outside the configured API (${url.origin})`);
+  if (url.origin !== root.origin || !url.pathname.startsWith(root.pathname))
+    throw new MalformedAnswerError(`a Link next outside the configured API (${url.origin})`);
   const path = `/${url.pathname.slice(root.pathname.length)}${url.search}`;
   if (followed.has(path)) throw new MalformedAnswerError(`a Link next already followed in this listing: ${path}`);
   followed.add(path);

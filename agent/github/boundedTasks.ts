@@ -1,8 +1,5 @@
 /** How one task ended: its value, or why it did not (it threw, timed out, or was never started). */
-export type TaskOutcome<R> =
-  | { kind: 'done'; value: R }
-  | { kind: 'failed'; error: unknown; timedOut: boolean }
-  | { kind: 'not-started' };
+export type TaskOutcome<R> = { kind: 'done'; value: R } | { kind: 'failed'; error: unknown; timedOut: boolean } | { kind: 'not-started' };
 
 export interface BoundedOptions {
   concurrency: number;

@@ -10,7 +10,11 @@ type Headers = Record<string, string | number | undefined>;
  */
 export const MAX_RATE_LIMIT_WAIT_MS = 65 * 60_000;
 
-interface BudgetState { limit: number; remaining: number; reset: number }
+interface BudgetState {
+  limit: number;
+  remaining: number;
+  reset: number;
+}
 
 /**
  * What the token has left, per resource (graphql, core), read from every answer's
@@ -91,7 +95,12 @@ export class BudgetTracker {
     const reset = typeof rateLimit.resetAt === 'string' ? Math.round(Date.parse(rateLimit.resetAt) / 1000) : NaN;
     const remaining = Number(rateLimit.remaining);
     if (!Number.isFinite(reset) || !Number.isFinite(remaining)) return;
-    this.observe({ 'x-ratelimit-resource': 'graphql', 'x-ratelimit-remaining': remaining, 'x-ratelimit-reset': reset, 'x-ratelimit-limit': Number(rateLimit.limit) });
+    this.observe({
+      'x-ratelimit-resource': 'graphql',
+      'x-ratelimit-remaining': remaining,
+      'x-ratelimit-reset': reset,
+      'x-ratelimit-limit': Number(rateLimit.limit),
+    });
   }
 
   /** A refused answer: block the budget and return the error the stage stops on. */
@@ -100,7 +109,11 @@ export class BudgetTracker {
     let error: RateLimitedError;
     if (Number.isFinite(retryAfter) && retryAfter >= 0) {
       error = new RateLimitedError(budget, this.now() + retryAfter * 1000, kind);
-    } else if (kind === 'secondary' && String(headers['x-ratelimit-remaining']) === '0' && Number.isFinite(Number(headers['x-ratelimit-reset']))) {
+    } else if (
+      kind === 'secondary' &&
+      String(headers['x-ratelimit-remaining']) === '0' &&
+      Number.isFinite(Number(headers['x-ratelimit-reset']))
+    ) {
       // GitHub's docs: with remaining 0, not before x-ratelimit-reset.
       error = new RateLimitedError(budget, Math.max(this.now(), this.toLocal(Number(headers['x-ratelimit-reset']))), kind);
     } else if (kind === 'secondary') {

@@ -15,6 +15,8 @@ export function validateConcurrency(concurrency: number, poolSize: number, diale
     throw new Error(`github sync concurrency ${concurrency}: allowed: a whole number from 1 to 50`);
   }
   if (dialect === 'postgres' && concurrency > poolSize - GITHUB_POOL_HEADROOM) {
-    throw new Error(`github sync concurrency ${concurrency} exceeds the database pool (${poolSize}) minus its headroom (${GITHUB_POOL_HEADROOM})`);
+    throw new Error(
+      `github sync concurrency ${concurrency} exceeds the database pool (${poolSize}) minus its headroom (${GITHUB_POOL_HEADROOM})`,
+    );
   }
 }

@@ -9,7 +9,25 @@ import { distFile } from '../paths';
  * minute. Started at the first demo sync, stopped with the agent; it also exits when its stdin closes,
  * so an agent killed with -9 leaves no simulator behind.
  */
-export const DEMO_SIMULATOR_ARGS = ['--port', '0', '--repos', '8', '--pull-requests', '12', '--runs', '6', '--jobs', '2', '--limit', '30', '--window', '20', '--latency', '30', '--exit-with-stdin'];
+export const DEMO_SIMULATOR_ARGS = [
+  '--port',
+  '0',
+  '--repos',
+  '8',
+  '--pull-requests',
+  '12',
+  '--runs',
+  '6',
+  '--jobs',
+  '2',
+  '--limit',
+  '30',
+  '--window',
+  '20',
+  '--latency',
+  '30',
+  '--exit-with-stdin',
+];
 
 export class DemoSimulator {
   private child: ChildProcess | null = null;
@@ -19,7 +37,9 @@ export class DemoSimulator {
 
   url(): Promise<string> {
     this.started ??= this.spawn();
-    this.started.catch(() => { this.started = null; });
+    this.started.catch(() => {
+      this.started = null;
+    });
     return this.started;
   }
 
@@ -36,7 +56,10 @@ export class DemoSimulator {
   private spawn(): Promise<string> {
     return new Promise((resolve, reject) => {
       // No environment: the simulator needs none, and the agent's holds its secrets.
-      const child = spawn(process.execPath, [distFile('githubSimulator.js'), ...DEMO_SIMULATOR_ARGS], { stdio: ['pipe', 'pipe', 'inherit'], env: {} });
+      const child = spawn(process.execPath, [distFile('githubSimulator.js'), ...DEMO_SIMULATOR_ARGS], {
+        stdio: ['pipe', 'pipe', 'inherit'],
+        env: {},
+      });
       this.child = child;
       const lines = readline.createInterface({ input: child.stdout });
       child.once('error', reject);

@@ -6,7 +6,9 @@ export function formatGithubStatus(s: GithubSyncStatus | null): string {
   if (s === null) return 'no github sync yet\n';
   const out: string[] = [];
   const sleeping = s.hibernatingUntil !== null ? ` (hibernating until ${s.hibernatingUntil}, ${s.budget ?? '?'} budget)` : '';
-  out.push(`github sync ${s.syncId} ${s.status}${s.reason !== null ? ` (${s.reason})` : ''}${sleeping}; started ${s.startedAt}${s.finishedAt !== null ? `, finished ${s.finishedAt}` : ''}`);
+  out.push(
+    `github sync ${s.syncId} ${s.status}${s.reason !== null ? ` (${s.reason})` : ''}${sleeping}; started ${s.startedAt}${s.finishedAt !== null ? `, finished ${s.finishedAt}` : ''}`,
+  );
   for (const stage of STAGES) {
     const p = s.stages[stage];
     out.push(`  ${stage.padEnd(8)} ${p.done}/${p.total} done, ${p.notReached} not reached`);

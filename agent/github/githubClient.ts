@@ -6,7 +6,16 @@ import { guardedFetch, nextPagePath } from './answerGuard';
 import { BudgetTracker } from './budgetTracker';
 import { PULL_REQUESTS_QUERY } from './queries';
 import { RateLimitedError } from './rateLimited';
-import { MalformedAnswerError, parseAll, pullRequestSchema, workflowJobSchema, workflowRunSchema, type PullRequestRecord, type WorkflowJobRecord, type WorkflowRunRecord } from './records';
+import {
+  MalformedAnswerError,
+  parseAll,
+  pullRequestSchema,
+  workflowJobSchema,
+  workflowRunSchema,
+  type PullRequestRecord,
+  type WorkflowJobRecord,
+  type WorkflowRunRecord,
+} from './records';
 import type { Budget } from './store/githubStore';
 import { UnauthorizedError } from './unauthorizedError';
 
@@ -30,7 +39,10 @@ export function githubApiConfigured(env: NodeJS.ProcessEnv = process.env): boole
 export function githubClientConfigFromEnv(env: NodeJS.ProcessEnv = process.env): GithubClientConfig {
   const base = env.QUANTILICA_GITHUB_API_URL;
   const token = env.GITHUB_TOKEN;
-  return { baseUrl: (base === undefined || base === '' ? DEFAULT_GITHUB_API_URL : base).replace(/\/+$/, ''), token: token === undefined || token === '' ? null : token };
+  return {
+    baseUrl: (base === undefined || base === '' ? DEFAULT_GITHUB_API_URL : base).replace(/\/+$/, ''),
+    token: token === undefined || token === '' ? null : token,
+  };
 }
 
 // The Octokit packages are ES modules; Node 20.19+ require()s them from this CommonJS output (tsc's and
@@ -46,7 +58,12 @@ const RUNS_ROUTE: string = 'GET /repos/{owner}/{repo}/actions/runs';
 const JOBS_ROUTE: string = 'GET /repos/{owner}/{repo}/actions/runs/{run_id}/jobs';
 type SyncOctokit = InstanceType<typeof SyncOctokit>;
 
-interface RequestOptionsLike { method?: string; url?: string; baseUrl?: string; request?: { signal?: AbortSignal } }
+interface RequestOptionsLike {
+  method?: string;
+  url?: string;
+  baseUrl?: string;
+  request?: { signal?: AbortSignal };
+}
 
 // plugin-paginate-rest's iterator passes only method, url and headers to each page's request, so a
 // signal given to it never reaches fetch. The task's signal rides along its async context instead, and
@@ -57,7 +74,10 @@ const taskSignal = new AsyncLocalStorage<AbortSignal>();
 export function withTaskSignal<T>(signal: AbortSignal, fn: () => Promise<T>): Promise<T> {
   return taskSignal.run(signal, fn);
 }
-interface ResponseLike { headers: Record<string, string | number | undefined>; data?: unknown }
+interface ResponseLike {
+  headers: Record<string, string | number | undefined>;
+  data?: unknown;
+}
 
 /**
  * @octokit/core with the pagination plugins, and one hook around every request: it reserves the
@@ -75,7 +95,11 @@ export class GithubClient {
   private unauthorized = false;
   private probing: Promise<void> | null = null;
 
-  constructor(config: GithubClientConfig, readonly budgets: BudgetTracker, onRequest: (budget: Budget) => void) {
+  constructor(
+    config: GithubClientConfig,
+    readonly budgets: BudgetTracker,
+    onRequest: (budget: Budget) => void,
+  ) {
     this.pageSize = config.pageSize ?? 100;
     this.apiRoot = config.baseUrl.replace(/\/+$/, '');
     this.octokit = new SyncOctokit({
@@ -97,7 +121,7 @@ export class GithubClient {
       try {
         budgets.reserve(budget);
         onRequest(budget);
-        response = await request(options) as ResponseLike;
+        response = (await request(options)) as ResponseLike;
       } catch (err) {
         const e = err as { response?: ResponseLike; status?: number; cause?: unknown };
         if (e.cause instanceof MalformedAnswerError) throw e.cause;
@@ -118,7 +142,8 @@ export class GithubClient {
       if (budget === 'graphql') {
         const body = response.data as { errors?: Array<{ type?: string }>; data?: { rateLimit?: Record<string, unknown> } } | undefined;
         if (body?.data?.rateLimit) budgets.observeGraphql(body.data.rateLimit);
-        if (body?.errors?.some((e) => e.type === 'RATE_LIMITED' || e.type === 'RATE_LIMIT')) throw budgets.limited('graphql', response.headers, 'graphql');
+        if (body?.errors?.some((e) => e.type === 'RATE_LIMITED' || e.type === 'RATE_LIMIT'))
+          throw budgets.limited('graphql', response.headers, 'graphql');
       }
       return response as Awaited<ReturnType<typeof request>>;
     });
@@ -131,8 +156,13 @@ export class GithubClient {
       if (this.authenticated) return null;
       if (this.probing === null) {
         let done!: () => void;
-        this.probing = new Promise<void>((resolve) => { done = resolve; });
-        return () => { this.probing = null; done(); };
+        this.probing = new Promise<void>((resolve) => {
+          done = resolve;
+        });
+        return () => {
+          this.probing = null;
+          done();
+        };
       }
       await this.probing;
     }
@@ -151,9 +181,19 @@ export class GithubClient {
   }
 
   /** The pull requests from `cursor` on, one page at a time, each with the cursor to continue from. */
-  async *pullRequestPages(repo: string, cursor: string | null, signal: AbortSignal): AsyncGenerator<{ records: PullRequestRecord[]; endCursor: string | null; hasNextPage: boolean }> {
+  async *pullRequestPages(
+    repo: string,
+    cursor: string | null,
+    signal: AbortSignal,
+  ): AsyncGenerator<{ records: PullRequestRecord[]; endCursor: string | null; hasNextPage: boolean }> {
     const [owner, name] = repo.split('/');
-    const pages = this.octokit.graphql.paginate.iterator<PullRequestsAnswer>(PULL_REQUESTS_QUERY, { owner, name, first: this.pageSize, cursor, request: { signal } });
+    const pages = this.octokit.graphql.paginate.iterator<PullRequestsAnswer>(PULL_REQUESTS_QUERY, {
+      owner,
+      name,
+      first: this.pageSize,
+      cursor,
+      request: { signal },
+    });
     for await (const page of pages) {
       const connection = page.repository?.pullRequests;
       if (!connection) throw new MalformedAnswerError(`${repo}: no pullRequests in the answer`);
@@ -170,15 +210,20 @@ export class GithubClient {
    * with the next one's path. The pages are followed here, not by the paginate plugin, so that a next
    * URL is checked (nextPagePath) before anything is sent to it.
    */
-  async *workflowRunPages(repo: string, fromPath: string | null, signal: AbortSignal): AsyncGenerator<{ records: WorkflowRunRecord[]; nextUrl: string | null }> {
+  async *workflowRunPages(
+    repo: string,
+    fromPath: string | null,
+    signal: AbortSignal,
+  ): AsyncGenerator<{ records: WorkflowRunRecord[]; nextUrl: string | null }> {
     const [owner, name] = repo.split('/');
     const followed = new Set<string>();
     let path: string | null = fromPath === null ? null : this.storedPath(fromPath, followed);
     let first = true;
     while (first || path !== null) {
-      const response = first && path === null
-        ? await this.octokit.request(RUNS_ROUTE, { owner, repo: name, per_page: this.pageSize, request: { signal } })
-        : await this.octokit.request(`GET ${path!}`, { request: { signal } });
+      const response =
+        first && path === null
+          ? await this.octokit.request(RUNS_ROUTE, { owner, repo: name, per_page: this.pageSize, request: { signal } })
+          : await this.octokit.request(`GET ${path!}`, { request: { signal } });
       first = false;
       const data = response.data as { workflow_runs?: unknown } | string | null;
       if (typeof data !== 'object' || data === null) throw new MalformedAnswerError(`${repo} workflow_runs: not an object`);
@@ -194,9 +239,10 @@ export class GithubClient {
     const followed = new Set<string>();
     let path: string | null = null;
     do {
-      const response = path === null
-        ? await this.octokit.request(JOBS_ROUTE, { owner, repo: name, run_id: runId, per_page: this.pageSize, request: { signal } })
-        : await this.octokit.request(`GET ${path}`, { request: { signal } });
+      const response =
+        path === null
+          ? await this.octokit.request(JOBS_ROUTE, { owner, repo: name, run_id: runId, per_page: this.pageSize, request: { signal } })
+          : await this.octokit.request(`GET ${path}`, { request: { signal } });
       const data = response.data as { jobs?: unknown } | string | null;
       if (typeof data !== 'object' || data === null) throw new MalformedAnswerError(`${repo} run ${runId} jobs: not an object`);
       all.push(...parseAll(workflowJobSchema, data.jobs, `${repo} run ${runId} jobs`));

@@ -11,7 +11,8 @@ const request = workerData as LegRequest;
 const port = parentPort!;
 const controller = new AbortController();
 port.on('message', (message: { type: 'abort'; reason?: { timeoutSeconds: number } | null }) => {
-  if (message.type === 'abort') controller.abort(message.reason ? new SyncTimeoutError(message.reason.timeoutSeconds) : new Error('cancelled'));
+  if (message.type === 'abort')
+    controller.abort(message.reason ? new SyncTimeoutError(message.reason.timeoutSeconds) : new Error('cancelled'));
 });
 const send = (message: LegMessage) => port.postMessage(message);
 
@@ -26,7 +27,12 @@ void (async () => {
   }
   try {
     const outcome = await runGithubSync({
-      store, client: request.client, resume: request.syncId, logger, signal: controller.signal, concurrency: request.concurrency,
+      store,
+      client: request.client,
+      resume: request.syncId,
+      logger,
+      signal: controller.signal,
+      concurrency: request.concurrency,
       onProgress: (status) => send({ type: 'progress', status }),
     });
     send({ type: 'outcome', outcome });

@@ -100,14 +100,18 @@ export class GithubRuns implements InAgentWork {
   /** Opens the store in the background (a down database must not stop the agent) and shows the newest sync. */
   start(): void {
     this.started = true;
-    void this.openStore().then(async (store) => {
-      const row = await store.latestSync();
-      if (row !== null && this.latest === null) this.publish(await githubSyncStatus(store, row), row.runId, null, false);
-      if (this.deps.adopts && this.stuckTimer === null) {
-        this.stuckTimer = setInterval(() => { void store.reconcileStuck(GITHUB_STUCK_AFTER_MS).catch(() => {}); }, 60_000);
-        this.stuckTimer.unref();
-      }
-    }).catch((err: unknown) => this.deps.logger.warn({ err: String(err) }, 'github sync storage not available'));
+    void this.openStore()
+      .then(async (store) => {
+        const row = await store.latestSync();
+        if (row !== null && this.latest === null) this.publish(await githubSyncStatus(store, row), row.runId, null, false);
+        if (this.deps.adopts && this.stuckTimer === null) {
+          this.stuckTimer = setInterval(() => {
+            void store.reconcileStuck(GITHUB_STUCK_AFTER_MS).catch(() => {});
+          }, 60_000);
+          this.stuckTimer.unref();
+        }
+      })
+      .catch((err: unknown) => this.deps.logger.warn({ err: String(err) }, 'github sync storage not available'));
   }
 
   begin(state: ActiveRun, grant: HeldSlot, moves: RunMoves): void {
@@ -119,30 +123,48 @@ export class GithubRuns implements InAgentWork {
   adopt(state: ActiveRun, moves: RunMoves): void {
     if (!isGithubSync(state.entry)) return;
     const run = this.track(state, moves);
-    moves.driving(state, (async () => {
-      try {
-        const store = await this.openStore();
-        const row = await store.syncOfRun(state.run.runId);
-        if (row === null || row.status !== 'running') {
-          // It never got as far as a sync row, or the sync ended without its run learning it.
-          this.end(run, row === null ? 'failed' : row.status === 'running' ? 'failed' : row.status, row === null ? 'owner-exited-while-waiting' : row.reason, row === null ? null : 0);
-          return;
+    moves.driving(
+      state,
+      (async () => {
+        try {
+          const store = await this.openStore();
+          const row = await store.syncOfRun(state.run.runId);
+          if (row === null || row.status !== 'running') {
+            // It never got as far as a sync row, or the sync ended without its run learning it.
+            this.end(
+              run,
+              row === null ? 'failed' : row.status === 'running' ? 'failed' : row.status,
+              row === null ? 'owner-exited-while-waiting' : row.reason,
+              row === null ? null : 0,
+            );
+            return;
+          }
+          run.syncId = row.id;
+          run.clock = new SyncWorkClock(SyncWorkClock.leftOf(state.policy.timeoutSeconds, state.run, row.progressAt));
+          this.deps.logger.info(
+            { runId: state.run.runId, syncId: row.id, hibernatingUntil: row.hibernatingUntil },
+            'adopted a GitHub sync left by a previous agent',
+          );
+          if (row.hibernatingUntil !== null) {
+            if (state.run.status === 'running')
+              await moves.hibernating(
+                state,
+                new Date(row.hibernatingUntil),
+                { syncId: row.id, budget: row.budget, adopted: true },
+                run.clock.left(),
+              );
+            this.sleep(run, row.hibernatingUntil);
+          } else {
+            // Killed in the middle of a leg: the checkpoints say what is left; take a slot and go on.
+            if (state.run.status === 'running')
+              await moves.hibernating(state, new Date(), { syncId: row.id, adopted: true }, run.clock.left());
+            await this.wake(run);
+          }
+        } catch (err) {
+          this.end(run, 'failed', 'storage-error', null, String(err));
         }
-        run.syncId = row.id;
-        run.clock = new SyncWorkClock(SyncWorkClock.leftOf(state.policy.timeoutSeconds, state.run, row.progressAt));
-        this.deps.logger.info({ runId: state.run.runId, syncId: row.id, hibernatingUntil: row.hibernatingUntil }, 'adopted a GitHub sync left by a previous agent');
-        if (row.hibernatingUntil !== null) {
-          if (state.run.status === 'running') await moves.hibernating(state, new Date(row.hibernatingUntil), { syncId: row.id, budget: row.budget, adopted: true }, run.clock.left());
-          this.sleep(run, row.hibernatingUntil);
-        } else {
-          // Killed in the middle of a leg: the checkpoints say what is left; take a slot and go on.
-          if (state.run.status === 'running') await moves.hibernating(state, new Date(), { syncId: row.id, adopted: true }, run.clock.left());
-          await this.wake(run);
-        }
-      } catch (err) {
-        this.end(run, 'failed', 'storage-error', null, String(err));
-      }
-    })());
+      })(),
+    );
   }
 
   async close(): Promise<void> {
@@ -160,17 +182,34 @@ export class GithubRuns implements InAgentWork {
 
   private track(state: ActiveRun, moves: RunMoves): SyncRun {
     const clock = new SyncWorkClock(SyncWorkClock.leftOf(state.policy.timeoutSeconds, state.run, null));
-    const run: SyncRun = { state, entry: state.entry as GithubSyncEntry, moves, syncId: null, lock: null, slot: null, wakeTimer: null, heartbeat: null, clock, timedOut: null };
+    const run: SyncRun = {
+      state,
+      entry: state.entry as GithubSyncEntry,
+      moves,
+      syncId: null,
+      lock: null,
+      slot: null,
+      wakeTimer: null,
+      heartbeat: null,
+      clock,
+      timedOut: null,
+    };
     this.runs.set(state.run.runId, run);
     // A cancel while hibernating: nothing runs, so the abort itself ends the sync and the run.
-    state.abort.signal.addEventListener('abort', () => {
-      if (run.state.run.status !== 'waiting' || run.wakeTimer === null) return;
-      clearTimeout(run.wakeTimer);
-      run.wakeTimer = null;
-      const reason = this.cancelReason(run);
-      void this.openStore().then((store) => (run.syncId !== null ? store.finish(run.syncId, 'cancelled', reason) : undefined))
-        .catch(() => {}).then(() => this.end(run, 'cancelled', reason, null));
-    }, { once: true });
+    state.abort.signal.addEventListener(
+      'abort',
+      () => {
+        if (run.state.run.status !== 'waiting' || run.wakeTimer === null) return;
+        clearTimeout(run.wakeTimer);
+        run.wakeTimer = null;
+        const reason = this.cancelReason(run);
+        void this.openStore()
+          .then((store) => (run.syncId !== null ? store.finish(run.syncId, 'cancelled', reason) : undefined))
+          .catch(() => {})
+          .then(() => this.end(run, 'cancelled', reason, null));
+      },
+      { once: true },
+    );
     return run;
   }
 
@@ -178,7 +217,14 @@ export class GithubRuns implements InAgentWork {
     const { run: r } = run.state;
     run.lock = grant.lock;
     run.slot = grant.index;
-    grant.lock.writeRecord({ pid: process.pid, startTime: this.self?.startTime ?? 0, fetcher: r.fetcher, runId: r.runId, since: new Date().toISOString(), agentPid: process.pid });
+    grant.lock.writeRecord({
+      pid: process.pid,
+      startTime: this.self?.startTime ?? 0,
+      fetcher: r.fetcher,
+      runId: r.runId,
+      since: new Date().toISOString(),
+      agentPid: process.pid,
+    });
   }
 
   private releaseSlot(run: SyncRun): void {
@@ -217,15 +263,29 @@ export class GithubRuns implements InAgentWork {
       run.heartbeat.unref();
       const client = await this.clientOf(run.entry);
       // The leg works in a thread of its own: the agent's event loop stays free for its clients.
-      const outcome = await runLegInWorker({
-        syncId, client, databaseUrl: this.deps.config.databaseUrl, homeDir: this.deps.config.homeDir,
-        concurrency: run.entry.concurrency, logLevel: this.deps.config.logLevel ?? 'info',
-      }, legAbort.signal, (status) => this.publish(status, state.run.runId, state.run.fetcher, run.entry.demo));
+      const outcome = await runLegInWorker(
+        {
+          syncId,
+          client,
+          databaseUrl: this.deps.config.databaseUrl,
+          homeDir: this.deps.config.homeDir,
+          concurrency: run.entry.concurrency,
+          logLevel: this.deps.config.logLevel ?? 'info',
+        },
+        legAbort.signal,
+        (status) => this.publish(status, state.run.runId, state.run.fetcher, run.entry.demo),
+      );
       run.clock.pause();
       this.releaseSlot(run);
       const status = await githubSyncStatus(store, syncId);
       if (status) this.publish(status, state.run.runId, state.run.fetcher, run.entry.demo);
-      this.progress(run, legEndLines(status, outcome.kind === 'failed' ? { kind: outcome.reason === 'cancelled' ? 'cancelled' : 'failed', reason: outcome.reason } : outcome));
+      this.progress(
+        run,
+        legEndLines(
+          status,
+          outcome.kind === 'failed' ? { kind: outcome.reason === 'cancelled' ? 'cancelled' : 'failed', reason: outcome.reason } : outcome,
+        ),
+      );
       if (outcome.kind === 'hibernate' && run.timedOut !== null) {
         // The leg hibernated as its time ran out: the sync ends for the timeout all the same.
         await store.finish(syncId, 'failed', 'timeout');
@@ -245,7 +305,10 @@ export class GithubRuns implements InAgentWork {
       run.clock.pause();
       this.releaseSlot(run);
       const reason = err instanceof RunRefusedError ? err.reason : 'start-error';
-      if (run.syncId !== null) await this.openStore().then((s) => s.finish(run.syncId!, 'failed', reason)).catch(() => {});
+      if (run.syncId !== null)
+        await this.openStore()
+          .then((s) => s.finish(run.syncId!, 'failed', reason))
+          .catch(() => {});
       this.end(run, 'failed', reason, null, (err as Error).message);
     } finally {
       state.abort.signal.removeEventListener('abort', follow);
@@ -265,7 +328,8 @@ export class GithubRuns implements InAgentWork {
   /** Lines into the run's log: what the sync did, for the operator who opens it. */
   private progress(run: SyncRun, lines: string[]): void {
     const logPath = run.state.run.logPath;
-    if (logPath && !appendAgentLines(logPath, lines)) this.deps.logger.warn({ runId: run.state.run.runId }, 'could not write the sync progress into its log');
+    if (logPath && !appendAgentLines(logPath, lines))
+      this.deps.logger.warn({ runId: run.state.run.runId }, 'could not write the sync progress into its log');
   }
 
   private sleep(run: SyncRun, until: number): void {
@@ -273,11 +337,14 @@ export class GithubRuns implements InAgentWork {
     // No sleeping anywhere: one timer per hibernating run, to the wake-up time.
     // A stored wake-up time beyond what a Node timer holds (2^31-1 ms) is slept in parts, never overflowed.
     const delay = Math.max(0, until - Date.now());
-    run.wakeTimer = setTimeout(() => {
-      run.wakeTimer = null;
-      if (delay > MAX_TIMER_MS) this.sleep(run, until);
-      else run.moves.driving(run.state, this.wake(run));
-    }, Math.min(delay, MAX_TIMER_MS));
+    run.wakeTimer = setTimeout(
+      () => {
+        run.wakeTimer = null;
+        if (delay > MAX_TIMER_MS) this.sleep(run, until);
+        else run.moves.driving(run.state, this.wake(run));
+      },
+      Math.min(delay, MAX_TIMER_MS),
+    );
   }
 
   /** Takes a slot again (waiting in the pool like any run), then the next leg. */
@@ -286,8 +353,12 @@ export class GithubRuns implements InAgentWork {
     const pool = this.deps.pools.get(state.run.pool);
     try {
       if (!pool) throw new RunRefusedError('no-such-pool', `pool ${state.run.pool} is not configured`);
-      const grant = await pool.acquire(state.run.runId, state.abort.signal, (position) => run.moves.setWait(state, { kind: 'pool', position }),
-        (cause) => run.moves.setWait(state, { kind: 'slot-backend', cause }));
+      const grant = await pool.acquire(
+        state.run.runId,
+        state.abort.signal,
+        (position) => run.moves.setWait(state, { kind: 'pool', position }),
+        (cause) => run.moves.setWait(state, { kind: 'slot-backend', cause }),
+      );
       if (state.abort.signal.aborted) {
         grant.lock.closeOwnCopy();
         pool.released();
@@ -297,14 +368,23 @@ export class GithubRuns implements InAgentWork {
     } catch (err) {
       const cancelled = err instanceof CancelledError;
       const reason = cancelled ? err.reason : err instanceof RunRefusedError ? err.reason : 'slot-error';
-      if (run.syncId !== null) await this.openStore().then((s) => s.finish(run.syncId!, cancelled ? 'cancelled' : 'failed', reason)).catch(() => {});
+      if (run.syncId !== null)
+        await this.openStore()
+          .then((s) => s.finish(run.syncId!, cancelled ? 'cancelled' : 'failed', reason))
+          .catch(() => {});
       this.end(run, cancelled ? 'cancelled' : 'failed', reason, null, cancelled ? undefined : (err as Error).message);
       return;
     }
     await this.leg(run, false);
   }
 
-  private end(run: SyncRun, status: 'completed' | 'failed' | 'cancelled', reason: string | null, exitCode: number | null, message?: string): void {
+  private end(
+    run: SyncRun,
+    status: 'completed' | 'failed' | 'cancelled',
+    reason: string | null,
+    exitCode: number | null,
+    message?: string,
+  ): void {
     this.runs.delete(run.state.run.runId);
     run.clock.pause();
     void run.moves.finish(run.state, status, asRunReason(reason), exitCode, message);
@@ -334,16 +414,22 @@ export class GithubRuns implements InAgentWork {
 
   private openStore(): Promise<GithubStore> {
     if (this.closed) return Promise.reject(new Error('the agent is stopping'));
-    this.store ??= openGithubStore({ databaseUrl: this.deps.config.databaseUrl, homeDir: this.deps.config.homeDir, logger: this.deps.logger }).then(async (store) => {
+    this.store ??= openGithubStore({
+      databaseUrl: this.deps.config.databaseUrl,
+      homeDir: this.deps.config.homeDir,
+      logger: this.deps.logger,
+    }).then(async (store) => {
       if (this.seed === null) {
         this.seed = await store.totals().catch((err: unknown) => {
-          this.deps.logger.warn({ err: String(err) }, 'could not read the stored syncs\' request counts; the metrics count from zero');
+          this.deps.logger.warn({ err: String(err) }, "could not read the stored syncs' request counts; the metrics count from zero");
           return { requests: { core: 0, graphql: 0 }, hibernations: 0, syncs: [] };
         });
       }
       return store;
     });
-    this.store.catch(() => { this.store = null; });
+    this.store.catch(() => {
+      this.store = null;
+    });
     return this.store;
   }
 
@@ -361,5 +447,5 @@ function notReachedAnywhere(s: GithubSyncStatus): boolean {
 /** The sync's reason tokens are run reasons too; an unforeseen one is recorded as `start-error`, with the token in the log. */
 function asRunReason(token: string | null): RunReason | null {
   if (token === null) return null;
-  return (RUN_REASONS as readonly string[]).includes(token) ? token as RunReason : 'start-error';
+  return (RUN_REASONS as readonly string[]).includes(token) ? (token as RunReason) : 'start-error';
 }

@@ -28,28 +28,43 @@ export async function githubSyncStatus(store: GithubStore, sync: SyncRow | strin
   const row = typeof sync === 'string' ? await store.getSync(sync) : sync;
   if (row === null) return null;
   const checkpoints = await store.checkpoints(row.id);
-  const stages = Object.fromEntries(STAGES.map((stage) => {
-    const of = checkpoints.filter((c) => c.stage === stage);
-    const missed = of.filter((c) => c.state === 'not-reached');
-    return [stage, {
-      done: of.filter((c) => c.state === 'done').length,
-      notReached: missed.length,
-      total: row.repos.length,
-      notReachedRepos: missed.map((c) => ({ repo: c.repo, reason: c.reason ?? 'unknown' })),
-    }];
-  })) as Record<Stage, StageProgress>;
+  const stages = Object.fromEntries(
+    STAGES.map((stage) => {
+      const of = checkpoints.filter((c) => c.stage === stage);
+      const missed = of.filter((c) => c.state === 'not-reached');
+      return [
+        stage,
+        {
+          done: of.filter((c) => c.state === 'done').length,
+          notReached: missed.length,
+          total: row.repos.length,
+          notReachedRepos: missed.map((c) => ({ repo: c.repo, reason: c.reason ?? 'unknown' })),
+        },
+      ];
+    }),
+  ) as Record<Stage, StageProgress>;
   const quota: GithubSyncStatus['quota'] = {};
   for (const [budget, q] of Object.entries(row.quota) as Array<[Budget, { remaining: number; limit: number; resetAt: number }]>) {
     quota[budget] = { remaining: q.remaining, limit: q.limit, resetAt: new Date(q.resetAt).toISOString() };
   }
   return {
-    syncId: row.id, status: row.status, reason: row.reason,
-    startedAt: iso(row.startedAt)!, finishedAt: iso(row.finishedAt),
+    syncId: row.id,
+    status: row.status,
+    reason: row.reason,
+    startedAt: iso(row.startedAt)!,
+    finishedAt: iso(row.finishedAt),
     counters: {
-      records_collected: row.records_collected, records_created: row.records_created,
-      requests_made: row.requests_made, requests_saved: row.requests_saved, hibernations: row.hibernations,
-      requests_core: row.requests_core, requests_graphql: row.requests_graphql,
+      records_collected: row.records_collected,
+      records_created: row.records_created,
+      requests_made: row.requests_made,
+      requests_saved: row.requests_saved,
+      hibernations: row.hibernations,
+      requests_core: row.requests_core,
+      requests_graphql: row.requests_graphql,
     },
-    stages, hibernatingUntil: iso(row.hibernatingUntil), budget: row.budget, quota,
+    stages,
+    hibernatingUntil: iso(row.hibernatingUntil),
+    budget: row.budget,
+    quota,
   };
 }

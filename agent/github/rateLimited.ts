@@ -9,7 +9,13 @@ export type RateLimitKind = 'primary' | 'secondary' | 'graphql' | 'preventive';
  */
 export class RateLimitedError extends Error {
   /** `claimedUntil`: the wake-up time the answer gave when it was too far ahead to believe (until is then the bound). */
-  constructor(readonly budget: Budget, readonly until: number, readonly kind: RateLimitKind, readonly secondaryBackoff = false, readonly claimedUntil: number | null = null) {
+  constructor(
+    readonly budget: Budget,
+    readonly until: number,
+    readonly kind: RateLimitKind,
+    readonly secondaryBackoff = false,
+    readonly claimedUntil: number | null = null,
+  ) {
     super(`${budget} budget rate-limited (${kind}) until ${new Date(until).toISOString()}`);
     this.name = 'RateLimitedError';
   }

@@ -85,31 +85,45 @@ export async function runGithubSync(ctx: GithubSyncContext): Promise<GithubSyncO
       const todo = row.repos.filter((repo) => checkpoints.get(repo)?.state !== 'done');
       let stop: RateLimitedError | null = null;
       let unauthorized = false;
-      await runBounded(todo, {
-        concurrency, timeoutMs: ctx.taskTimeoutMs ?? GITHUB_TASK_TIMEOUT_MS, mayStart: () => stop === null && !unauthorized, signal: ctx.signal,
-      }, (repo, signal) => withTaskSignal(signal, () => STAGE_WORK[stage]({ store, client, syncId, pending, checkpoint: checkpoints.get(repo) }, repo, signal)), async (repo, outcome) => {
-        if (outcome.kind === 'done') {
-          await store.markStage(syncId, repo, stage, 'done', null);
-        } else if (outcome.kind === 'failed') {
-          // Rate limited: no checkpoint, the resume redoes it. Cancelled: nothing to record either.
-          if (outcome.error instanceof RateLimitedError) {
-            if (stop === null || outcome.error.until > stop.until) stop = outcome.error;
+      await runBounded(
+        todo,
+        {
+          concurrency,
+          timeoutMs: ctx.taskTimeoutMs ?? GITHUB_TASK_TIMEOUT_MS,
+          mayStart: () => stop === null && !unauthorized,
+          signal: ctx.signal,
+        },
+        (repo, signal) =>
+          withTaskSignal(signal, () =>
+            STAGE_WORK[stage]({ store, client, syncId, pending, checkpoint: checkpoints.get(repo) }, repo, signal),
+          ),
+        async (repo, outcome) => {
+          if (outcome.kind === 'done') {
+            await store.markStage(syncId, repo, stage, 'done', null);
+          } else if (outcome.kind === 'failed') {
+            // Rate limited: no checkpoint, the resume redoes it. Cancelled: nothing to record either.
+            if (outcome.error instanceof RateLimitedError) {
+              if (stop === null || outcome.error.until > stop.until) stop = outcome.error;
+              return;
+            }
+            // The token is refused: every other request would be too; the sync stops, no checkpoint.
+            if (outcome.error instanceof UnauthorizedError) {
+              unauthorized = true;
+              return;
+            }
+            if (ctx.signal?.aborted === true) return;
+            const reason = notReachedReason(outcome.error, outcome.timedOut);
+            ctx.logger?.warn(
+              { syncId, repo, stage, reason, err: outcome.error instanceof Error ? outcome.error.message : String(outcome.error) },
+              'repository stage not reached',
+            );
+            await store.markStage(syncId, repo, stage, 'not-reached', reason);
+          } else {
             return;
           }
-          // The token is refused: every other request would be too; the sync stops, no checkpoint.
-          if (outcome.error instanceof UnauthorizedError) {
-            unauthorized = true;
-            return;
-          }
-          if (ctx.signal?.aborted === true) return;
-          const reason = notReachedReason(outcome.error, outcome.timedOut);
-          ctx.logger?.warn({ syncId, repo, stage, reason, err: outcome.error instanceof Error ? outcome.error.message : String(outcome.error) }, 'repository stage not reached');
-          await store.markStage(syncId, repo, stage, 'not-reached', reason);
-        } else {
-          return;
-        }
-        await progress();
-      });
+          await progress();
+        },
+      );
       await store.increment(syncId, pending.take());
       if (ctx.signal?.aborted === true) {
         const timedOut = ctx.signal.reason instanceof SyncTimeoutError;
@@ -124,11 +138,17 @@ export async function runGithubSync(ctx: GithubSyncContext): Promise<GithubSyncO
       const limit = stop as RateLimitedError | null;
       if (limit !== null) {
         if (limit.claimedUntil !== null) {
-          ctx.logger?.warn({ syncId, stage, budget: limit.budget, claimedUntil: new Date(limit.claimedUntil).toISOString() }, 'a rate-limit reset beyond the next hour: malformed, the wait is cut');
+          ctx.logger?.warn(
+            { syncId, stage, budget: limit.budget, claimedUntil: new Date(limit.claimedUntil).toISOString() },
+            'a rate-limit reset beyond the next hour: malformed, the wait is cut',
+          );
         }
         await store.saveQuota(syncId, budgets.snapshot());
         await store.hibernate(syncId, limit.until, limit.budget, limit.secondaryBackoff);
-        ctx.logger?.info({ syncId, stage, until: new Date(limit.until).toISOString(), budget: limit.budget, kind: limit.kind }, 'github sync hibernating');
+        ctx.logger?.info(
+          { syncId, stage, until: new Date(limit.until).toISOString(), budget: limit.budget, kind: limit.kind },
+          'github sync hibernating',
+        );
         return { kind: 'hibernate', syncId, until: limit.until, budget: limit.budget, reason: limit.kind };
       }
     }

@@ -16,9 +16,7 @@ export interface LegRequest {
 }
 
 export type LegMessage =
-  | { type: 'progress'; status: GithubSyncStatus }
-  | { type: 'outcome'; outcome: GithubSyncOutcome }
-  | { type: 'error'; message: string };
+  { type: 'progress'; status: GithubSyncStatus } | { type: 'outcome'; outcome: GithubSyncOutcome } | { type: 'error'; message: string };
 
 /** Beside the bundle (dist/agent.js) and beside this file in the compiled tree (out/agent/github). */
 const WORKER_JS = path.join(__dirname, 'githubLegWorker.js');
@@ -30,12 +28,20 @@ const WORKER_JS = path.join(__dirname, 'githubLegWorker.js');
  * client's `status` waited behind them. Aborting `signal` cancels the leg as in-process (with a
  * SyncTimeoutError as its reason: the leg's timeout).
  */
-export function runLegInWorker(request: LegRequest, signal: AbortSignal, onProgress: (status: GithubSyncStatus) => void): Promise<GithubSyncOutcome> {
+export function runLegInWorker(
+  request: LegRequest,
+  signal: AbortSignal,
+  onProgress: (status: GithubSyncStatus) => void,
+): Promise<GithubSyncOutcome> {
   return new Promise((resolve, reject) => {
     const worker = new Worker(WORKER_JS, { workerData: request });
     let settled = false;
     // Plain data across the thread: a timeout ends the sync `failed` (timeout), any other abort `cancelled`.
-    const onAbort = () => worker.postMessage({ type: 'abort', reason: signal.reason instanceof SyncTimeoutError ? { timeoutSeconds: signal.reason.timeoutSeconds } : null });
+    const onAbort = () =>
+      worker.postMessage({
+        type: 'abort',
+        reason: signal.reason instanceof SyncTimeoutError ? { timeoutSeconds: signal.reason.timeoutSeconds } : null,
+      });
     if (signal.aborted) onAbort();
     else signal.addEventListener('abort', onAbort, { once: true });
     const settle = (fn: () => void) => {

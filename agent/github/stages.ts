@@ -34,7 +34,13 @@ export async function syncChecks(c: StageContext, repo: string, signal: AbortSig
   if (cursor !== JOBS_PHASE) {
     const from = cursor !== null && cursor.startsWith(RUNS_PREFIX) ? cursor.slice(RUNS_PREFIX.length) : null;
     for await (const page of c.client.workflowRunPages(repo, from, signal)) {
-      await c.store.upsertWorkflowRuns(c.syncId, repo, page.records, page.nextUrl !== null ? `${RUNS_PREFIX}${page.nextUrl}` : JOBS_PHASE, c.pending.take());
+      await c.store.upsertWorkflowRuns(
+        c.syncId,
+        repo,
+        page.records,
+        page.nextUrl !== null ? `${RUNS_PREFIX}${page.nextUrl}` : JOBS_PHASE,
+        c.pending.take(),
+      );
     }
   }
   for (const run of await c.store.runsOf(repo)) {

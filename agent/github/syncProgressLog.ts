@@ -11,20 +11,31 @@ export function legStartLines(first: boolean, slot: number | null, pool: string)
   return [`GitHub sync ${first ? 'started' : 'resumed after hibernating'}: holds ${pool} slot ${slot ?? '?'} while it works.`];
 }
 
-export function legEndLines(status: GithubSyncStatus | null, end: { kind: 'hibernate'; until: number; budget: string } | { kind: 'completed' } | { kind: 'failed' | 'cancelled'; reason: string }): string[] {
+export function legEndLines(
+  status: GithubSyncStatus | null,
+  end: { kind: 'hibernate'; until: number; budget: string } | { kind: 'completed' } | { kind: 'failed' | 'cancelled'; reason: string },
+): string[] {
   const lines: string[] = [];
   if (status) {
     for (const stage of STAGES) {
       const p = status.stages[stage];
       const waiting = p.total - p.done - p.notReached;
-      lines.push(`stage ${stage}: ${p.done} of ${plural(p.total, 'repository', 'repositories')} done, ${p.notReached} not reached, ${waiting} not yet reached.`);
+      lines.push(
+        `stage ${stage}: ${p.done} of ${plural(p.total, 'repository', 'repositories')} done, ${p.notReached} not reached, ${waiting} not yet reached.`,
+      );
       for (const m of p.notReachedRepos) lines.push(`  not reached in ${stage}: ${m.repo} (${reasonWords(m.reason)})`);
     }
     const c = status.counters;
-    lines.push(`${plural(c.records_collected, 'record')} (${c.records_created} new), ${plural(c.requests_made, 'request')} made, ${c.requests_saved} saved by ETags, ${plural(c.hibernations, 'hibernation')} so far.`);
-    for (const [budget, q] of Object.entries(status.quota)) lines.push(`${budget} budget: ${q.remaining} of ${q.limit} left, resets at ${q.resetAt}.`);
+    lines.push(
+      `${plural(c.records_collected, 'record')} (${c.records_created} new), ${plural(c.requests_made, 'request')} made, ${c.requests_saved} saved by ETags, ${plural(c.hibernations, 'hibernation')} so far.`,
+    );
+    for (const [budget, q] of Object.entries(status.quota))
+      lines.push(`${budget} budget: ${q.remaining} of ${q.limit} left, resets at ${q.resetAt}.`);
   }
-  if (end.kind === 'hibernate') lines.push(`hibernating: the ${end.budget} budget is spent; the slot is released; wakes at ${new Date(end.until).toISOString()} (${clockTime(new Date(end.until).toISOString())} local).`);
+  if (end.kind === 'hibernate')
+    lines.push(
+      `hibernating: the ${end.budget} budget is spent; the slot is released; wakes at ${new Date(end.until).toISOString()} (${clockTime(new Date(end.until).toISOString())} local).`,
+    );
   else if (end.kind === 'completed') lines.push('GitHub sync completed.');
   else lines.push(`GitHub sync ${end.kind}: ${reasonWords(end.reason)} (${end.reason}).`);
   return lines;

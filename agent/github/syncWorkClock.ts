@@ -10,14 +10,21 @@ export class SyncWorkClock {
   private startedAt: number | null = null;
 
   /** `leftMs`: null for no timeout. */
-  constructor(private leftMs: number | null, private readonly now: () => number = Date.now) {}
+  constructor(
+    private leftMs: number | null,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   /**
    * What a run's record leaves of its timeout. A run left hibernating kept it; a run whose agent died
    * in the middle of a leg worked until its sync's last recorded progress (`workedUntil`), not through
    * the agent's absence.
    */
-  static leftOf(timeoutSeconds: number | null, run: { deadline?: string | null; workLeftMs?: number | null }, workedUntil: number | null): number | null {
+  static leftOf(
+    timeoutSeconds: number | null,
+    run: { deadline?: string | null; workLeftMs?: number | null },
+    workedUntil: number | null,
+  ): number | null {
     if (timeoutSeconds === null) return null;
     const full = timeoutSeconds * 1000;
     const atLegStart = run.workLeftMs ?? full;
@@ -55,11 +62,14 @@ export class SyncWorkClock {
   private arm(onDeadline: () => void): void {
     const left = this.left() ?? 0;
     // A timeout beyond what a Node timer holds (2^31-1 ms) is waited in parts, never overflowed.
-    this.timer = setTimeout(() => {
-      this.timer = null;
-      if ((this.left() ?? 0) > 0) this.arm(onDeadline);
-      else onDeadline();
-    }, Math.min(left, MAX_TIMER_MS));
+    this.timer = setTimeout(
+      () => {
+        this.timer = null;
+        if ((this.left() ?? 0) > 0) this.arm(onDeadline);
+        else onDeadline();
+      },
+      Math.min(left, MAX_TIMER_MS),
+    );
     this.timer.unref();
   }
 }

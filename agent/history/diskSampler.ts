@@ -7,7 +7,12 @@ import type { HistoryStore } from './historyStore';
  * measurement (the gate itself publishes only changes, the chart needs a sample every poll).
  * Returns the function that stops it.
  */
-export function startDiskSampler(store: HistoryStore, status: () => DiskStatus | null, pollSeconds: number, clock: Clock = systemClock): () => void {
+export function startDiskSampler(
+  store: HistoryStore,
+  status: () => DiskStatus | null,
+  pollSeconds: number,
+  clock: Clock = systemClock,
+): () => void {
   let timer: Timer | null = null;
   let stopped = false;
   const tick = () => {

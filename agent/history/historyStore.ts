@@ -20,7 +20,12 @@ export class HistoryStore {
   private readonly pruneAge: Database.Statement;
   private readonly pruneCount: Database.Statement;
 
-  constructor(file: string, private readonly clock: Clock = systemClock, private readonly retentionMs = HISTORY_RETENTION_MS, private readonly maxSamples = HISTORY_MAX_SAMPLES) {
+  constructor(
+    file: string,
+    private readonly clock: Clock = systemClock,
+    private readonly retentionMs = HISTORY_RETENTION_MS,
+    private readonly maxSamples = HISTORY_MAX_SAMPLES,
+  ) {
     fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
     this.db = new Database(file);
     fs.chmodSync(file, 0o600);
@@ -35,7 +40,9 @@ export class HistoryStore {
     CREATE INDEX IF NOT EXISTS disk_samples_at ON disk_samples(at);`);
     this.insert = this.db.prepare('INSERT INTO disk_samples (at, free_gb, state) VALUES (?, ?, ?)');
     this.pruneAge = this.db.prepare('DELETE FROM disk_samples WHERE at < ?');
-    this.pruneCount = this.db.prepare('DELETE FROM disk_samples WHERE rowid IN (SELECT rowid FROM disk_samples ORDER BY at DESC LIMIT -1 OFFSET ?)');
+    this.pruneCount = this.db.prepare(
+      'DELETE FROM disk_samples WHERE rowid IN (SELECT rowid FROM disk_samples ORDER BY at DESC LIMIT -1 OFFSET ?)',
+    );
   }
 
   addDiskSample(freeGb: number | null, state: DiskGateState): void {
@@ -49,7 +56,11 @@ export class HistoryStore {
 
   /** Samples at or after `sinceMs`, oldest first. */
   diskSamples(sinceMs: number): DiskSample[] {
-    const rows = this.db.prepare('SELECT at, free_gb, state FROM disk_samples WHERE at >= ? ORDER BY at').all(sinceMs) as Array<{ at: number; free_gb: number | null; state: DiskGateState }>;
+    const rows = this.db.prepare('SELECT at, free_gb, state FROM disk_samples WHERE at >= ? ORDER BY at').all(sinceMs) as Array<{
+      at: number;
+      free_gb: number | null;
+      state: DiskGateState;
+    }>;
     return rows.map((r) => ({ at: new Date(r.at).toISOString(), freeGb: r.free_gb, state: r.state }));
   }
 

@@ -17,21 +17,33 @@ export type LogFormat = 'auto' | 'json' | 'human';
  * format says so (`auto`: human when stderr is a terminal), in the given style. Credentials in URLs
  * are redacted from every message and every string field, whatever module logs them.
  */
-export function createLogger(name: string, level = process.env.QUANTILICA_LOG_LEVEL ?? 'info', format: LogFormat = 'json', style: HumanLineStyle = {}): Logger {
+export function createLogger(
+  name: string,
+  level = process.env.QUANTILICA_LOG_LEVEL ?? 'info',
+  format: LogFormat = 'json',
+  style: HumanLineStyle = {},
+): Logger {
   const human = format === 'human' || (format === 'auto' && process.stderr.isTTY === true);
   const destination = human
-    ? { write: (line: string) => { process.stderr.write(humanLine(line, style)); } }
+    ? {
+        write: (line: string) => {
+          process.stderr.write(humanLine(line, style));
+        },
+      }
     : pino.destination(2);
-  return pino({
-    name,
-    level,
-    base: { pid: process.pid },
-    hooks: {
-      logMethod(args, method) {
-        method.apply(this, args.map((arg) => redactArg(arg)) as Parameters<typeof method>);
+  return pino(
+    {
+      name,
+      level,
+      base: { pid: process.pid },
+      hooks: {
+        logMethod(args, method) {
+          method.apply(this, args.map((arg) => redactArg(arg)) as Parameters<typeof method>);
+        },
       },
     },
-  }, destination);
+    destination,
+  );
 }
 
 function redactArg(arg: unknown): unknown {

@@ -35,7 +35,11 @@ export class CgroupLayout {
     const s = this.support;
     const memory = path.join(s.base, ...parts);
     if (s.kind === 'cgroup-v2') return { memory, cpu: memory, freezer: null };
-    return { memory, cpu: s.cpuBase ? path.join(s.cpuBase, ...parts) : null, freezer: s.freezerBase ? path.join(s.freezerBase, ...parts) : null };
+    return {
+      memory,
+      cpu: s.cpuBase ? path.join(s.cpuBase, ...parts) : null,
+      freezer: s.freezerBase ? path.join(s.freezerBase, ...parts) : null,
+    };
   }
 
   /** Makes the folders (kept if they exist) and sets the ceiling; `limitMb` null leaves it unlimited. */
@@ -54,7 +58,13 @@ export class CgroupLayout {
       writeIfPresent(path.join(dirs.memory, 'memory.swap.max'), '0');
       if (parentOfChildren) {
         const offered = fs.readFileSync(path.join(dirs.memory, 'cgroup.controllers'), 'utf8').trim().split(/\s+/);
-        fs.writeFileSync(path.join(dirs.memory, 'cgroup.subtree_control'), ['memory', 'cpu'].filter((c) => offered.includes(c)).map((c) => `+${c}`).join(' '));
+        fs.writeFileSync(
+          path.join(dirs.memory, 'cgroup.subtree_control'),
+          ['memory', 'cpu']
+            .filter((c) => offered.includes(c))
+            .map((c) => `+${c}`)
+            .join(' '),
+        );
       }
       return;
     }
@@ -68,7 +78,10 @@ export class CgroupLayout {
   /** The files the run's wrapper writes its pid into, joined by ':' (QUANTILICA_CGROUP_PROCS). */
   procsFiles(dirs: CgroupDirs): string {
     const dirsToJoin = this.support.kind === 'cgroup-v2' ? [dirs.memory] : [dirs.memory, dirs.cpu, dirs.freezer];
-    return dirsToJoin.filter((d): d is string => d !== null).map((d) => path.join(d, 'cgroup.procs')).join(':');
+    return dirsToJoin
+      .filter((d): d is string => d !== null)
+      .map((d) => path.join(d, 'cgroup.procs'))
+      .join(':');
   }
 
   limitMb(dirs: CgroupDirs): number | null {
@@ -122,7 +135,8 @@ export class CgroupLayout {
     }
     // The common case at a run's end: nothing is left. An empty cgroup cannot fill again by forking,
     // so the freeze (two writes to the freezer and a poll, ~20 ms per run on the hot path) is skipped.
-    if (this.procs(dirs).length === 0 && (dirs.freezer === null || readProcs(path.join(dirs.freezer, 'cgroup.procs')).length === 0)) return 0;
+    if (this.procs(dirs).length === 0 && (dirs.freezer === null || readProcs(path.join(dirs.freezer, 'cgroup.procs')).length === 0))
+      return 0;
     let sent = 0;
     if (dirs.freezer !== null && freeze(dirs.freezer)) {
       try {
@@ -166,7 +180,10 @@ export class CgroupLayout {
   /** The run cgroups under a pool's folder (left by this agent or an earlier one). */
   runsOf(pool: string): string[] {
     try {
-      return fs.readdirSync(this.dirsOf(pool).memory, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+      return fs
+        .readdirSync(this.dirsOf(pool).memory, { withFileTypes: true })
+        .filter((d) => d.isDirectory())
+        .map((d) => d.name);
     } catch {
       return [];
     }
@@ -206,7 +223,12 @@ function trySignal(pid: number, signal: NodeJS.Signals): number {
 
 function readProcs(file: string): number[] {
   try {
-    return fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map(Number).filter((n) => Number.isInteger(n) && n > 0);
+    return fs
+      .readFileSync(file, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map(Number)
+      .filter((n) => Number.isInteger(n) && n > 0);
   } catch {
     return [];
   }

@@ -61,7 +61,7 @@ export class MemoryCeilings implements RunMemory {
         for (const [pool, ceilingMb] of opts.pools) layout.make(layout.dirsOf(pool), ceilingMb, true);
       } catch (err) {
         support = { kind: 'not-enforced', reason: `cgroup-pool-setup-failed` };
-        opts.logger.error({ err: (err as Error).message }, 'could not set up the pools\' cgroups');
+        opts.logger.error({ err: (err as Error).message }, "could not set up the pools' cgroups");
         layout = null;
       }
     }
@@ -79,14 +79,21 @@ export class MemoryCeilings implements RunMemory {
     const support = this.support;
     if (this.budgetWarning) logger.warn({ reserveMb: this.opts.reserveMb }, `MEMORY BUDGET: ${this.budgetWarning}`);
     if (support.kind === 'not-enforced') {
-      logger.warn({ reason: support.reason }, `MEMORY CEILINGS ARE NOT ENFORCED (${support.reason}): runs are not limited; their memory is sampled from /proc`);
+      logger.warn(
+        { reason: support.reason },
+        `MEMORY CEILINGS ARE NOT ENFORCED (${support.reason}): runs are not limited; their memory is sampled from /proc`,
+      );
     } else {
       logger.info({ kind: support.kind, base: support.base }, 'memory ceilings enforced by cgroups');
     }
   }
 
   enforcement(): MemoryEnforcement {
-    return { kind: this.support.kind, reason: this.support.kind === 'not-enforced' ? this.support.reason : null, budgetWarning: this.budgetWarning };
+    return {
+      kind: this.support.kind,
+      reason: this.support.kind === 'not-enforced' ? this.support.reason : null,
+      budgetWarning: this.budgetWarning,
+    };
   }
 
   poolMemory(pool: string): PoolMemory | undefined {
@@ -122,7 +129,10 @@ export class MemoryCeilings implements RunMemory {
       }
     } catch (err) {
       this.layout.remove(dirs);
-      this.opts.logger.error({ runId, pool, err: (err as Error).message }, 'could not make the run\'s cgroup: the run goes on WITHOUT its memory ceiling (sampled)');
+      this.opts.logger.error(
+        { runId, pool, err: (err as Error).message },
+        "could not make the run's cgroup: the run goes on WITHOUT its memory ceiling (sampled)",
+      );
       return {};
     }
     tracked.dirs = dirs;
@@ -147,11 +157,23 @@ export class MemoryCeilings implements RunMemory {
     if (!t) return null;
     if (t.dirs && this.layout) {
       const f = this.layout.figures(t.dirs);
-      return { memoryMb: f.currentMb, peakMemoryMb: f.peakMb, cpuSeconds: round(f.cpuSeconds), memoryLimitMb: t.limitMb, memorySource: 'cgroup' };
+      return {
+        memoryMb: f.currentMb,
+        peakMemoryMb: f.peakMb,
+        cpuSeconds: round(f.cpuSeconds),
+        memoryLimitMb: t.limitMb,
+        memorySource: 'cgroup',
+      };
     }
     if (!t.sampler) return null;
     t.sampler.sample();
-    return { memoryMb: t.sampler.currentMb, peakMemoryMb: t.sampler.peakMb, cpuSeconds: round(t.sampler.cpuSeconds), memoryLimitMb: t.limitMb, memorySource: 'sampled' };
+    return {
+      memoryMb: t.sampler.currentMb,
+      peakMemoryMb: t.sampler.peakMb,
+      cpuSeconds: round(t.sampler.cpuSeconds),
+      memoryLimitMb: t.limitMb,
+      memorySource: 'sampled',
+    };
   }
 
   signal(runId: string, signal: NodeJS.Signals): boolean {
@@ -171,14 +193,32 @@ export class MemoryCeilings implements RunMemory {
     if (t.dirs && this.layout) {
       // Processes still in the run's cgroup left its process group (setsid) and outlived the run.
       const escaped = this.layout.kill(t.dirs);
-      if (escaped > 0) this.opts.logger.warn({ runId, killed: escaped }, 'killed processes of an ended run that had left its process group');
+      if (escaped > 0)
+        this.opts.logger.warn({ runId, killed: escaped }, 'killed processes of an ended run that had left its process group');
       const f = this.layout.figures(t.dirs);
-      if (!this.layout.remove(t.dirs)) this.opts.logger.warn({ runId, cgroup: t.dirs.memory }, 'could not remove the run\'s cgroup; the next agent removes it');
-      return { memoryMb: null, peakMemoryMb: f.peakMb, cpuSeconds: round(f.cpuSeconds), memoryLimitMb: t.limitMb, memorySource: 'cgroup', oomKilled: f.oomKills > 0, oomKills: f.oomKills };
+      if (!this.layout.remove(t.dirs))
+        this.opts.logger.warn({ runId, cgroup: t.dirs.memory }, "could not remove the run's cgroup; the next agent removes it");
+      return {
+        memoryMb: null,
+        peakMemoryMb: f.peakMb,
+        cpuSeconds: round(f.cpuSeconds),
+        memoryLimitMb: t.limitMb,
+        memorySource: 'cgroup',
+        oomKilled: f.oomKills > 0,
+        oomKills: f.oomKills,
+      };
     }
     if (!t.sampler) return null;
     t.sampler.sample();
-    return { memoryMb: null, peakMemoryMb: t.sampler.peakMb, cpuSeconds: round(t.sampler.cpuSeconds), memoryLimitMb: t.limitMb, memorySource: 'sampled', oomKilled: false, oomKills: null };
+    return {
+      memoryMb: null,
+      peakMemoryMb: t.sampler.peakMb,
+      cpuSeconds: round(t.sampler.cpuSeconds),
+      memoryLimitMb: t.limitMb,
+      memorySource: 'sampled',
+      oomKilled: false,
+      oomKills: null,
+    };
   }
 
   /**
@@ -197,7 +237,11 @@ export class MemoryCeilings implements RunMemory {
           this.runs.set(runId, { pool, limitMb: layout.limitMb(dirs) ?? this.opts.pools.get(pool) ?? null, dirs, sampler: null });
           this.opts.logger.info({ runId, pool, cgroup: dirs.memory }, 'adopted the cgroup of a run left by a previous agent');
         } else if (layout.procs(dirs).length === 0 && layout.ageSeconds(dirs) >= (this.opts.freshSeconds ?? FRESH_SECONDS)) {
-          if (layout.remove(dirs)) this.opts.logger.info({ runId, pool, cgroup: dirs.memory }, `removed the empty cgroup ${dirs.memory} of a run no process of this home knows`);
+          if (layout.remove(dirs))
+            this.opts.logger.info(
+              { runId, pool, cgroup: dirs.memory },
+              `removed the empty cgroup ${dirs.memory} of a run no process of this home knows`,
+            );
         } else if (layout.procs(dirs).length > 0) {
           this.opts.logger.warn({ runId, pool, cgroup: dirs.memory }, 'a cgroup of an unknown run still has processes; left alone');
         }

@@ -1,6 +1,15 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { KeptExposition } from './keptExposition';
-import type { DiskGateState, DiskStatus, GithubBudget, GithubSyncInfo, PoolState, RunInfo, ScheduleStatus, SpoolStatus } from '../../shared/protocol';
+import type {
+  DiskGateState,
+  DiskStatus,
+  GithubBudget,
+  GithubSyncInfo,
+  PoolState,
+  RunInfo,
+  ScheduleStatus,
+  SpoolStatus,
+} from '../../shared/protocol';
 
 /**
  * What the metrics read: the agent's state as it is now (pools, waiting runs, disk, spool, sync: each
@@ -82,64 +91,133 @@ export class AgentMetrics {
   /** The pools as last read, and when (POOLS_MAX_AGE_MS). */
   private pools: { at: number; states: PoolState[] } | null = null;
 
-  constructor(private readonly sources: MetricsSources, private readonly now: () => number = Date.now) {
+  constructor(
+    private readonly sources: MetricsSources,
+    private readonly now: () => number = Date.now,
+  ) {
     const r = this.registry;
     const ends = [this.ends.registry];
     const perFetcher = this.perFetcher.registry;
-    this.finished = new Counter({ name: 'quantilica_runs_finished_total', help: 'Runs that ended, by fetcher and outcome (completed, failed, cancelled, skipped).', labelNames: ['fetcher', 'outcome'], registers: ends });
-    this.duration = new Histogram({ name: 'quantilica_run_duration_seconds', help: 'Wall time of ended runs, from start to finish.', labelNames: ['fetcher'], buckets: DURATION_BUCKETS, registers: ends });
-    this.retries = new Counter({ name: 'quantilica_run_retries_total', help: 'Tries after the first of ended runs (a retry policy), by fetcher.', labelNames: ['fetcher'], registers: ends });
+    this.finished = new Counter({
+      name: 'quantilica_runs_finished_total',
+      help: 'Runs that ended, by fetcher and outcome (completed, failed, cancelled, skipped).',
+      labelNames: ['fetcher', 'outcome'],
+      registers: ends,
+    });
+    this.duration = new Histogram({
+      name: 'quantilica_run_duration_seconds',
+      help: 'Wall time of ended runs, from start to finish.',
+      labelNames: ['fetcher'],
+      buckets: DURATION_BUCKETS,
+      registers: ends,
+    });
+    this.retries = new Counter({
+      name: 'quantilica_run_retries_total',
+      help: 'Tries after the first of ended runs (a retry policy), by fetcher.',
+      labelNames: ['fetcher'],
+      registers: ends,
+    });
     for (const run of sources.finished()) this.count(run);
     const s = sources;
     const syncCounts = () => this.syncCounts();
-    gauge(r, 'quantilica_pool_slots', 'Slots of each pool.', ['pool'], (g) => { for (const p of this.poolsNow()) g.set({ pool: p.name }, p.size); });
-    gauge(r, 'quantilica_pool_slots_used', 'Slots of each pool held now (by runs of this agent or any other holder).', ['pool'], (g) => { for (const p of this.poolsNow()) g.set({ pool: p.name }, p.used); });
-    gauge(r, 'quantilica_runs_waiting', 'Runs waiting now, by pool and by what they wait for (pool, disk, admission, hibernating, retry, slot-backend).', ['pool', 'reason'], (g) => {
-      for (const p of this.poolsNow()) g.set({ pool: p.name, reason: 'pool' }, 0);
-      const counts = new Map<string, { pool: string; reason: string; n: number }>();
-      for (const run of s.activeRuns()) {
-        if (run.status !== 'waiting') continue;
-        const reason = run.wait?.kind ?? run.reason ?? 'queued';
-        const key = `${run.pool}\0${reason}`;
-        const c = counts.get(key) ?? { pool: run.pool, reason, n: 0 };
-        c.n += 1;
-        counts.set(key, c);
-      }
-      for (const c of counts.values()) g.set({ pool: c.pool, reason: c.reason }, c.n);
+    gauge(r, 'quantilica_pool_slots', 'Slots of each pool.', ['pool'], (g) => {
+      for (const p of this.poolsNow()) g.set({ pool: p.name }, p.size);
     });
-    gauge(perFetcher, 'quantilica_fetcher_late', '1 while a scheduled fetcher is late (no completed run within its lateAfterMinutes of a due time), else 0.', ['fetcher'], (g) => {
-      for (const e of this.scheduleNow()?.entries ?? []) if (e.lateAfterMinutes != null) g.set({ fetcher: e.fetcher }, e.lateSince ? 1 : 0);
+    gauge(r, 'quantilica_pool_slots_used', 'Slots of each pool held now (by runs of this agent or any other holder).', ['pool'], (g) => {
+      for (const p of this.poolsNow()) g.set({ pool: p.name }, p.used);
     });
-    gauge(perFetcher, 'quantilica_fetcher_last_success_timestamp_seconds', 'When the fetcher last completed a run (Unix time).', ['fetcher'], (g) => {
-      for (const e of this.scheduleNow()?.entries ?? []) {
-        const at = this.lastSuccess.get(e.fetcher);
-        if (at !== undefined) g.set({ fetcher: e.fetcher }, at / 1000);
-      }
-    });
-    gauge(r, 'quantilica_disk_free_bytes', 'Free bytes on the data folder\'s filesystem, as the disk gate last read them.', [], (g) => {
+    gauge(
+      r,
+      'quantilica_runs_waiting',
+      'Runs waiting now, by pool and by what they wait for (pool, disk, admission, hibernating, retry, slot-backend).',
+      ['pool', 'reason'],
+      (g) => {
+        for (const p of this.poolsNow()) g.set({ pool: p.name, reason: 'pool' }, 0);
+        const counts = new Map<string, { pool: string; reason: string; n: number }>();
+        for (const run of s.activeRuns()) {
+          if (run.status !== 'waiting') continue;
+          const reason = run.wait?.kind ?? run.reason ?? 'queued';
+          const key = `${run.pool}\0${reason}`;
+          const c = counts.get(key) ?? { pool: run.pool, reason, n: 0 };
+          c.n += 1;
+          counts.set(key, c);
+        }
+        for (const c of counts.values()) g.set({ pool: c.pool, reason: c.reason }, c.n);
+      },
+    );
+    gauge(
+      perFetcher,
+      'quantilica_fetcher_late',
+      '1 while a scheduled fetcher is late (no completed run within its lateAfterMinutes of a due time), else 0.',
+      ['fetcher'],
+      (g) => {
+        for (const e of this.scheduleNow()?.entries ?? [])
+          if (e.lateAfterMinutes != null) g.set({ fetcher: e.fetcher }, e.lateSince ? 1 : 0);
+      },
+    );
+    gauge(
+      perFetcher,
+      'quantilica_fetcher_last_success_timestamp_seconds',
+      'When the fetcher last completed a run (Unix time).',
+      ['fetcher'],
+      (g) => {
+        for (const e of this.scheduleNow()?.entries ?? []) {
+          const at = this.lastSuccess.get(e.fetcher);
+          if (at !== undefined) g.set({ fetcher: e.fetcher }, at / 1000);
+        }
+      },
+    );
+    gauge(r, 'quantilica_disk_free_bytes', "Free bytes on the data folder's filesystem, as the disk gate last read them.", [], (g) => {
       const free = s.disk()?.freeGb;
       if (free != null) g.set(Math.round(free * GB));
     });
-    gauge(r, 'quantilica_disk_gate', 'The disk gate\'s state: 1 for the current one.', ['state'], (g) => {
+    gauge(r, 'quantilica_disk_gate', "The disk gate's state: 1 for the current one.", ['state'], (g) => {
       const state = s.disk()?.state ?? 'unknown';
       for (const st of GATE_STATES) g.set({ state: st }, st === state ? 1 : 0);
     });
     gauge(r, 'quantilica_spool_events', 'Telemetry events in the spool, not yet in PostgreSQL.', [], (g) => g.set(s.spool()?.pending ?? 0));
-    gauge(r, 'quantilica_spool_oldest_event_age_seconds', 'Age of the oldest event in the spool (0 when empty).', [], (g) => g.set(s.spool()?.oldestAgeSeconds ?? 0));
-    gauge(r, 'quantilica_github_quota_remaining', 'Requests the GitHub API said are left in each budget at its last answer.', ['budget'], (g) => {
-      for (const [budget, q] of Object.entries(s.sync()?.quota ?? {})) if (q) g.set({ budget }, q.remaining);
-    });
+    gauge(r, 'quantilica_spool_oldest_event_age_seconds', 'Age of the oldest event in the spool (0 when empty).', [], (g) =>
+      g.set(s.spool()?.oldestAgeSeconds ?? 0),
+    );
+    gauge(
+      r,
+      'quantilica_github_quota_remaining',
+      'Requests the GitHub API said are left in each budget at its last answer.',
+      ['budget'],
+      (g) => {
+        for (const [budget, q] of Object.entries(s.sync()?.quota ?? {})) if (q) g.set({ budget }, q.remaining);
+      },
+    );
     // No samples until the store answered: a series absent for a moment, never a false reset to 0.
-    new Counter({ name: 'quantilica_github_requests_total', help: 'Requests the GitHub syncs sent, by the rate-limit budget each was reserved on (core, graphql).', labelNames: ['budget'], registers: [r],
+    new Counter({
+      name: 'quantilica_github_requests_total',
+      help: 'Requests the GitHub syncs sent, by the rate-limit budget each was reserved on (core, graphql).',
+      labelNames: ['budget'],
+      registers: [r],
       collect() {
         this.reset();
         const counts = syncCounts();
         if (counts) for (const budget of GITHUB_BUDGETS) this.inc({ budget }, counts.requests[budget]);
-      } });
-    new Counter({ name: 'quantilica_github_hibernations_total', help: 'Rate-limit hibernations of the GitHub syncs.', registers: [r],
-      collect() { this.reset(); this.inc(syncCounts()?.hibernations ?? 0); } });
-    new Gauge({ name: 'quantilica_agent_info', help: 'The agent\'s version (always 1).', labelNames: ['version'], registers: [r],
-      collect() { this.set({ version: s.version }, 1); } });
+      },
+    });
+    new Counter({
+      name: 'quantilica_github_hibernations_total',
+      help: 'Rate-limit hibernations of the GitHub syncs.',
+      registers: [r],
+      collect() {
+        this.reset();
+        this.inc(syncCounts()?.hibernations ?? 0);
+      },
+    });
+    new Gauge({
+      name: 'quantilica_agent_info',
+      help: "The agent's version (always 1).",
+      labelNames: ['version'],
+      registers: [r],
+      collect() {
+        this.set({ version: s.version }, 1);
+      },
+    });
   }
 
   /** Counts a run that ended (each run once, however often its end is published). */
@@ -177,7 +255,8 @@ export class AgentMetrics {
 
   private poolsNow(): PoolState[] {
     const now = this.now();
-    if (this.pools === null || now - this.pools.at >= POOLS_MAX_AGE_MS || now < this.pools.at) this.pools = { at: now, states: this.sources.pools() };
+    if (this.pools === null || now - this.pools.at >= POOLS_MAX_AGE_MS || now < this.pools.at)
+      this.pools = { at: now, states: this.sources.pools() };
     return this.pools.states;
   }
 
@@ -187,7 +266,13 @@ export class AgentMetrics {
     return this.schedule;
   }
 
-  private count(run: { fetcher: string; status: string; startedAt: string | null; finishedAt: string | null; attempt?: number | null }): void {
+  private count(run: {
+    fetcher: string;
+    status: string;
+    startedAt: string | null;
+    finishedAt: string | null;
+    attempt?: number | null;
+  }): void {
     this.ends.changed();
     this.perFetcher.changed();
     this.finished.inc({ fetcher: run.fetcher, outcome: run.status });
@@ -214,14 +299,16 @@ export class AgentMetrics {
       const seed = this.sources.githubTotals();
       if (seed === null) return null;
       this.syncTotals = { requests: { ...seed.requests }, hibernations: seed.hibernations };
-      for (const s of seed.syncs.slice(0, MAX_SYNCS).reverse()) this.syncs.set(s.id, { requests: { ...s.requests }, hibernations: s.hibernations });
+      for (const s of seed.syncs.slice(0, MAX_SYNCS).reverse())
+        this.syncs.set(s.id, { requests: { ...s.requests }, hibernations: s.hibernations });
     }
     const sync = this.sources.sync();
     if (sync) {
       const seen = this.syncs.get(sync.syncId);
       const c = sync.counters;
       const now = { requests: { core: c.requests_core ?? 0, graphql: c.requests_graphql ?? 0 }, hibernations: c.hibernations };
-      for (const budget of GITHUB_BUDGETS) this.syncTotals.requests[budget] += Math.max(0, now.requests[budget] - (seen?.requests[budget] ?? 0));
+      for (const budget of GITHUB_BUDGETS)
+        this.syncTotals.requests[budget] += Math.max(0, now.requests[budget] - (seen?.requests[budget] ?? 0));
       this.syncTotals.hibernations += Math.max(0, now.hibernations - (seen?.hibernations ?? 0));
       this.syncs.delete(sync.syncId);
       this.syncs.set(sync.syncId, now);
@@ -233,5 +320,14 @@ export class AgentMetrics {
 
 /** A gauge whose values are set afresh from the agent's state at each scrape. */
 function gauge<L extends string>(registry: Registry, name: string, help: string, labelNames: L[], fill: (g: Gauge<L>) => void): void {
-  new Gauge<L>({ name, help, labelNames, registers: [registry], collect() { this.reset(); fill(this); } });
+  new Gauge<L>({
+    name,
+    help,
+    labelNames,
+    registers: [registry],
+    collect() {
+      this.reset();
+      fill(this);
+    },
+  });
 }

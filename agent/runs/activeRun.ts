@@ -36,7 +36,10 @@ export interface ActiveRun {
 
 /** A run left its queue before it started: cancelled by a client, or the agent is stopping. */
 export class CancelledError extends Error {
-  constructor(readonly reason: 'cancelled' | 'agent-stopping', message: string) {
+  constructor(
+    readonly reason: 'cancelled' | 'agent-stopping',
+    message: string,
+  ) {
     super(message);
     this.name = 'CancelledError';
   }
@@ -52,8 +55,19 @@ export class ParkedError extends Error {
 
 export function newActiveRun(run: StoredRun, entry: CatalogEntry, policy: RunPolicy = runPolicy(entry)): ActiveRun {
   return {
-    run, entry, policy, abort: new AbortController(), cancel: 'none', heartbeat: null, watch: null, grace: null,
-    deadlineTimer: null, stallTimer: null, logSize: -1, driving: null, lingering: [],
+    run,
+    entry,
+    policy,
+    abort: new AbortController(),
+    cancel: 'none',
+    heartbeat: null,
+    watch: null,
+    grace: null,
+    deadlineTimer: null,
+    stallTimer: null,
+    logSize: -1,
+    driving: null,
+    lingering: [],
   };
 }
 
@@ -72,10 +86,13 @@ export function sleepUntil(until: number, signal: AbortSignal): Promise<void> {
       clearTimeout(timer);
       reject(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
     };
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, Math.max(0, until - Date.now()));
+    const timer = setTimeout(
+      () => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      },
+      Math.max(0, until - Date.now()),
+    );
     signal.addEventListener('abort', onAbort, { once: true });
   });
 }

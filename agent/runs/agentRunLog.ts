@@ -30,8 +30,15 @@ export function appendAgentLines(logPath: string, lines: readonly string[], now 
 }
 
 /** The log of a run that ended before its fetcher started: why, and what it last waited for. */
-export function neverStartedLines(run: Pick<RunInfo, 'fetcher' | 'pool' | 'enqueuedAt' | 'wait' | 'attempt' | 'attempts'>, status: string, reason: RunReason | null, message: string | undefined): string[] {
-  const lines = [`${run.fetcher} never started: it ended ${status} while waiting${reason ? `, because ${reasonWords(reason)} (${reason})` : ''}.`];
+export function neverStartedLines(
+  run: Pick<RunInfo, 'fetcher' | 'pool' | 'enqueuedAt' | 'wait' | 'attempt' | 'attempts'>,
+  status: string,
+  reason: RunReason | null,
+  message: string | undefined,
+): string[] {
+  const lines = [
+    `${run.fetcher} never started: it ended ${status} while waiting${reason ? `, because ${reasonWords(reason)} (${reason})` : ''}.`,
+  ];
   if (message) lines.push(message);
   lines.push(`It was queued at ${run.enqueuedAt} in pool ${run.pool}${run.wait ? `; last it was ${waitWords(run.wait, run)}` : ''}.`);
   return lines;

@@ -65,17 +65,26 @@ export class ForeignRuns {
     const state = owner === 'cli' ? readProcInfo(stored.ownerPid)?.state : undefined;
     if (state === 'T' || state === 't') {
       // A stopped owner would take the signal and do nothing until resumed: say so instead of waiting.
-      throw new ClientError(ErrorCodes.unavailable, ExitCode.agentUnavailable, `run ${runId} is managed by the quantilica process ${stored.ownerPid}, which is stopped (state ${state}); resume it (kill -CONT ${stored.ownerPid}) and cancel again`);
+      throw new ClientError(
+        ErrorCodes.unavailable,
+        ExitCode.agentUnavailable,
+        `run ${runId} is managed by the quantilica process ${stored.ownerPid}, which is stopped (state ${state}); resume it (kill -CONT ${stored.ownerPid}) and cancel again`,
+      );
     }
     if (owner === 'cli' && signalOwner(stored)) {
       // Nobody may wait for it: its end is still published when it comes.
       if (!this.watched.has(runId)) {
         this.watched.add(runId);
-        this.wait(runId, false).catch(() => undefined).finally(() => this.watched.delete(runId));
+        this.wait(runId, false)
+          .catch(() => undefined)
+          .finally(() => this.watched.delete(runId));
       }
       return toRunInfo(stored);
     }
-    const who = owner === 'agent' ? `the agent (pid ${stored.ownerPid}), which does not answer; try again when it does` : `process ${stored.ownerPid}, which is not a quantilica process of yours that can be asked to cancel it`;
+    const who =
+      owner === 'agent'
+        ? `the agent (pid ${stored.ownerPid}), which does not answer; try again when it does`
+        : `process ${stored.ownerPid}, which is not a quantilica process of yours that can be asked to cancel it`;
     throw new ClientError(ErrorCodes.unavailable, ExitCode.agentUnavailable, `run ${runId} is managed by ${who}`);
   }
 
@@ -103,19 +112,24 @@ export class ForeignRuns {
       };
       const step = () => {
         if (this.closed) {
-          reject(new ClientError(ErrorCodes.unavailable, ExitCode.agentUnavailable, `stopped following run ${runId}: this process is closing`));
+          reject(
+            new ClientError(ErrorCodes.unavailable, ExitCode.agentUnavailable, `stopped following run ${runId}: this process is closing`),
+          );
           return;
         }
-        poll().then((done) => {
-          if (done === null) {
-            const timer = setTimeout(step, POLL_MS);
-            if (!keepAlive) timer.unref();
-            return;
-          }
-          resolve(done);
-        }, (err: unknown) => {
-          reject(err instanceof Error ? err : new Error(String(err)));
-        });
+        poll().then(
+          (done) => {
+            if (done === null) {
+              const timer = setTimeout(step, POLL_MS);
+              if (!keepAlive) timer.unref();
+              return;
+            }
+            resolve(done);
+          },
+          (err: unknown) => {
+            reject(err instanceof Error ? err : new Error(String(err)));
+          },
+        );
       };
       step();
     });

@@ -21,7 +21,10 @@ export class LateCancel {
   private readonly done = new Set<string>();
 
   /** `members` are the group's processes listed right before its SIGTERM (see RunUpkeep.terminate). */
-  constructor(private readonly wrapperPath: string, members: number[]) {
+  constructor(
+    private readonly wrapperPath: string,
+    members: number[],
+  ) {
     for (const pid of members) {
       const key = this.fetcherKey(pid);
       if (key !== null) this.done.add(key);

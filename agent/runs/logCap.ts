@@ -39,8 +39,13 @@ export class LogCapper {
   private readonly watched = new Map<string, Watched>();
   private readonly timer: NodeJS.Timeout;
 
-  constructor(private readonly capBytes: number, backstopMs = 1000) {
-    this.timer = setInterval(() => { for (const w of this.watched.values()) capQuietly(w.fd, this.capBytes); }, backstopMs);
+  constructor(
+    private readonly capBytes: number,
+    backstopMs = 1000,
+  ) {
+    this.timer = setInterval(() => {
+      for (const w of this.watched.values()) capQuietly(w.fd, this.capBytes);
+    }, backstopMs);
     this.timer.unref();
   }
 
@@ -53,8 +58,12 @@ export class LogCapper {
     let watcher: fs.FSWatcher | null = null;
     try {
       // A wake-up only: inotify follows the inode it found, and the cap works on the descriptor.
-      watcher = fs.watch(logPath, { persistent: false }, () => { capQuietly(fd, this.capBytes); });
-      watcher.on('error', () => { /* the log went away; the backstop timer and unwatch deal with it */ });
+      watcher = fs.watch(logPath, { persistent: false }, () => {
+        capQuietly(fd, this.capBytes);
+      });
+      watcher.on('error', () => {
+        /* the log went away; the backstop timer and unwatch deal with it */
+      });
     } catch {
       watcher = null;
     }

@@ -43,7 +43,11 @@ export class NativeSpawner implements RunSpawner {
   readonly ownerAlive: RunSpawner['ownerAlive'];
   readonly readStatus: RunSpawner['readStatus'];
 
-  constructor(private readonly binary: string, private readonly fallback: RunSpawner & { close?(): Promise<void> }, private readonly logger: Logger) {
+  constructor(
+    private readonly binary: string,
+    private readonly fallback: RunSpawner & { close?(): Promise<void> },
+    private readonly logger: Logger,
+  ) {
     // Groups, signals and status files are the same whoever forked the run.
     this.watch = (...a) => fallback.watch(...a);
     this.signal = (...a) => fallback.signal(...a);
@@ -53,7 +57,10 @@ export class NativeSpawner implements RunSpawner {
     this.readStatus = (...a) => fallback.readStatus(...a);
     if (!isExecutable(binary)) {
       this.disabled = 'not-built';
-      logger.warn({ binary }, 'the native spawner was not built (no C compiler at npm run build): fetchers are started by the worker thread under runWrapper.sh');
+      logger.warn(
+        { binary },
+        'the native spawner was not built (no C compiler at npm run build): fetchers are started by the worker thread under runWrapper.sh',
+      );
     }
   }
 
@@ -73,7 +80,9 @@ export class NativeSpawner implements RunSpawner {
     }
     const child = this.child ?? this.start();
     let exited!: (exit: ExitInfo | null) => void;
-    const exitedPromise = new Promise<ExitInfo | null>((r) => { exited = r; });
+    const exitedPromise = new Promise<ExitInfo | null>((r) => {
+      exited = r;
+    });
     return new Promise<RunProcess>((resolve, reject) => {
       this.pending.set(id, { opts, started: false, resolve, reject, exited, exitedPromise });
       child.stdin.write(request);
@@ -98,7 +107,9 @@ export class NativeSpawner implements RunSpawner {
     child.unref();
     (child.stdin as Writable & { unref?(): void }).unref?.();
     (child.stdout as Readable & { unref?(): void }).unref?.();
-    child.stdin.on('error', () => { /* the spawner is gone: 'close' below handles its runs */ });
+    child.stdin.on('error', () => {
+      /* the spawner is gone: 'close' below handles its runs */
+    });
     child.stdout.setEncoding('latin1');
     child.stdout.on('data', (text: string) => this.onAnswers(text));
     // It could not be started, or it stopped before reading any request (no pidfd of its parent, an
@@ -157,10 +168,14 @@ export class NativeSpawner implements RunSpawner {
   private fallBack(reason: string, fields: Record<string, unknown>): void {
     if (this.disabled !== null) return;
     this.disabled = reason;
-    const why = reason === 'pidfd-getfd-refused'
-      ? 'the kernel refuses the native spawner the agent\'s descriptors (pidfd_getfd(2) needs leave to ptrace the agent: refused under a Yama ptrace_scope of 1 or more without CAP_SYS_PTRACE, by a seccomp filter, or before Linux 5.6)'
-      : 'the native spawner cannot run here';
-    this.logger.warn({ reason, ...fields }, `${why}; fetchers are started by the worker thread under runWrapper.sh from now on (the same guarantees, more CPU per run)`);
+    const why =
+      reason === 'pidfd-getfd-refused'
+        ? "the kernel refuses the native spawner the agent's descriptors (pidfd_getfd(2) needs leave to ptrace the agent: refused under a Yama ptrace_scope of 1 or more without CAP_SYS_PTRACE, by a seccomp filter, or before Linux 5.6)"
+        : 'the native spawner cannot run here';
+    this.logger.warn(
+      { reason, ...fields },
+      `${why}; fetchers are started by the worker thread under runWrapper.sh from now on (the same guarantees, more CPU per run)`,
+    );
   }
 
   /** The spawner died: a run it was starting may or may not have started, so that spawn fails; started runs are followed by their group. */
@@ -186,7 +201,17 @@ function isExecutable(file: string): boolean {
 /** u32 LE length, then NUL-terminated: id, lockFd, logFd, statusFile, cwd, argc, argv…, envc, env… */
 export function encodeRequest(id: string, opts: SpawnOptions): Buffer {
   const env = Object.entries(opts.env).flatMap(([k, v]) => (v === undefined ? [] : [`${k}=${v}`]));
-  const fields = [id, String(opts.lockFd), String(opts.logFd), opts.statusFile, opts.cwd, String(opts.argv.length), ...opts.argv, String(env.length), ...env];
+  const fields = [
+    id,
+    String(opts.lockFd),
+    String(opts.logFd),
+    opts.statusFile,
+    opts.cwd,
+    String(opts.argv.length),
+    ...opts.argv,
+    String(env.length),
+    ...env,
+  ];
   for (const f of fields) if (f.includes('\0')) throw new Error('a spawn argument or environment value contains a NUL byte');
   const body = Buffer.from(fields.join('\0') + '\0', 'utf8');
   const head = Buffer.alloc(4);

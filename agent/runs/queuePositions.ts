@@ -17,10 +17,14 @@ export class QueuePositions {
   private readonly shifted = new Set<ActiveRun>();
   private timer: NodeJS.Timeout | null = null;
 
-  constructor(private readonly ports: TransitionPorts, private readonly isCurrent: (state: ActiveRun) => boolean) {}
+  constructor(
+    private readonly ports: TransitionPorts,
+    private readonly isCurrent: (state: ActiveRun) => boolean,
+  ) {}
 
   setWait(state: ActiveRun, reason: WaitReason): void {
-    if (state.run.status !== 'waiting' || hasEnded(state) || state.run.reason === 'starting' || state.run.reason === 'retry-backoff') return;
+    if (state.run.status !== 'waiting' || hasEnded(state) || state.run.reason === 'starting' || state.run.reason === 'retry-backoff')
+      return;
     const before = state.run.wait;
     if (JSON.stringify(before) === JSON.stringify(reason)) return;
     if (before?.kind === 'pool' && reason.kind === 'pool') {
@@ -34,7 +38,10 @@ export class QueuePositions {
       return;
     }
     // A new kind of wait starts its own limit: a next agent counts what is left of it from here.
-    void transition(this.ports, state.run, 'wait', { wait: reason, ...(before?.kind !== reason.kind ? { waitSince: this.ports.clock.now().toISOString() } : {}) });
+    void transition(this.ports, state.run, 'wait', {
+      wait: reason,
+      ...(before?.kind !== reason.kind ? { waitSince: this.ports.clock.now().toISOString() } : {}),
+    });
   }
 
   close(): void {

@@ -62,7 +62,10 @@ export class Retention {
     try {
       const removed = this.apply();
       if (removed.logs + removed.statusFiles + removed.runRows > 0) {
-        this.options.logger.info({ event: 'retention', ...removed, days: this.options.days, runs: this.options.runs }, `retention removed ${removed.logs} run logs, ${removed.statusFiles} exit-status files and ${removed.runRows} ended runs`);
+        this.options.logger.info(
+          { event: 'retention', ...removed, days: this.options.days, runs: this.options.runs },
+          `retention removed ${removed.logs} run logs, ${removed.statusFiles} exit-status files and ${removed.runRows} ended runs`,
+        );
       }
     } catch (err) {
       this.options.logger.warn({ event: 'retention', err: String(err) }, 'retention pass failed; it is tried again later');

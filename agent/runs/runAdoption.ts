@@ -14,7 +14,10 @@ import { transition } from './runTransitions';
  * left queued is the next agent's, in its order.
  */
 export class RunAdoption {
-  constructor(private readonly core: RunCore, private readonly starter: RunStart) {}
+  constructor(
+    private readonly core: RunCore,
+    private readonly starter: RunStart,
+  ) {}
 
   async adoptLeftovers(): Promise<void> {
     const { deps, active } = this.core;
@@ -52,7 +55,11 @@ export class RunAdoption {
     const entry = this.core.entryOf(stored);
     const state = newActiveRun({ ...stored }, entry, this.core.policyOf(entry, stored.pool));
     const { run } = state;
-    const own = { ownerPid: deps.self.pid, ownerStartTime: deps.self.startTime, ...(deps.self.role === 'agent' ? { ownerRole: 'agent' as const } : {}) };
+    const own = {
+      ownerPid: deps.self.pid,
+      ownerStartTime: deps.self.startTime,
+      ...(deps.self.role === 'agent' ? { ownerRole: 'agent' as const } : {}),
+    };
     if (isGithubSync(entry) && (run.status === 'running' || run.reason === 'hibernating')) {
       // A sync left by a dead agent: its next leg (now, or at its wake-up time) is this agent's.
       if (!deps.github?.adopts) return;
@@ -70,7 +77,14 @@ export class RunAdoption {
         return;
       }
       // The spawn happened before the agent died: the run did start.
-      await transition(ports, run, 'start', { ...own, reason: null, wait: null, pid: group?.pgid ?? null, startTime: group?.startTime ?? null, startedAt: run.startedAt ?? deps.clock.now().toISOString() });
+      await transition(ports, run, 'start', {
+        ...own,
+        reason: null,
+        wait: null,
+        pid: group?.pgid ?? null,
+        startTime: group?.startTime ?? null,
+        startedAt: run.startedAt ?? deps.clock.now().toISOString(),
+      });
     } else {
       await transition(ports, run, 'adopt', own);
     }
@@ -85,7 +99,10 @@ export class RunAdoption {
     try {
       return openRunLog(run.logPath, true);
     } catch (err) {
-      this.core.deps.logger.warn({ runId: run.runId, logPath: run.logPath, err: (err as Error).message }, 'the log of an adopted run is not capped');
+      this.core.deps.logger.warn(
+        { runId: run.runId, logPath: run.logPath, err: (err as Error).message },
+        'the log of an adopted run is not capped',
+      );
       return null;
     }
   }
@@ -110,7 +127,13 @@ export class RunAdoption {
     }
     const limit = this.waitLimit(run);
     if (limit !== null && limit.leftMs <= 0) {
-      state.driving = this.core.finish(state, 'failed', limit.reason, { exitCode: null, signal: null }, { message: `the run's wait limit (${limit.seconds} s) passed while no agent ran` });
+      state.driving = this.core.finish(
+        state,
+        'failed',
+        limit.reason,
+        { exitCode: null, signal: null },
+        { message: `the run's wait limit (${limit.seconds} s) passed while no agent ran` },
+      );
       return;
     }
     state.driving = this.starter.drive(state, transition(ports, run, 'resume', own), limit ?? undefined);
@@ -128,7 +151,9 @@ export class RunAdoption {
     }
     if (run.wait.kind === 'disk' || run.wait.kind === 'admission') {
       const seconds = deps.diskMaxWaitSeconds;
-      return seconds === undefined ? null : { stage: 'gate', seconds, leftMs: seconds * 1000 - elapsed, reason: 'disk-backpressure-timeout' };
+      return seconds === undefined
+        ? null
+        : { stage: 'gate', seconds, leftMs: seconds * 1000 - elapsed, reason: 'disk-backpressure-timeout' };
     }
     return null;
   }

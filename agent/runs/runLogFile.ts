@@ -9,7 +9,8 @@ const O_CLOEXEC = 0o2000000;
 const { O_RDONLY, O_RDWR, O_APPEND, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_DIRECTORY } = fs.constants;
 
 /** Why a log folder others can write is refused (the message of UnsafeStationError). */
-export const LOG_DIR_WHY = 'another account could swap a running log for a link to one of your files, which the log cap would then cut and the log views would show';
+export const LOG_DIR_WHY =
+  'another account could swap a running log for a link to one of your files, which the log cap would then cut and the log views would show';
 
 /** The setting that names the log folder, for messages: QUANTILICA_LOG_DIR when set, else DATA_DIR. */
 export function logDirSetting(logDir: string, dataDir: string): string {
@@ -39,15 +40,27 @@ export function createRunLog(logDir: string, name: string, setting: string): num
   }
   try {
     const problem = dirProblem(fs.fstatSync(dirFd), privatePolicy());
-    if (problem) throw new UnsafeStationError('lock-dir-unsafe', `${setting}: log folder ${logDir} ${problem.what}; this is unsafe: ${LOG_DIR_WHY}. Fix: ${problem.fix(logDir)}`);
+    if (problem)
+      throw new UnsafeStationError(
+        'lock-dir-unsafe',
+        `${setting}: log folder ${logDir} ${problem.what}; this is unsafe: ${LOG_DIR_WHY}. Fix: ${problem.fix(logDir)}`,
+      );
     try {
-      const fd = fs.openSync(`/proc/self/fd/${dirFd}/${name}`, O_RDWR | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600);
+      const fd = fs.openSync(
+        `/proc/self/fd/${dirFd}/${name}`,
+        O_RDWR | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+        0o600,
+      );
       // The umask may have narrowed the mode; nothing else may widen it.
       fs.fchmodSync(fd, 0o600);
       return fd;
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'EEXIST') throw new UnsafeStationError('lock-file-unsafe', `run log ${path.join(logDir, name)} exists before its run started (planted, or a link); it is refused, not written. Fix: rm -f -- '${path.join(logDir, name)}' and look at who made it`);
+      if (code === 'EEXIST')
+        throw new UnsafeStationError(
+          'lock-file-unsafe',
+          `run log ${path.join(logDir, name)} exists before its run started (planted, or a link); it is refused, not written. Fix: rm -f -- '${path.join(logDir, name)}' and look at who made it`,
+        );
       throw err;
     }
   } finally {
@@ -74,13 +87,20 @@ export function openRunLog(logPath: string, write: boolean): number | null {
   const uid = process.getuid?.() ?? 0;
   if (!st.isFile() || st.nlink !== 1 || st.uid !== uid) {
     fs.closeSync(fd);
-    throw new UnsafeStationError('lock-file-unsafe', `run log ${logPath} is not a regular file of yours with one link (uid ${st.uid}, ${st.nlink} links); it is not used`);
+    throw new UnsafeStationError(
+      'lock-file-unsafe',
+      `run log ${logPath} is not a regular file of yours with one link (uid ${st.uid}, ${st.nlink} links); it is not used`,
+    );
   }
   return fd;
 }
 
 function unsafeLogDir(logDir: string, setting: string, err: unknown): Error {
   const code = (err as NodeJS.ErrnoException).code;
-  if (code === 'ELOOP' || code === 'ENOTDIR') return new UnsafeStationError('lock-dir-unsafe', `${setting}: log folder ${logDir} is not a real folder (${code}); another account may have replaced it. Fix: remove it (rm -- '${logDir}') and start again`);
+  if (code === 'ELOOP' || code === 'ENOTDIR')
+    return new UnsafeStationError(
+      'lock-dir-unsafe',
+      `${setting}: log folder ${logDir} is not a real folder (${code}); another account may have replaced it. Fix: remove it (rm -- '${logDir}') and start again`,
+    );
   return err instanceof Error ? err : new Error(String(err));
 }

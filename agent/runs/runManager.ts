@@ -56,7 +56,9 @@ export class RunManager {
       wrapperPath: deps.wrapperPath,
       memory: deps.memory, // memory ceilings
       publish: (state) => deps.onRunChange(toRunInfo(state.run)),
-      record: (event) => { if (this.phase !== 'closed') void deps.journal.record(event); },
+      record: (event) => {
+        if (this.phase !== 'closed') void deps.journal.record(event);
+      },
       onLingering: (state, pids) => this.onLingering(state, pids),
       onEnded: (state, exit) => this.onExit(state, exit),
       onDeadline: (state) => this.onDeadline(state),
@@ -64,7 +66,11 @@ export class RunManager {
     });
     this.positions = new QueuePositions(this.ports, (state) => this.active.get(state.run.runId) === state);
     const core: RunCore = {
-      deps, ports: this.ports, active: this.active, upkeep: this.upkeep, moves: this.moves,
+      deps,
+      ports: this.ports,
+      active: this.active,
+      upkeep: this.upkeep,
+      moves: this.moves,
       entryOf: (stored) => this.entryOf(stored),
       policyOf: (entry, pool) => this.policyOf(entry, pool),
       finish: (state, status, reason, exit, options) => this.finish(state, status, reason, exit, options),
@@ -156,7 +162,13 @@ export class RunManager {
       throw new UnknownRunError(runId);
     }
     if (!requestCancel(state)) return toRunInfo(state.run);
-    void this.deps.journal.record({ runId, event: 'cancel-requested', task: state.run.fetcher, pool: state.run.pool, payload: fromStation !== undefined ? { fromStation } : {} });
+    void this.deps.journal.record({
+      runId,
+      event: 'cancel-requested',
+      task: state.run.fetcher,
+      pool: state.run.pool,
+      payload: fromStation !== undefined ? { fromStation } : {},
+    });
     // In-agent work (a GitHub sync) has no process: its abort stops it, working or hibernating.
     if (state.run.status === 'waiting' || isGithubSync(state.entry)) state.abort.abort(new CancelledError('cancelled', 'cancelled'));
     else if (state.run.pid) this.upkeep.terminate(state);
@@ -189,12 +201,17 @@ export class RunManager {
       if (state.run.status === 'waiting' && state.run.reason === 'hibernating') continue;
       if (state.run.status === 'waiting' || isGithubSync(state.entry)) {
         // A sync working inside the agent cannot outlive it: it ends `cancelled` (agent-stopping).
-        state.abort.abort(keep && state.run.status === 'waiting' ? new ParkedError() : new CancelledError('agent-stopping', 'the agent stopped while the run waited'));
+        state.abort.abort(
+          keep && state.run.status === 'waiting'
+            ? new ParkedError()
+            : new CancelledError('agent-stopping', 'the agent stopped while the run waited'),
+        );
         if (state.driving) drives.push(state.driving);
       } else if (stopFetchers) this.cancel(state.run.runId);
     }
     await Promise.all(drives);
-    if (stopFetchers) await Promise.all([...this.active.values()].filter((s) => s.run.status === 'running').map((s) => this.waitRun(s.run.runId)));
+    if (stopFetchers)
+      await Promise.all([...this.active.values()].filter((s) => s.run.status === 'running').map((s) => this.waitRun(s.run.runId)));
     this.upkeep.close();
     this.positions.close();
     if (this.waitKeepAlive) clearInterval(this.waitKeepAlive);
@@ -223,23 +240,52 @@ export class RunManager {
   /** The moves of in-agent work (runMoves.ts): each a named move like a fetcher's. */
   private readonly moves: RunMoves = {
     // In-agent work (a GitHub sync) writes its progress into the run's own log.
-    start: (state, slot, detail, workLeftMs = null) => transition(this.ports, state.run, 'start', this.legFields(state, slot, workLeftMs), detail),
-    wake: (state, slot, detail, workLeftMs = null) => transition(this.ports, state.run, 'wake', this.legFields(state, slot, workLeftMs), detail),
-    hibernating: (state, until, detail, workLeftMs = null) => transition(this.ports, state.run, 'hibernate', { slot: null, reason: 'hibernating', wait: { kind: 'hibernating', until: until.toISOString() }, deadline: null, workLeftMs }, detail),
+    start: (state, slot, detail, workLeftMs = null) =>
+      transition(this.ports, state.run, 'start', this.legFields(state, slot, workLeftMs), detail),
+    wake: (state, slot, detail, workLeftMs = null) =>
+      transition(this.ports, state.run, 'wake', this.legFields(state, slot, workLeftMs), detail),
+    hibernating: (state, until, detail, workLeftMs = null) =>
+      transition(
+        this.ports,
+        state.run,
+        'hibernate',
+        { slot: null, reason: 'hibernating', wait: { kind: 'hibernating', until: until.toISOString() }, deadline: null, workLeftMs },
+        detail,
+      ),
     setWait: (state, wait) => this.positions.setWait(state, wait),
-    heartbeat: (state, payload) => { if (this.phase !== 'closed') void this.deps.journal.record({ runId: state.run.runId, event: 'heartbeat', task: state.run.fetcher, pool: state.run.pool, payload }); },
+    heartbeat: (state, payload) => {
+      if (this.phase !== 'closed')
+        void this.deps.journal.record({
+          runId: state.run.runId,
+          event: 'heartbeat',
+          task: state.run.fetcher,
+          pool: state.run.pool,
+          payload,
+        });
+    },
     // The task is the agent's handle on the run, not the run's state: a shutdown awaits it.
-    driving: (state, work) => { state.driving = work; },
+    driving: (state, work) => {
+      state.driving = work;
+    },
     // The work has released its slot already: the end must not release it again.
-    finish: (state, status, reason, exitCode, message) => this.finish(state, status, reason, { exitCode, signal: null }, { message, slotGone: true }),
+    finish: (state, status, reason, exitCode, message) =>
+      this.finish(state, status, reason, { exitCode, signal: null }, { message, slotGone: true }),
   };
 
   /** A leg of in-agent work runs on `slot`; the run's first start and log stay; its deadline is now plus the working time left. */
   private legFields(state: ActiveRun, slot: number, workLeftMs: number | null): RunFields {
     const { run } = state;
     const now = this.deps.clock.now();
-    return { startedAt: run.startedAt ?? now.toISOString(), slot, pid: null, reason: null, wait: null, logPath: run.logPath ?? runLogPath(this.deps.config.logDir, run.fetcher, run.runId),
-      deadline: workLeftMs === null ? null : new Date(now.getTime() + workLeftMs).toISOString(), workLeftMs };
+    return {
+      startedAt: run.startedAt ?? now.toISOString(),
+      slot,
+      pid: null,
+      reason: null,
+      wait: null,
+      logPath: run.logPath ?? runLogPath(this.deps.config.logDir, run.fetcher, run.runId),
+      deadline: workLeftMs === null ? null : new Date(now.getTime() + workLeftMs).toISOString(),
+      workLeftMs,
+    };
   }
 
   /**
@@ -251,8 +297,17 @@ export class RunManager {
     if (!reacts(this.phase, state)) return;
     // A run being stopped for its deadline or a stall keeps that reason: it is how it will end.
     if (state.run.reason === 'timeout' || state.run.reason === 'stalled') return;
-    void transition(this.ports, state.run, state.run.reason === 'lingering' ? 'lingerOn' : 'linger', { reason: 'lingering' }, { lingering: pids });
-    this.deps.logger.warn({ runId: state.run.runId, fetcher: state.run.fetcher, lingering: pids }, `the run's wrapper has ended but ${pids.length} of its processes still live and hold its slot; the run ends when they do (cancel stops them)`);
+    void transition(
+      this.ports,
+      state.run,
+      state.run.reason === 'lingering' ? 'lingerOn' : 'linger',
+      { reason: 'lingering' },
+      { lingering: pids },
+    );
+    this.deps.logger.warn(
+      { runId: state.run.runId, fetcher: state.run.fetcher, lingering: pids },
+      `the run's wrapper has ended but ${pids.length} of its processes still live and hold its slot; the run ends when they do (cancel stops them)`,
+    );
   }
 
   private onExit(state: ActiveRun, exit: ExitInfo): void {
@@ -263,25 +318,47 @@ export class RunManager {
       return;
     }
     if (state.run.reason === 'timeout') {
-      void this.finish(state, 'failed', 'timeout', exit, { message: `the run passed its timeout (${state.policy.timeoutSeconds ?? '?'} s) and was stopped` });
+      void this.finish(state, 'failed', 'timeout', exit, {
+        message: `the run passed its timeout (${state.policy.timeoutSeconds ?? '?'} s) and was stopped`,
+      });
       return;
     }
     if (state.run.reason === 'stalled') {
-      void this.finish(state, 'cancelled', 'stalled', exit, { message: `the run's log did not grow for ${state.policy.stallSeconds ?? '?'} s; cancelled (onStall: cancel)` });
+      void this.finish(state, 'cancelled', 'stalled', exit, {
+        message: `the run's log did not grow for ${state.policy.stallSeconds ?? '?'} s; cancelled (onStall: cancel)`,
+      });
       return;
     }
     // memory ceilings: a run whose process the OOM killer took at its (or its pool's) ceiling failed
     // for that reason, told by the cgroup's counter, not guessed from a SIGKILL.
     const usage = this.deps.memory?.release(state.run.runId) ?? null;
-    if (usage?.oomKilled && exit.exitCode !== 0) void this.finish(state, 'failed', 'memory-limit', exit, { message: `the run reached its memory ceiling (${usage.memoryLimitMb ?? '?'} MB) and was killed`, usage });
-    else if (exit.unknown) void this.finish(state, 'failed', 'exit-status-unknown', exit, { message: 'the run ended while no agent watched it and left no exit status', usage });
-    else void this.finish(state, exit.exitCode === 0 ? 'completed' : 'failed', exit.exitCode === 0 ? null : exit.signal ? 'signal' : 'exit-code', exit, { usage });
+    if (usage?.oomKilled && exit.exitCode !== 0)
+      void this.finish(state, 'failed', 'memory-limit', exit, {
+        message: `the run reached its memory ceiling (${usage.memoryLimitMb ?? '?'} MB) and was killed`,
+        usage,
+      });
+    else if (exit.unknown)
+      void this.finish(state, 'failed', 'exit-status-unknown', exit, {
+        message: 'the run ended while no agent watched it and left no exit status',
+        usage,
+      });
+    else
+      void this.finish(
+        state,
+        exit.exitCode === 0 ? 'completed' : 'failed',
+        exit.exitCode === 0 ? null : exit.signal ? 'signal' : 'exit-code',
+        exit,
+        { usage },
+      );
   }
 
   /** The try passed its deadline: its group gets TERM now, KILL after the grace; it ends `failed` (timeout). */
   private onDeadline(state: ActiveRun): void {
     if (!reacts(this.phase, state) || cancelRequested(state) || state.run.status !== 'running') return;
-    this.deps.logger.warn({ runId: state.run.runId, fetcher: state.run.fetcher, deadline: state.run.deadline }, `the run passed its timeout (${state.policy.timeoutSeconds ?? '?'} s); stopping it`);
+    this.deps.logger.warn(
+      { runId: state.run.runId, fetcher: state.run.fetcher, deadline: state.run.deadline },
+      `the run passed its timeout (${state.policy.timeoutSeconds ?? '?'} s); stopping it`,
+    );
     void transition(this.ports, state.run, 'deadline', { reason: 'timeout' });
     this.upkeep.terminate(state);
   }
@@ -293,8 +370,17 @@ export class RunManager {
       void transition(this.ports, state.run, 'unstall', { stalledSince: null });
       return;
     }
-    void transition(this.ports, state.run, 'stall', { stalledSince: this.deps.clock.now().toISOString() }, { stallSeconds: state.policy.stallSeconds });
-    this.deps.logger.warn({ runId: state.run.runId, fetcher: state.run.fetcher, logGrewAt: state.run.logGrewAt }, `the run's log has not grown for ${state.policy.stallSeconds ?? '?'} s`);
+    void transition(
+      this.ports,
+      state.run,
+      'stall',
+      { stalledSince: this.deps.clock.now().toISOString() },
+      { stallSeconds: state.policy.stallSeconds },
+    );
+    this.deps.logger.warn(
+      { runId: state.run.runId, fetcher: state.run.fetcher, logGrewAt: state.run.logGrewAt },
+      `the run's log has not grown for ${state.policy.stallSeconds ?? '?'} s`,
+    );
     if (state.policy.onStall !== 'cancel' || cancelRequested(state) || state.run.reason === 'timeout') return;
     void transition(this.ports, state.run, 'stallCancel', { reason: 'stalled' });
     this.upkeep.terminate(state);
@@ -307,27 +393,66 @@ export class RunManager {
   private async retry(state: ActiveRun, reason: RunReason | null, exit: ExitInfo, { message, usage, slotGone }: EndOptions): Promise<void> {
     const { run } = state;
     this.upkeep.stop(state);
-    const final = usage === undefined ? this.deps.memory?.release(run.runId) ?? null : usage;
+    const final = usage === undefined ? (this.deps.memory?.release(run.runId) ?? null) : usage;
     const next = (run.attempt ?? 1) + 1;
-    const until = new Date(this.deps.clock.now().getTime() + retryDelayMs(state.policy, next, this.deps.random ? () => this.deps.random!() : undefined)).toISOString();
+    const until = new Date(
+      this.deps.clock.now().getTime() + retryDelayMs(state.policy, next, this.deps.random ? () => this.deps.random!() : undefined),
+    ).toISOString();
     const hadSlot = run.slot !== null && slotGone !== true;
     // The move applies at once: from here a cancel finds the run waiting for its retry.
-    const recorded = transition(this.ports, run, 'retryWait', {
-      reason: 'retry-backoff', wait: { kind: 'retry', until, attempt: next }, exitCode: exit.exitCode, signal: exit.signal, slot: null, pid: null, startTime: null,
-      statusFile: null, deadline: null, stalledSince: null, memoryMb: null, ...(final ? { peakMemoryMb: final.peakMemoryMb, cpuSeconds: final.cpuSeconds } : {}),
-    }, { failedFor: reason, until, ...(message ? { message } : {}) });
+    const recorded = transition(
+      this.ports,
+      run,
+      'retryWait',
+      {
+        reason: 'retry-backoff',
+        wait: { kind: 'retry', until, attempt: next },
+        exitCode: exit.exitCode,
+        signal: exit.signal,
+        slot: null,
+        pid: null,
+        startTime: null,
+        statusFile: null,
+        deadline: null,
+        stalledSince: null,
+        memoryMb: null,
+        ...(final ? { peakMemoryMb: final.peakMemoryMb, cpuSeconds: final.cpuSeconds } : {}),
+      },
+      { failedFor: reason, until, ...(message ? { message } : {}) },
+    );
     this.deps.gate.runEnded(run.runId);
     if (hadSlot) this.deps.pools.get(run.pool)?.released();
     state.lingering = [];
     state.driving = this.starter.backoff(state);
     await recorded;
-    this.deps.logger.info({ runId: run.runId, fetcher: run.fetcher, attempt: next - 1, attempts: state.policy.attempts, exitCode: exit.exitCode, reason, until }, `try ${next - 1} of ${state.policy.attempts} failed; the next at ${until}`);
+    this.deps.logger.info(
+      {
+        runId: run.runId,
+        fetcher: run.fetcher,
+        attempt: next - 1,
+        attempts: state.policy.attempts,
+        exitCode: exit.exitCode,
+        reason,
+        until,
+      },
+      `try ${next - 1} of ${state.policy.attempts} failed; the next at ${until}`,
+    );
   }
 
   /** The run's end (or, when its policy retries it, its try's end): `complete`, `fail` or `cancel`. */
-  private async finish(state: ActiveRun, status: EndStatus, reason: RunReason | null, exit: ExitInfo, options: EndOptions = {}): Promise<void> {
+  private async finish(
+    state: ActiveRun,
+    status: EndStatus,
+    reason: RunReason | null,
+    exit: ExitInfo,
+    options: EndOptions = {},
+  ): Promise<void> {
     if (!reacts(this.phase, state)) return;
-    if (status !== 'completed' && (state.run.attempt ?? 1) < state.policy.attempts && isRetryable(state.policy, { status, reason, exitCode: exit.exitCode })) {
+    if (
+      status !== 'completed' &&
+      (state.run.attempt ?? 1) < state.policy.attempts &&
+      isRetryable(state.policy, { status, reason, exitCode: exit.exitCode })
+    ) {
       await this.retry(state, reason, exit, options);
       return;
     }
@@ -335,20 +460,41 @@ export class RunManager {
     const { run } = state;
     this.upkeep.stop(state);
     // memory ceilings: the run's peak memory and CPU, kept with it and sent with its finish.
-    const final = usage === undefined ? this.deps.memory?.release(run.runId) ?? null : usage;
+    const final = usage === undefined ? (this.deps.memory?.release(run.runId) ?? null) : usage;
     // OOM kills inside the run are kept and sent also when the fetcher exited 0 (a child was killed
     // at the ceiling and the fetcher went on): a warning on the run, never hidden by its exit code.
-    const figures = final ? { peakMemoryMb: final.peakMemoryMb, cpuSeconds: final.cpuSeconds, memorySource: final.memorySource, oomKills: final.oomKills } : {};
+    const figures = final
+      ? { peakMemoryMb: final.peakMemoryMb, cpuSeconds: final.cpuSeconds, memorySource: final.memorySource, oomKills: final.oomKills }
+      : {};
     const kept = final ? { ...figures, memoryMb: null, memoryLimitMb: final.memoryLimitMb } : {};
     // A run that ended while no agent watched it ended when its status file was written.
     const finishedAt = (exit.endedAt ?? this.deps.clock.now()).toISOString();
-    const neverStarted = run.startedAt === null && run.logPath === null ? runLogPath(this.deps.config.logDir, run.fetcher, run.runId) : null;
-    if (neverStarted !== null && !appendAgentLines(neverStarted, neverStartedLines(toRunInfo(run), status, reason, message))) this.deps.logger.warn({ runId: run.runId }, 'could not write why the run never started into its log');
-    await transition(this.ports, run, FINISH_MOVES[status], {
-      reason, exitCode: exit.exitCode, signal: exit.signal, finishedAt, wait: null, ...kept, ...(neverStarted !== null ? { logPath: neverStarted } : {}), ...(slotGone === true ? { slot: null } : {}),
-    }, { ...(message ? { message } : {}), ...figures });
+    const neverStarted =
+      run.startedAt === null && run.logPath === null ? runLogPath(this.deps.config.logDir, run.fetcher, run.runId) : null;
+    if (neverStarted !== null && !appendAgentLines(neverStarted, neverStartedLines(toRunInfo(run), status, reason, message)))
+      this.deps.logger.warn({ runId: run.runId }, 'could not write why the run never started into its log');
+    await transition(
+      this.ports,
+      run,
+      FINISH_MOVES[status],
+      {
+        reason,
+        exitCode: exit.exitCode,
+        signal: exit.signal,
+        finishedAt,
+        wait: null,
+        ...kept,
+        ...(neverStarted !== null ? { logPath: neverStarted } : {}),
+        ...(slotGone === true ? { slot: null } : {}),
+      },
+      { ...(message ? { message } : {}), ...figures },
+    );
     if (message) this.deps.logger.warn({ runId: run.runId, fetcher: run.fetcher, reason }, message);
-    else if (final?.oomKills) this.deps.logger.warn({ runId: run.runId, fetcher: run.fetcher, oomKills: final.oomKills }, `${oomWarning(final.oomKills)} (run ${run.runId} ended ${status} ${exit.exitCode ?? ''})`);
+    else if (final?.oomKills)
+      this.deps.logger.warn(
+        { runId: run.runId, fetcher: run.fetcher, oomKills: final.oomKills },
+        `${oomWarning(final.oomKills)} (run ${run.runId} ended ${status} ${exit.exitCode ?? ''})`,
+      );
     this.active.delete(run.runId);
     this.deps.gate.runEnded(run.runId);
     if (run.slot !== null) this.deps.pools.get(run.pool)?.released();
@@ -366,11 +512,30 @@ export class RunManager {
     const pool = this.deps.poolOf(entry);
     const now = this.deps.clock.now().toISOString();
     return draft({
-      runId: newRunId(), fetcher: entry.name, pool, status: 'waiting', trigger, args,
-      enqueuedAt: now, startedAt: null, finishedAt: null, slot: null, pid: null,
-      exitCode: null, signal: null, reason: null, wait: null, logPath: null, startTime: null, statusFile: null,
-      ownerPid: this.deps.self.pid, ownerStartTime: this.deps.self.startTime, ownerRole: this.deps.self.role ?? 'cli',
-      attempt: 1, attempts: this.policyOf(entry, pool).attempts, waitSince: now,
+      runId: newRunId(),
+      fetcher: entry.name,
+      pool,
+      status: 'waiting',
+      trigger,
+      args,
+      enqueuedAt: now,
+      startedAt: null,
+      finishedAt: null,
+      slot: null,
+      pid: null,
+      exitCode: null,
+      signal: null,
+      reason: null,
+      wait: null,
+      logPath: null,
+      startTime: null,
+      statusFile: null,
+      ownerPid: this.deps.self.pid,
+      ownerStartTime: this.deps.self.startTime,
+      ownerRole: this.deps.self.role ?? 'cli',
+      attempt: 1,
+      attempts: this.policyOf(entry, pool).attempts,
+      waitSince: now,
     });
   }
 
@@ -378,4 +543,3 @@ export class RunManager {
     return path.join(this.deps.config.homeDir, 'runs');
   }
 }
-

@@ -24,7 +24,13 @@ export interface RunMoves {
   /** The task now under way for the run (a leg, a wake-up): a shutdown awaits it. */
   driving(state: ActiveRun, work: Promise<void>): void;
   /** The run's end; its slot is already released. */
-  finish(state: ActiveRun, status: 'completed' | 'failed' | 'cancelled', reason: RunReason | null, exitCode: number | null, message?: string): Promise<void>;
+  finish(
+    state: ActiveRun,
+    status: 'completed' | 'failed' | 'cancelled',
+    reason: RunReason | null,
+    exitCode: number | null,
+    message?: string,
+  ): Promise<void>;
 }
 
 /** Work a run of some catalog kind does inside the agent, between its first slot and its finish. */

@@ -28,7 +28,17 @@ const CANNOT_RUN = new Set([126, 127]);
 export function runPolicy(entry: CatalogEntry, poolTimeoutSeconds = 0): RunPolicy {
   const timeout = entry.timeoutSeconds ?? poolTimeoutSeconds;
   if (isGithubSync(entry)) {
-    return { attempts: 1, backoffSeconds: 0, maxBackoffSeconds: 0, exitCodes: null, retryMemoryLimit: false, retryOnTimeout: false, timeoutSeconds: timeout > 0 ? timeout : null, stallSeconds: null, onStall: 'mark' };
+    return {
+      attempts: 1,
+      backoffSeconds: 0,
+      maxBackoffSeconds: 0,
+      exitCodes: null,
+      retryMemoryLimit: false,
+      retryOnTimeout: false,
+      timeoutSeconds: timeout > 0 ? timeout : null,
+      stallSeconds: null,
+      onStall: 'mark',
+    };
   }
   const backoffSeconds = entry.retry?.backoffSeconds ?? RETRY_DEFAULTS.backoffSeconds;
   return {
@@ -62,15 +72,19 @@ export function isRetryable(policy: RunPolicy, end: TryEnd): boolean {
   if (end.status === 'cancelled') return end.reason === 'stalled';
   if (end.status !== 'failed') return false;
   switch (end.reason) {
-    case 'timeout': return policy.retryOnTimeout;
-    case 'memory-limit': return policy.retryMemoryLimit;
-    case 'signal': return policy.exitCodes === null;
+    case 'timeout':
+      return policy.retryOnTimeout;
+    case 'memory-limit':
+      return policy.retryMemoryLimit;
+    case 'signal':
+      return policy.exitCodes === null;
     case 'exit-code': {
       if (end.exitCode === null || end.exitCode === 0) return false;
       if (policy.exitCodes !== null) return policy.exitCodes.includes(end.exitCode);
       return !CANNOT_RUN.has(end.exitCode);
     }
-    default: return false;
+    default:
+      return false;
   }
 }
 

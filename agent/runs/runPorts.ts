@@ -17,7 +17,12 @@ export interface HeldSlot {
 
 /** One pool as the run manager uses it (SlotPool). */
 export interface SlotSource {
-  acquire(runId: string, signal: AbortSignal, onPosition: (position: number) => void, onBlocked?: (cause: SlotBackendCause) => void): Promise<HeldSlot>;
+  acquire(
+    runId: string,
+    signal: AbortSignal,
+    onPosition: (position: number) => void,
+    onBlocked?: (cause: SlotBackendCause) => void,
+  ): Promise<HeldSlot>;
   /** How long a run may wait for a slot (a next agent counts a resumed wait against it). */
   readonly waitTimeoutSeconds?: number;
   /** A run of this process ended: serve the next waiter now. */

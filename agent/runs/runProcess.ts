@@ -75,7 +75,12 @@ export interface RunWatch {
  * run whose group was already gone when the watch began ended while nobody watched: its end time is
  * the status file's time.
  */
-export function watchRun(group: RunGroup, statusFile: string, wrapperExit: Promise<ExitInfo | null> | null, onLingering: (pids: number[]) => void): RunWatch {
+export function watchRun(
+  group: RunGroup,
+  statusFile: string,
+  wrapperExit: Promise<ExitInfo | null> | null,
+  onLingering: (pids: number[]) => void,
+): RunWatch {
   let timer: NodeJS.Timeout | null = null;
   let stopped = false;
   const ended = (async (): Promise<ExitInfo> => {
@@ -100,7 +105,13 @@ export function watchRun(group: RunGroup, statusFile: string, wrapperExit: Promi
     if (!recorded.unknown) return byWrapper === null && first ? recorded : { ...recorded, endedAt: undefined };
     return byWrapper ?? recorded;
   })();
-  return { ended, stop: () => { stopped = true; if (timer) clearTimeout(timer); } };
+  return {
+    ended,
+    stop: () => {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+    },
+  };
 }
 
 function wrapperAlive(group: RunGroup): boolean {

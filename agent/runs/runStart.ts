@@ -33,7 +33,10 @@ export class RunStart {
    */
   private readonly baseEnv: NodeJS.ProcessEnv = { ...process.env };
 
-  constructor(private readonly core: RunCore, private readonly positions: QueuePositions) {}
+  constructor(
+    private readonly core: RunCore,
+    private readonly positions: QueuePositions,
+  ) {}
 
   /** The backoff before a run's next try; then the try queues like a new run (the disk gate, a slot). */
   async backoff(state: ActiveRun): Promise<void> {
@@ -43,10 +46,18 @@ export class RunStart {
       await sleepUntil(Date.parse(wait.until), state.abort.signal);
     } catch (err) {
       if (err instanceof ParkedError) return;
-      await this.core.finish(state, 'cancelled', err instanceof CancelledError ? err.reason : 'cancelled', { exitCode: state.run.exitCode, signal: state.run.signal });
+      await this.core.finish(state, 'cancelled', err instanceof CancelledError ? err.reason : 'cancelled', {
+        exitCode: state.run.exitCode,
+        signal: state.run.signal,
+      });
       return;
     }
-    const recorded = transition(this.core.ports, state.run, 'retryWake', { reason: null, wait: null, attempt: wait.attempt, waitSince: this.core.deps.clock.now().toISOString() });
+    const recorded = transition(this.core.ports, state.run, 'retryWake', {
+      reason: null,
+      wait: null,
+      attempt: wait.attempt,
+      waitSince: this.core.deps.clock.now().toISOString(),
+    });
     await this.drive(state, recorded);
   }
 
@@ -54,13 +65,26 @@ export class RunStart {
   async drive(state: ActiveRun, recorded: Promise<void>, resumed?: StageLimit): Promise<void> {
     const { deps, ports } = this.core;
     const { run, entry } = state;
-    const request: GateRequest = { runId: run.runId, fetcher: run.fetcher, expectedBytes: !isGithubSync(entry) && entry.expectedSizeMb !== undefined ? entry.expectedSizeMb * 1024 * 1024 : null };
+    const request: GateRequest = {
+      runId: run.runId,
+      fetcher: run.fetcher,
+      expectedBytes: !isGithubSync(entry) && entry.expectedSizeMb !== undefined ? entry.expectedSizeMb * 1024 * 1024 : null,
+    };
     const pool = deps.pools.get(run.pool);
     let grant: HeldSlot | null = null;
     try {
       if (!pool) throw new RunRefusedError('no-such-pool', `pool ${run.pool} is not configured`);
-      await withStageLimit(state.abort.signal, resumed?.stage === 'gate' ? resumed : undefined, (signal) => deps.gate.waitToStart(request, signal, (reason) => this.positions.setWait(state, reason)));
-      grant = await withStageLimit(state.abort.signal, resumed?.stage === 'pool' ? resumed : undefined, (signal) => pool.acquire(run.runId, signal, (position) => this.positions.setWait(state, { kind: 'pool', position }), (cause) => this.positions.setWait(state, { kind: 'slot-backend', cause })));
+      await withStageLimit(state.abort.signal, resumed?.stage === 'gate' ? resumed : undefined, (signal) =>
+        deps.gate.waitToStart(request, signal, (reason) => this.positions.setWait(state, reason)),
+      );
+      grant = await withStageLimit(state.abort.signal, resumed?.stage === 'pool' ? resumed : undefined, (signal) =>
+        pool.acquire(
+          run.runId,
+          signal,
+          (position) => this.positions.setWait(state, { kind: 'pool', position }),
+          (cause) => this.positions.setWait(state, { kind: 'slot-backend', cause }),
+        ),
+      );
       throwIfCancelled(state);
       if (isGithubSync(entry)) {
         await recorded;
@@ -96,12 +120,22 @@ export class RunStart {
       const noSlot = state.run.pid === null;
       if (err instanceof ParkedError) {
         // Kept for the next agent; a run that had its slot already goes back to the queue's head.
-        if (state.run.reason === 'starting') await transition(ports, run, 'park', { reason: null, slot: null, statusFile: null, wait: { kind: 'pool', position: 1 } });
+        if (state.run.reason === 'starting')
+          await transition(ports, run, 'park', { reason: null, slot: null, statusFile: null, wait: { kind: 'pool', position: 1 } });
         return;
       }
-      if (err instanceof CancelledError) await this.core.finish(state, 'cancelled', err.reason, { exitCode: null, signal: null }, { slotGone: noSlot });
-      else if (err instanceof RunRefusedError) await this.core.finish(state, 'failed', err.reason, { exitCode: null, signal: null }, { message: err.message, slotGone: noSlot });
-      else await this.core.finish(state, 'failed', 'start-error', { exitCode: null, signal: null }, { message: (err as Error).message, slotGone: noSlot });
+      if (err instanceof CancelledError)
+        await this.core.finish(state, 'cancelled', err.reason, { exitCode: null, signal: null }, { slotGone: noSlot });
+      else if (err instanceof RunRefusedError)
+        await this.core.finish(state, 'failed', err.reason, { exitCode: null, signal: null }, { message: err.message, slotGone: noSlot });
+      else
+        await this.core.finish(
+          state,
+          'failed',
+          'start-error',
+          { exitCode: null, signal: null },
+          { message: (err as Error).message, slotGone: noSlot },
+        );
       return;
     }
     deps.gate.runStarted(request);
@@ -116,8 +150,9 @@ export class RunStart {
     const { config } = deps;
     // A later try appends to the log its first try made (checked again on its descriptor, never through a
     // link); only a first try, or a log removed meanwhile, creates it.
-    const logFd = ((run.attempt ?? 1) > 1 ? openRunLog(run.logPath!, true) : null)
-      ?? createRunLog(config.logDir, path.basename(run.logPath!), logDirSetting(config.logDir, config.dataDir));
+    const logFd =
+      ((run.attempt ?? 1) > 1 ? openRunLog(run.logPath!, true) : null) ??
+      createRunLog(config.logDir, path.basename(run.logPath!), logDirSetting(config.logDir, config.dataDir));
     const argv = [...entry.argv, ...run.args];
     let proc;
     try {
@@ -126,9 +161,20 @@ export class RunStart {
         statusFile: run.statusFile!,
         argv,
         cwd: entry.cwd ?? config.dataDir,
-        env: fetcherEnv({ base: this.baseEnv, entryEnv: entry.env, passEnv: entry.passEnv, fetcherUmask: fetcherUmask(), run: { DATA_DIR: config.dataDir, QUANTILICA_RUN_ID: run.runId, QUANTILICA_FETCHER: run.fetcher, QUANTILICA_POOL: run.pool, QUANTILICA_SLOT: String(grant.index),
-          ...deps.memory?.prepare(run.runId, run.pool, entry.memoryMb), // memory ceilings: the run's cgroup, before the spawn
-        } }),
+        env: fetcherEnv({
+          base: this.baseEnv,
+          entryEnv: entry.env,
+          passEnv: entry.passEnv,
+          fetcherUmask: fetcherUmask(),
+          run: {
+            DATA_DIR: config.dataDir,
+            QUANTILICA_RUN_ID: run.runId,
+            QUANTILICA_FETCHER: run.fetcher,
+            QUANTILICA_POOL: run.pool,
+            QUANTILICA_SLOT: String(grant.index),
+            ...deps.memory?.prepare(run.runId, run.pool, entry.memoryMb), // memory ceilings: the run's cgroup, before the spawn
+          },
+        }),
         logFd,
         lockFd: grant.lock.fd,
       });
@@ -139,17 +185,37 @@ export class RunStart {
     // The process exists from here on: it is recorded, watched and, if a cancel came meanwhile, stopped.
     note(run, 'spawned', { pid: proc.pid });
     try {
-      grant.lock.writeRecord({ pid: proc.pid, startTime: proc.startTime, fetcher: run.fetcher, runId: run.runId, since: deps.clock.now().toISOString(), agentPid: deps.self.pid });
+      grant.lock.writeRecord({
+        pid: proc.pid,
+        startTime: proc.startTime,
+        fetcher: run.fetcher,
+        runId: run.runId,
+        since: deps.clock.now().toISOString(),
+        agentPid: deps.self.pid,
+      });
     } finally {
       grant.lock.closeOwnCopy();
     }
     const now = deps.clock.now();
     const { timeoutSeconds } = state.policy;
     // A later try keeps the run's first start: the run's duration is all of its tries.
-    const running = transition(ports, run, 'start', {
-      reason: null, startedAt: run.startedAt ?? now.toISOString(), pid: proc.pid, startTime: proc.startTime, exitCode: null, signal: null,
-      deadline: timeoutSeconds === null ? null : new Date(now.getTime() + timeoutSeconds * 1000).toISOString(), logGrewAt: now.toISOString(), stalledSince: null,
-    }, { argv, ...(timeoutSeconds === null ? {} : { timeoutSeconds }) });
+    const running = transition(
+      ports,
+      run,
+      'start',
+      {
+        reason: null,
+        startedAt: run.startedAt ?? now.toISOString(),
+        pid: proc.pid,
+        startTime: proc.startTime,
+        exitCode: null,
+        signal: null,
+        deadline: timeoutSeconds === null ? null : new Date(now.getTime() + timeoutSeconds * 1000).toISOString(),
+        logGrewAt: now.toISOString(),
+        stalledSince: null,
+      },
+      { argv, ...(timeoutSeconds === null ? {} : { timeoutSeconds }) },
+    );
     deps.memory?.track(run.runId, run.pool, groupOf(run)); // memory ceilings
     upkeep.follow(state, proc.exited, logFd);
     if (cancelRequested(state)) upkeep.terminate(state);
@@ -160,16 +226,25 @@ export class RunStart {
 function throwIfCancelled(state: ActiveRun): void {
   if (!state.abort.signal.aborted && !cancelRequested(state)) return;
   const reason: unknown = state.abort.signal.reason;
-  throw reason instanceof CancelledError || reason instanceof ParkedError ? reason : new CancelledError('cancelled', 'cancelled while waiting');
+  throw reason instanceof CancelledError || reason instanceof ParkedError
+    ? reason
+    : new CancelledError('cancelled', 'cancelled while waiting');
 }
 
 /** Runs a wait under the run's signal and, for a resumed wait, what is left of its limit. */
-async function withStageLimit<T>(signal: AbortSignal, limit: StageLimit | undefined, wait: (signal: AbortSignal) => Promise<T>): Promise<T> {
+async function withStageLimit<T>(
+  signal: AbortSignal,
+  limit: StageLimit | undefined,
+  wait: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
   if (limit === undefined) return wait(signal);
   const bounded = new AbortController();
   const follow = () => bounded.abort(signal.reason);
   signal.addEventListener('abort', follow, { once: true });
-  const timer = setTimeout(() => bounded.abort(new RunRefusedError(limit.reason, `the run's wait limit (${limit.seconds} s) passed`)), Math.max(0, limit.leftMs));
+  const timer = setTimeout(
+    () => bounded.abort(new RunRefusedError(limit.reason, `the run's wait limit (${limit.seconds} s) passed`)),
+    Math.max(0, limit.leftMs),
+  );
   try {
     return await wait(bounded.signal);
   } finally {

@@ -48,7 +48,15 @@ export function toRunInfo(run: StoredRun): RunInfo {
 }
 
 export function toRunRow(run: StoredRun): RunRow {
-  return { runId: run.runId, fetcher: run.fetcher, status: run.status, enqueuedAt: run.enqueuedAt, ownerPid: run.ownerPid, ownerStartTime: run.ownerStartTime, body: JSON.stringify(run) };
+  return {
+    runId: run.runId,
+    fetcher: run.fetcher,
+    status: run.status,
+    enqueuedAt: run.enqueuedAt,
+    ownerPid: run.ownerPid,
+    ownerStartTime: run.ownerStartTime,
+    body: JSON.stringify(run),
+  };
 }
 
 /**
@@ -69,7 +77,12 @@ export class RunStore {
   private writes = 0;
   readonly recovered: string | null = null;
 
-  constructor(private readonly spool: Spool, legacyFile: string | null, private readonly logger: Logger = silent, now: () => Date = () => new Date()) {
+  constructor(
+    private readonly spool: Spool,
+    legacyFile: string | null,
+    private readonly logger: Logger = silent,
+    now: () => Date = () => new Date(),
+  ) {
     if (legacyFile !== null) this.recovered = this.migrate(legacyFile, now);
   }
 
@@ -81,7 +94,11 @@ export class RunStore {
 
   health(): RunStoreHealth {
     const unsaved = this.spool.heldRunCount;
-    return { error: unsaved > 0 ? (this.spool.status().error ?? 'no spool file takes run states now') : null, unsaved, recovered: this.recovered };
+    return {
+      error: unsaved > 0 ? (this.spool.status().error ?? 'no spool file takes run states now') : null,
+      unsaved,
+      recovered: this.recovered,
+    };
   }
 
   /** Runs left waiting or running, by any process. */
@@ -99,20 +116,35 @@ export class RunStore {
   get(runId: string): StoredRun | null {
     const pending = this.unsaved().get(runId);
     if (pending) return pending;
-    const row = this.spool.withDatabase((db) => db.prepare(`SELECT body FROM runs WHERE run_id = ?`).get(runId) as { body: string } | undefined);
+    const row = this.spool.withDatabase(
+      (db) => db.prepare(`SELECT body FROM runs WHERE run_id = ?`).get(runId) as { body: string } | undefined,
+    );
     return row ? (JSON.parse(row.body) as StoredRun) : null;
   }
 
   /** True when a running run's process is exactly this pid with this start time (never a record's word alone). */
   hasRunningProcess(pid: number, startTime: number): boolean {
     for (const r of this.unsaved().values()) if (r.status === 'running' && r.pid === pid && r.startTime === startTime) return true;
-    return this.spool.withDatabase((db) => db.prepare(`SELECT 1 FROM runs WHERE status = 'running' AND json_extract(body, '$.pid') = ? AND json_extract(body, '$.startTime') = ? LIMIT 1`).get(pid, startTime) !== undefined) ?? false;
+    return (
+      this.spool.withDatabase(
+        (db) =>
+          db
+            .prepare(
+              `SELECT 1 FROM runs WHERE status = 'running' AND json_extract(body, '$.pid') = ? AND json_extract(body, '$.startTime') = ? LIMIT 1`,
+            )
+            .get(pid, startTime) !== undefined,
+      ) ?? false
+    );
   }
 
   lastStartedAt(fetcher: string): Date | null {
-    const row = this.spool.withDatabase((db) => db.prepare(`SELECT max(json_extract(body, '$.startedAt')) AS at FROM runs WHERE fetcher = ?`).get(fetcher) as { at: string | null });
+    const row = this.spool.withDatabase(
+      (db) =>
+        db.prepare(`SELECT max(json_extract(body, '$.startedAt')) AS at FROM runs WHERE fetcher = ?`).get(fetcher) as { at: string | null },
+    );
     let latest = row?.at ?? null;
-    for (const r of this.unsaved().values()) if (r.fetcher === fetcher && r.startedAt && (!latest || r.startedAt > latest)) latest = r.startedAt;
+    for (const r of this.unsaved().values())
+      if (r.fetcher === fetcher && r.startedAt && (!latest || r.startedAt > latest)) latest = r.startedAt;
     return latest ? new Date(latest) : null;
   }
 
@@ -125,18 +157,23 @@ export class RunStore {
    */
   pruneEnded(olderThan: Date, keep: number, active: ReadonlySet<string>): number {
     const removed = this.spool.withDatabase((db) => {
-      const doomed = db.prepare(`WITH ended AS (
+      const doomed = db
+        .prepare(
+          `WITH ended AS (
           SELECT run_id, fetcher, enqueued_at, json_extract(body, '$.startedAt') AS started_at,
             coalesce(json_extract(body, '$.finishedAt'), enqueued_at) AS ended_at,
             row_number() OVER (ORDER BY enqueued_at DESC) AS newness
           FROM runs WHERE status NOT IN ('waiting', 'running')),
         last AS (SELECT fetcher, max(json_extract(body, '$.startedAt')) AS started_at FROM runs GROUP BY fetcher)
         SELECT e.run_id AS runId FROM ended e JOIN last l ON l.fetcher = e.fetcher
-        WHERE (e.newness > ? OR e.ended_at < ?) AND (e.started_at IS NULL OR l.started_at IS NULL OR e.started_at <> l.started_at)`)
+        WHERE (e.newness > ? OR e.ended_at < ?) AND (e.started_at IS NULL OR l.started_at IS NULL OR e.started_at <> l.started_at)`,
+        )
         .all(keep, olderThan.toISOString()) as Array<{ runId: string }>;
       const remove = db.prepare(`DELETE FROM runs WHERE run_id = ? AND status NOT IN ('waiting', 'running')`);
       let n = 0;
-      db.transaction(() => { for (const { runId } of doomed) if (!active.has(runId)) n += remove.run(runId).changes; })();
+      db.transaction(() => {
+        for (const { runId } of doomed) if (!active.has(runId)) n += remove.run(runId).changes;
+      })();
       return n;
     });
     return removed ?? 0;
@@ -144,30 +181,66 @@ export class RunStore {
 
   /** When the fetcher's most recent completed run finished (lateness, the metrics). */
   lastSucceededAt(fetcher: string): Date | null {
-    const row = this.spool.withDatabase((db) => db.prepare(`SELECT max(json_extract(body, '$.finishedAt')) AS at FROM runs WHERE fetcher = ? AND status = 'completed'`).get(fetcher) as { at: string | null });
+    const row = this.spool.withDatabase(
+      (db) =>
+        db
+          .prepare(`SELECT max(json_extract(body, '$.finishedAt')) AS at FROM runs WHERE fetcher = ? AND status = 'completed'`)
+          .get(fetcher) as { at: string | null },
+    );
     let latest = row?.at ?? null;
-    for (const r of this.unsaved().values()) if (r.fetcher === fetcher && r.status === 'completed' && r.finishedAt && (!latest || r.finishedAt > latest)) latest = r.finishedAt;
+    for (const r of this.unsaved().values())
+      if (r.fetcher === fetcher && r.status === 'completed' && r.finishedAt && (!latest || r.finishedAt > latest)) latest = r.finishedAt;
     return latest ? new Date(latest) : null;
   }
 
   /** When the fetcher's earliest recorded run was queued (lateness of an entry that never completed). */
   firstRecordedAt(fetcher: string): Date | null {
-    const row = this.spool.withDatabase((db) => db.prepare(`SELECT min(enqueued_at) AS at FROM runs WHERE fetcher = ?`).get(fetcher) as { at: string | null });
+    const row = this.spool.withDatabase(
+      (db) => db.prepare(`SELECT min(enqueued_at) AS at FROM runs WHERE fetcher = ?`).get(fetcher) as { at: string | null },
+    );
     return row?.at ? new Date(row.at) : null;
   }
 
   /** Each fetcher's last run that completed or failed, and which (`recovered` after a restart). */
   lastOutcomes(): Map<string, 'completed' | 'failed'> {
-    const rows = this.spool.withDatabase((db) => db.prepare(`SELECT fetcher, status FROM runs r WHERE status IN ('completed', 'failed')
-      AND enqueued_at = (SELECT max(enqueued_at) FROM runs WHERE fetcher = r.fetcher AND status IN ('completed', 'failed'))`).all() as Array<{ fetcher: string; status: 'completed' | 'failed' }>) ?? [];
+    const rows =
+      this.spool.withDatabase(
+        (db) =>
+          db
+            .prepare(
+              `SELECT fetcher, status FROM runs r WHERE status IN ('completed', 'failed')
+      AND enqueued_at = (SELECT max(enqueued_at) FROM runs WHERE fetcher = r.fetcher AND status IN ('completed', 'failed'))`,
+            )
+            .all() as Array<{ fetcher: string; status: 'completed' | 'failed' }>,
+      ) ?? [];
     return new Map(rows.map((r) => [r.fetcher, r.status]));
   }
 
   /** Every finished run's figures the metrics' counters start from (so an agent restart is no counter reset). */
-  finishedFigures(): Array<{ fetcher: string; status: string; startedAt: string | null; finishedAt: string | null; attempt: number | null }> {
-    return this.spool.withDatabase((db) => db.prepare(`SELECT fetcher, status, json_extract(body, '$.startedAt') AS startedAt,
-      json_extract(body, '$.finishedAt') AS finishedAt, json_extract(body, '$.attempt') AS attempt FROM runs WHERE status NOT IN ('waiting', 'running')`)
-      .all() as Array<{ fetcher: string; status: string; startedAt: string | null; finishedAt: string | null; attempt: number | null }>) ?? [];
+  finishedFigures(): Array<{
+    fetcher: string;
+    status: string;
+    startedAt: string | null;
+    finishedAt: string | null;
+    attempt: number | null;
+  }> {
+    return (
+      this.spool.withDatabase(
+        (db) =>
+          db
+            .prepare(
+              `SELECT fetcher, status, json_extract(body, '$.startedAt') AS startedAt,
+      json_extract(body, '$.finishedAt') AS finishedAt, json_extract(body, '$.attempt') AS attempt FROM runs WHERE status NOT IN ('waiting', 'running')`,
+            )
+            .all() as Array<{
+            fetcher: string;
+            status: string;
+            startedAt: string | null;
+            finishedAt: string | null;
+            attempt: number | null;
+          }>,
+      ) ?? []
+    );
   }
 
   /** The newest unsaved state of each run (held in memory or queued for the next commit). */
@@ -197,8 +270,14 @@ export class RunStore {
     if (this.writes < TRIM_EVERY) return;
     this.writes = 0;
     try {
-      this.spool.withDatabase((db) => db.prepare(`DELETE FROM runs WHERE status NOT IN ('waiting', 'running') AND run_id NOT IN
-        (SELECT run_id FROM runs ORDER BY enqueued_at DESC LIMIT ${KEEP_FINISHED})`).run());
+      this.spool.withDatabase((db) =>
+        db
+          .prepare(
+            `DELETE FROM runs WHERE status NOT IN ('waiting', 'running') AND run_id NOT IN
+        (SELECT run_id FROM runs ORDER BY enqueued_at DESC LIMIT ${KEEP_FINISHED})`,
+          )
+          .run(),
+      );
     } catch (err) {
       this.logger.warn({ err: errorText(err) }, 'cannot trim the run history');
     }
@@ -222,7 +301,10 @@ export class RunStore {
       }
     } catch (err) {
       if (!isCorruptionError(err)) {
-        this.logger.error({ path: file, err: errorText(err) }, `cannot read the state file ${file} of an earlier version; its runs are moved in at the next start`);
+        this.logger.error(
+          { path: file, err: errorText(err) },
+          `cannot read the state file ${file} of an earlier version; its runs are moved in at the next start`,
+        );
         return null;
       }
       const aside = moveAside(file, now());
@@ -230,11 +312,17 @@ export class RunStore {
       this.logger.error({ path: file, movedTo: aside, err: errorText(err) }, message);
       return message;
     }
-    const moved = this.spool.withDatabase((db) => { importRuns(db, runs); return true; });
+    const moved = this.spool.withDatabase((db) => {
+      importRuns(db, runs);
+      return true;
+    });
     if (moved === null) return null;
     fs.renameSync(file, `${file}.migrated`);
     for (const suffix of ['-wal', '-shm']) fs.rmSync(file + suffix, { force: true });
-    this.logger.info({ path: file, runs: runs.length }, `moved ${runs.length} runs from ${file} into the telemetry spool's database; the old file is kept as ${file}.migrated`);
+    this.logger.info(
+      { path: file, runs: runs.length },
+      `moved ${runs.length} runs from ${file} into the telemetry spool's database; the old file is kept as ${file}.migrated`,
+    );
     return null;
   }
 }

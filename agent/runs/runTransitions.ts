@@ -49,13 +49,32 @@ const base = (run: StoredRun) => ({ runId: run.runId, task: run.fetcher, pool: r
 function finishEvent({ after, detail, clock }: MoveContext): NewTelemetryEvent {
   const end = after.finishedAt ? Date.parse(after.finishedAt) : clock.now().getTime();
   const durationSeconds = after.startedAt ? Math.max(0, (end - Date.parse(after.startedAt)) / 1000) : 0;
-  return { ...base(after), event: 'finish', eventId: runEventId(after.runId, 'finish'), payload: { status: after.status, exitCode: after.exitCode, signal: after.signal, durationSeconds, reason: after.reason, message: null, attempt: after.attempt ?? 1, ...detail } };
+  return {
+    ...base(after),
+    event: 'finish',
+    eventId: runEventId(after.runId, 'finish'),
+    payload: {
+      status: after.status,
+      exitCode: after.exitCode,
+      signal: after.signal,
+      durationSeconds,
+      reason: after.reason,
+      message: null,
+      attempt: after.attempt ?? 1,
+      ...detail,
+    },
+  };
 }
 
 /** Each try starts once: the first keeps the id a run without retries has, later ones get their own. */
 function startEvent({ after, detail }: MoveContext): NewTelemetryEvent {
   const attempt = after.attempt ?? 1;
-  return { ...base(after), event: 'start', eventId: runEventId(after.runId, attempt === 1 ? 'start' : `start-${attempt}`), payload: { slot: after.slot, host: os.hostname(), pid: after.pid, trigger: after.trigger, attempt, ...detail } };
+  return {
+    ...base(after),
+    event: 'start',
+    eventId: runEventId(after.runId, attempt === 1 ? 'start' : `start-${attempt}`),
+    payload: { slot: after.slot, host: os.hostname(), pid: after.pid, trigger: after.trigger, attempt, ...detail },
+  };
 }
 
 /**
@@ -67,14 +86,24 @@ export const RUN_MOVES = {
   /** A new run queues: waiting for the disk gate and a slot. */
   enqueue: { from: { new: [null] }, to: 'waiting', reasons: [null], event: none },
   /** A run that was due but not started (the schedule's "already running"); event `skipped`. */
-  skip: { from: { new: [null] }, to: 'skipped', reasons: END_REASONS, event: ({ after, detail }) => ({ ...base(after), event: 'skipped', payload: { reason: after.reason, ...detail } }) },
+  skip: {
+    from: { new: [null] },
+    to: 'skipped',
+    reasons: END_REASONS,
+    event: ({ after, detail }) => ({ ...base(after), event: 'skipped', payload: { reason: after.reason, ...detail } }),
+  },
   /**
    * Why a queued (or waking) run still waits changes kind: the disk gate, the pool, the slot backend.
    * Telemetry records that a run had to wait, and why, once: event `waiting` on the first wait of a run never started.
    */
   wait: {
-    from: { waiting: [null, 'hibernating'] }, to: 'waiting', reasons: [null, 'hibernating'],
-    event: ({ before, after }) => (before?.wait === null && after.wait !== null && before.startedAt === null ? { ...base(after), event: 'waiting', payload: { trigger: after.trigger, args: after.args, reason: after.wait } } : null),
+    from: { waiting: [null, 'hibernating'] },
+    to: 'waiting',
+    reasons: [null, 'hibernating'],
+    event: ({ before, after }) =>
+      before?.wait === null && after.wait !== null && before.startedAt === null
+        ? { ...base(after), event: 'waiting', payload: { trigger: after.trigger, args: after.args, reason: after.wait } }
+        : null,
   },
   /** The run's place in its pool's queue moved: progress within `waiting`, published at most once a second (queuePositions.ts). */
   shift: { from: { waiting: [null, 'hibernating'] }, to: 'waiting', reasons: [null, 'hibernating'], event: none, durable: false },
@@ -85,20 +114,52 @@ export const RUN_MOVES = {
   /** The run runs: its process spawned (or found after a crash), or in-agent work took its slot; event `start`. */
   start: { from: { waiting: [null, 'starting'] }, to: 'running', reasons: [null], event: startEvent },
   /** The wrapper ended but processes of the run live on and hold its slot; event `heartbeat` with their pids. */
-  linger: { from: { running: [null] }, to: 'running', reasons: ['lingering'], event: ({ after, detail }) => ({ ...base(after), event: 'heartbeat', payload: { pid: after.pid, logGrewAt: after.logGrewAt ?? null, ...detail } }) },
+  linger: {
+    from: { running: [null] },
+    to: 'running',
+    reasons: ['lingering'],
+    event: ({ after, detail }) => ({
+      ...base(after),
+      event: 'heartbeat',
+      payload: { pid: after.pid, logGrewAt: after.logGrewAt ?? null, ...detail },
+    }),
+  },
   /** Which processes linger changed. */
   lingerOn: { from: { running: ['lingering'] }, to: 'running', reasons: ['lingering'], event: none },
   /** A GitHub sync's leg ended with work left: its slot is released until the wake-up time; event `hibernated`. */
   hibernate: {
-    from: { running: [null] }, to: 'waiting', reasons: ['hibernating'],
-    event: ({ after, detail }) => ({ ...base(after), event: 'hibernated', payload: { until: after.wait?.kind === 'hibernating' ? after.wait.until : null, ...detail } }),
+    from: { running: [null] },
+    to: 'waiting',
+    reasons: ['hibernating'],
+    event: ({ after, detail }) => ({
+      ...base(after),
+      event: 'hibernated',
+      payload: { until: after.wait?.kind === 'hibernating' ? after.wait.until : null, ...detail },
+    }),
   },
   /** A hibernating sync got a slot again for its next leg; event `resumed`. */
-  wake: { from: { waiting: ['hibernating'] }, to: 'running', reasons: [null], event: ({ after, detail }) => ({ ...base(after), event: 'resumed', payload: { slot: after.slot, ...detail } }) },
+  wake: {
+    from: { waiting: ['hibernating'] },
+    to: 'running',
+    reasons: [null],
+    event: ({ after, detail }) => ({ ...base(after), event: 'resumed', payload: { slot: after.slot, ...detail } }),
+  },
   /** A try ended and its policy retries it: its slot is released, the next try waits its backoff (`wait: retry`); event `waiting`. */
   retryWait: {
-    from: { running: RUNNING }, to: 'waiting', reasons: ['retry-backoff'],
-    event: ({ after, detail }) => ({ ...base(after), event: 'waiting', payload: { reason: after.wait ?? after.reason, attempt: after.attempt ?? 1, exitCode: after.exitCode, signal: after.signal, ...detail } }),
+    from: { running: RUNNING },
+    to: 'waiting',
+    reasons: ['retry-backoff'],
+    event: ({ after, detail }) => ({
+      ...base(after),
+      event: 'waiting',
+      payload: {
+        reason: after.wait ?? after.reason,
+        attempt: after.attempt ?? 1,
+        exitCode: after.exitCode,
+        signal: after.signal,
+        ...detail,
+      },
+    }),
   },
   /** The backoff is over (or it passed while no agent ran): the next try queues for the disk gate and a slot. */
   retryWake: { from: { waiting: ['retry-backoff'] }, to: 'waiting', reasons: [null], event: none },
@@ -106,8 +167,15 @@ export const RUN_MOVES = {
   deadline: { from: { running: RUNNING }, to: 'running', reasons: ['timeout'], event: none },
   /** The log has not grown for the entry's stallSeconds: `stalledSince` set; event `stalled`. */
   stall: {
-    from: { running: RUNNING }, to: 'running', reasons: RUNNING, when: (r: StoredRun) => !r.stalledSince,
-    event: ({ after, detail }) => ({ ...base(after), event: 'stalled', payload: { attempt: after.attempt ?? 1, logGrewAt: after.logGrewAt ?? null, stalledSince: after.stalledSince ?? null, ...detail } }),
+    from: { running: RUNNING },
+    to: 'running',
+    reasons: RUNNING,
+    when: (r: StoredRun) => !r.stalledSince,
+    event: ({ after, detail }) => ({
+      ...base(after),
+      event: 'stalled',
+      payload: { attempt: after.attempt ?? 1, logGrewAt: after.logGrewAt ?? null, stalledSince: after.stalledSince ?? null, ...detail },
+    }),
   },
   /** The log of a stalled run grew again. */
   unstall: { from: { running: RUNNING }, to: 'running', reasons: RUNNING, when: (r: StoredRun) => Boolean(r.stalledSince), event: none },
@@ -141,16 +209,49 @@ export const FINISH_MOVES = { completed: 'complete', failed: 'fail', cancelled: 
 
 /** A move whose precondition does not hold (the state it leaves, the reason it carries, its guard): a bug in the caller, refused before anything changed. */
 export class IllegalMoveError extends Error {
-  constructor(readonly runId: string, readonly move: RunMove, readonly from: RunStatus | 'new', readonly reason: Reason, why: string) {
+  constructor(
+    readonly runId: string,
+    readonly move: RunMove,
+    readonly from: RunStatus | 'new',
+    readonly reason: Reason,
+    why: string,
+  ) {
     super(`run ${runId} cannot make the move ${move} from ${from}${reason === null ? '' : ` (${reason})`}: ${why}`);
     this.name = 'IllegalMoveError';
   }
 }
 
 /** What a move may change besides the status. */
-export type RunFields = Partial<Pick<StoredRun, 'startedAt' | 'finishedAt' | 'slot' | 'pid' | 'startTime' | 'exitCode' | 'signal' | 'logPath' | 'statusFile' | 'ownerPid' | 'ownerStartTime'
-  | 'memoryMb' | 'peakMemoryMb' | 'cpuSeconds' | 'memoryLimitMb' | 'memorySource' | 'oomKills'
-  | 'attempt' | 'attempts' | 'deadline' | 'logGrewAt' | 'stalledSince' | 'waitSince' | 'ownerRole' | 'workLeftMs'>> & {
+export type RunFields = Partial<
+  Pick<
+    StoredRun,
+    | 'startedAt'
+    | 'finishedAt'
+    | 'slot'
+    | 'pid'
+    | 'startTime'
+    | 'exitCode'
+    | 'signal'
+    | 'logPath'
+    | 'statusFile'
+    | 'ownerPid'
+    | 'ownerStartTime'
+    | 'memoryMb'
+    | 'peakMemoryMb'
+    | 'cpuSeconds'
+    | 'memoryLimitMb'
+    | 'memorySource'
+    | 'oomKills'
+    | 'attempt'
+    | 'attempts'
+    | 'deadline'
+    | 'logGrewAt'
+    | 'stalledSince'
+    | 'waitSince'
+    | 'ownerRole'
+    | 'workLeftMs'
+  >
+> & {
   reason?: RunReason | null;
   wait?: WaitReason | null;
 };
@@ -171,7 +272,13 @@ export interface TransitionPorts {
  * change after that commit. The returned promise resolves once the move is durable. `enqueue` and
  * `skip` record a run made by `draft`.
  */
-export function transition(ports: TransitionPorts, run: StoredRun, name: DurableMove, fields: RunFields = {}, detail: MoveDetail = {}): Promise<void> {
+export function transition(
+  ports: TransitionPorts,
+  run: StoredRun,
+  name: DurableMove,
+  fields: RunFields = {},
+  detail: MoveDetail = {},
+): Promise<void> {
   const spec: MoveSpec = RUN_MOVES[name];
   const before = apply(run, name, fields);
   const after = { ...run };
@@ -199,10 +306,12 @@ function apply(run: StoredRun, name: RunMove, fields: RunFields): StoredRun | nu
   const from = fresh ? 'new' : run.status;
   const reason = fresh ? null : run.reason;
   const leaves = spec.from[from];
-  if (leaves === undefined || !leaves.includes(reason)) throw new IllegalMoveError(run.runId, name, from, reason, 'it does not leave this state');
+  if (leaves === undefined || !leaves.includes(reason))
+    throw new IllegalMoveError(run.runId, name, from, reason, 'it does not leave this state');
   if (spec.when && !spec.when(run)) throw new IllegalMoveError(run.runId, name, from, reason, 'its guard does not hold');
-  const next = 'reason' in fields ? fields.reason ?? null : reason;
-  if (!spec.reasons.includes(next)) throw new IllegalMoveError(run.runId, name, from, reason, `it does not carry the reason ${String(next)}`);
+  const next = 'reason' in fields ? (fields.reason ?? null) : reason;
+  if (!spec.reasons.includes(next))
+    throw new IllegalMoveError(run.runId, name, from, reason, `it does not carry the reason ${String(next)}`);
   const before = fresh ? null : { ...run };
   Object.assign(run, fields, { status: spec.to });
   drafts.delete(run);

@@ -74,10 +74,13 @@ export class RunUpkeep {
     const { run, policy } = state;
     state.logSize = logSize(run.logPath);
     if (run.deadline) {
-      state.deadlineTimer = setTimeout(() => {
-        state.deadlineTimer = null;
-        this.deps.onDeadline(state);
-      }, Math.max(0, Date.parse(run.deadline) - Date.now()));
+      state.deadlineTimer = setTimeout(
+        () => {
+          state.deadlineTimer = null;
+          this.deps.onDeadline(state);
+        },
+        Math.max(0, Date.parse(run.deadline) - Date.now()),
+      );
       state.deadlineTimer.unref();
     }
     if (policy.stallSeconds !== null) {
@@ -133,7 +136,8 @@ export class RunUpkeep {
     const timer = setInterval(() => {
       const members = this.deps.spawner.members(groupOf(state.run));
       const sent = late.deliver(members);
-      if (sent > 0) this.deps.logger.info({ runId: state.run.runId, sent }, 'the fetcher started after the cancel\'s SIGTERM; sent it its own');
+      if (sent > 0)
+        this.deps.logger.info({ runId: state.run.runId, sent }, "the fetcher started after the cancel's SIGTERM; sent it its own");
       if (members.length === 0 || !late.wrappersLeft(members) || state.grace === null) this.stopLateCancel(state);
     }, LATE_CANCEL_POLL_MS);
     timer.unref();
@@ -179,7 +183,12 @@ export class RunUpkeep {
     if (state.stallTimer === null) this.checkLog(state);
     // memory ceilings: the run's memory and CPU so far ride on each heartbeat, and clients see them.
     const usage = this.deps.memory?.usage(run.runId);
-    const payload = { ...(state.lingering.length > 0 ? { pid: run.pid, lingering: state.lingering } : { pid: run.pid }), logGrewAt: run.logGrewAt ?? null, attempt: run.attempt ?? 1, ...usage };
+    const payload = {
+      ...(state.lingering.length > 0 ? { pid: run.pid, lingering: state.lingering } : { pid: run.pid }),
+      logGrewAt: run.logGrewAt ?? null,
+      attempt: run.attempt ?? 1,
+      ...usage,
+    };
     this.deps.record({ runId: run.runId, event: 'heartbeat', task: run.fetcher, pool: run.pool, payload });
     if (usage) this.deps.publish?.(state);
   }

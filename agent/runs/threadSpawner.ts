@@ -4,7 +4,10 @@ import { processSpawner } from './processSpawner';
 import type { ExitInfo, RunProcess, SpawnOptions } from './runProcess';
 import type { RunSpawner } from './runPorts';
 
-export interface SpawnRequest { id: number; opts: SpawnOptions }
+export interface SpawnRequest {
+  id: number;
+  opts: SpawnOptions;
+}
 export type SpawnReply =
   | { type: 'spawned'; id: number; pid: number; startTime: number }
   | { type: 'exited'; id: number; exit: ExitInfo | null }
@@ -50,10 +53,15 @@ export class ThreadSpawner implements RunSpawner {
     const id = this.nextId++;
     return new Promise<RunProcess>((resolve, reject) => {
       let exitedResolve!: (exit: ExitInfo | null) => void;
-      const exited = new Promise<ExitInfo | null>((r) => { exitedResolve = r; });
+      const exited = new Promise<ExitInfo | null>((r) => {
+        exitedResolve = r;
+      });
       this.pending.set(id, {
         spawned: ({ pid, startTime }) => resolve({ pid, startTime, exited }),
-        failed: (err) => { this.pending.delete(id); reject(err); },
+        failed: (err) => {
+          this.pending.delete(id);
+          reject(err);
+        },
         exited: exitedResolve,
       });
       worker.postMessage({ id, opts } satisfies SpawnRequest);

@@ -103,7 +103,9 @@ export class Schedule {
           lastRunAt: this.options.target.lastStartedAt(e.name)?.toISOString() ?? null,
           // Only for entries under a lateness check, and a success only when one is known: an entry
           // without either reads as it always did.
-          ...(e.lateAfterMinutes === null ? {} : { lateAfterMinutes: e.lateAfterMinutes, lateSince: this.lateOf(e, success, now, paused).lateSince?.toISOString() ?? null }),
+          ...(e.lateAfterMinutes === null
+            ? {}
+            : { lateAfterMinutes: e.lateAfterMinutes, lateSince: this.lateOf(e, success, now, paused).lateSince?.toISOString() ?? null }),
           ...(success === null ? {} : { lastSuccessAt: success.toISOString() }),
         };
       }),
@@ -120,8 +122,12 @@ export class Schedule {
     // status per ended run held the main thread for milliseconds per catalog entry.
     const paused = new Set(this.state.pausedFetchers);
     const now = this.clock.now();
-    const moved = this.entries.some((e) => e.lateAfterMinutes !== null
-      && (this.publishedLate.get(e.name) ?? null) !== (this.lateOf(e, this.options.target.lastSucceededAt?.(e.name) ?? null, now, paused).lateSince?.toISOString() ?? null));
+    const moved = this.entries.some(
+      (e) =>
+        e.lateAfterMinutes !== null &&
+        (this.publishedLate.get(e.name) ?? null) !==
+          (this.lateOf(e, this.options.target.lastSucceededAt?.(e.name) ?? null, now, paused).lateSince?.toISOString() ?? null),
+    );
     if (!moved) return;
     this.publishStatus(this.status());
     this.arm();
@@ -144,14 +150,20 @@ export class Schedule {
     if (fetcher === undefined) {
       next.paused = paused;
     } else {
-      if (!this.entries.some((e) => e.name === fetcher)) throw new UnknownFetcherError(fetcher, this.entries.map((e) => e.name));
+      if (!this.entries.some((e) => e.name === fetcher))
+        throw new UnknownFetcherError(
+          fetcher,
+          this.entries.map((e) => e.name),
+        );
       next.pausedFetchers = next.pausedFetchers.filter((f) => f !== fetcher);
       if (paused) next.pausedFetchers.push(fetcher);
     }
     this.stateFile.save(next);
     this.state = next;
-    this.options.logger.info({ event: 'schedule-paused', paused, fetcher: fetcher ?? null },
-      `schedule ${paused ? 'paused' : 'resumed'}${fetcher === undefined ? ' (all fetchers)' : ` for ${fetcher}`}`);
+    this.options.logger.info(
+      { event: 'schedule-paused', paused, fetcher: fetcher ?? null },
+      `schedule ${paused ? 'paused' : 'resumed'}${fetcher === undefined ? ' (all fetchers)' : ` for ${fetcher}`}`,
+    );
     this.publish();
     return this.status();
   }
@@ -231,7 +243,10 @@ export class Schedule {
       const expected = e.cron.nextRun(now);
       const after = expected === null ? null : e.cron.nextRun(expected);
       if (after !== null && e.nextDue.getTime() > after.getTime()) {
-        this.options.logger.warn({ event: 'schedule-clock', fetcher: e.name }, `schedule: the clock went back; ${e.name} is next due ${expected?.toISOString()}`);
+        this.options.logger.warn(
+          { event: 'schedule-clock', fetcher: e.name },
+          `schedule: the clock went back; ${e.name} is next due ${expected?.toISOString()}`,
+        );
         e.nextDue = expected;
       }
     }
@@ -268,9 +283,17 @@ export class Schedule {
 function compile(fetchers: readonly ScheduledFetcher[]): Entry[] {
   const problems: string[] = [];
   const entries = fetchers.map((f): Entry => {
-    const entry: Entry = { name: f.name, pattern: f.schedule ?? null, timezone: f.timezone ?? null, cron: null, nextDue: null, lateAfterMinutes: f.lateAfterMinutes ?? null };
+    const entry: Entry = {
+      name: f.name,
+      pattern: f.schedule ?? null,
+      timezone: f.timezone ?? null,
+      cron: null,
+      nextDue: null,
+      lateAfterMinutes: f.lateAfterMinutes ?? null,
+    };
     if (f.schedule === undefined) {
-      if (f.lateAfterMinutes !== undefined) problems.push(`catalog: fetcher ${f.name}: lateAfterMinutes needs a schedule (lateness counts from its due times)`);
+      if (f.lateAfterMinutes !== undefined)
+        problems.push(`catalog: fetcher ${f.name}: lateAfterMinutes needs a schedule (lateness counts from its due times)`);
       return entry;
     }
     try {
@@ -280,8 +303,10 @@ function compile(fetchers: readonly ScheduledFetcher[]): Entry[] {
       cron.nextRun(); // throws for an unknown time zone
       entry.cron = cron;
     } catch (err) {
-      problems.push(`catalog: fetcher ${f.name}: schedule ${JSON.stringify(f.schedule)}` +
-        `${f.timezone === undefined ? '' : ` timezone ${JSON.stringify(f.timezone)}`}: ${(err as Error).message}`);
+      problems.push(
+        `catalog: fetcher ${f.name}: schedule ${JSON.stringify(f.schedule)}` +
+          `${f.timezone === undefined ? '' : ` timezone ${JSON.stringify(f.timezone)}`}: ${(err as Error).message}`,
+      );
     }
     return entry;
   });

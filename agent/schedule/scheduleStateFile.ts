@@ -10,17 +10,22 @@ export interface PausedState {
   pausedFetchers: string[];
 }
 
-const fileSchema = z.object({
-  version: z.literal(1),
-  paused: z.boolean(),
-  pausedFetchers: z.array(z.string()),
-}).strict();
+const fileSchema = z
+  .object({
+    version: z.literal(1),
+    paused: z.boolean(),
+    pausedFetchers: z.array(z.string()),
+  })
+  .strict();
 
 /** The schedule's pause state in QUANTILICA_HOME/schedule.json. */
 export class ScheduleStateFile {
   readonly path: string;
 
-  constructor(homeDir: string, private readonly logger: Logger) {
+  constructor(
+    homeDir: string,
+    private readonly logger: Logger,
+  ) {
     this.path = path.join(homeDir, 'schedule.json');
   }
 
@@ -53,8 +58,10 @@ export class ScheduleStateFile {
     } catch (err) {
       kept = `could not be moved aside (${String(err)})`;
     }
-    this.logger.error({ file: this.path, problem, aside },
-      `the schedule state ${this.path} is corrupt (${problem}); using defaults (nothing paused); the file was ${kept}`);
+    this.logger.error(
+      { file: this.path, problem, aside },
+      `the schedule state ${this.path} is corrupt (${problem}); using defaults (nothing paused); the file was ${kept}`,
+    );
     return { paused: false, pausedFetchers: [] };
   }
 

@@ -7,7 +7,18 @@ import {
   type MessageConnection,
 } from 'vscode-jsonrpc';
 import type { RawData, WebSocket } from 'ws';
-import { BEFORE_HELLO, Changed, ErrorCodes, FlushTelemetry, Hello, PROTOCOL_VERSION, REQUESTS, type ChangedParams, type RequestMethod, type Snapshot } from '../../shared/protocol';
+import {
+  BEFORE_HELLO,
+  Changed,
+  ErrorCodes,
+  FlushTelemetry,
+  Hello,
+  PROTOCOL_VERSION,
+  REQUESTS,
+  type ChangedParams,
+  type RequestMethod,
+  type Snapshot,
+} from '../../shared/protocol';
 import { errorResponseText, TextMessageReader, TextMessageWriter } from '../../shared/textMessageTransport';
 import { wsText } from '../../shared/node/wsText';
 import type { Logger } from '../log/logger';
@@ -50,14 +61,18 @@ export class ClientConnection {
     const reader = new TextMessageReader((code, error) => {
       this.flow.send(errorResponseText(code, error)).catch(() => undefined);
     });
-    const writer = new TextMessageWriter((text) => this.flow.send(text), (message) => {
-      if (Message.isResponse(message)) this.answered();
-    });
+    const writer = new TextMessageWriter(
+      (text) => this.flow.send(text),
+      (message) => {
+        if (Message.isResponse(message)) this.answered();
+      },
+    );
     this.rpc = createMessageConnection(reader, writer, {
       // A notification to a client that is going away fails by design (the change stream races the
       // close); that is counted at debug level, not a warning per change.
       error: (message) => {
-        if (message.startsWith('Sending notification failed') && (this.closed || ws.readyState !== ws.OPEN)) logger.debug({ client: id, reason: 'client-gone' }, message);
+        if (message.startsWith('Sending notification failed') && (this.closed || ws.readyState !== ws.OPEN))
+          logger.debug({ client: id, reason: 'client-gone' }, message);
         else logger.warn({ client: id }, message);
       },
       warn: (message) => logger.warn({ client: id }, message),
@@ -77,7 +92,9 @@ export class ClientConnection {
       const message = reader.receive(wsText(data));
       if (message !== undefined && Message.isRequest(message)) this.received();
     });
-    ws.on('pong', () => { this.alive = true; });
+    ws.on('pong', () => {
+      this.alive = true;
+    });
     ws.on('error', (err) => logger.warn({ client: id, err: err.message }, 'client socket error'));
     this.closedPromise = new Promise((resolve) => {
       ws.once('close', (code: number, reason: Buffer) => {
@@ -119,11 +136,17 @@ export class ClientConnection {
 
   private async dispatch(method: string, params: unknown, cancel: CancellationToken): Promise<unknown> {
     if (!Object.hasOwn(REQUESTS, method)) {
-      throw new ResponseError(RpcErrorCodes.MethodNotFound, `unknown method ${JSON.stringify(method)}; the agent answers ${Object.keys(REQUESTS).join(', ')}`);
+      throw new ResponseError(
+        RpcErrorCodes.MethodNotFound,
+        `unknown method ${JSON.stringify(method)}; the agent answers ${Object.keys(REQUESTS).join(', ')}`,
+      );
     }
     const known = method as RequestMethod;
     if (!BEFORE_HELLO.has(known) && this.unsubscribe === null) {
-      throw new ResponseError(ErrorCodes.handshakeRequired, `send ${Hello.method} with protocolVersion ${PROTOCOL_VERSION} before ${method}`);
+      throw new ResponseError(
+        ErrorCodes.handshakeRequired,
+        `send ${Hello.method} with protocolVersion ${PROTOCOL_VERSION} before ${method}`,
+      );
     }
     try {
       await this.flow.ready();

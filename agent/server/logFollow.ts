@@ -63,12 +63,19 @@ export async function readLog(control: AgentControl, params: ReadLog.Params, can
     const base = { runId: run.runId, fetcher: run.fetcher, status: run.status };
     if (!run.logPath) {
       // A waiting run has no log yet; an ended one without a log never will.
-      if (ended || Date.now() >= deadline || cancel.isCancellationRequested) return { ...base, offset: params.offset, nextOffset: params.offset, text: '', ended };
+      if (ended || Date.now() >= deadline || cancel.isCancellationRequested)
+        return { ...base, offset: params.offset, nextOffset: params.offset, text: '', ended };
     } else {
       const read = readLogBytes(run.logPath, params.offset, maxBytes);
       const caughtUp = read.nextOffset >= read.size;
       if (read.text.length > 0 || ended || Date.now() >= deadline || cancel.isCancellationRequested) {
-        return { ...base, offset: read.nextOffset - Buffer.byteLength(read.text), nextOffset: read.nextOffset, text: read.text, ended: ended && caughtUp };
+        return {
+          ...base,
+          offset: read.nextOffset - Buffer.byteLength(read.text),
+          nextOffset: read.nextOffset,
+          text: read.text,
+          ended: ended && caughtUp,
+        };
       }
     }
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));

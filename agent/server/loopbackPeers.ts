@@ -62,7 +62,10 @@ export class LoopbackPeers {
         // tcp6 is absent without IPv6; tcp alone is enough.
       }
     }
-    if (this.tables === null) setImmediate(() => { this.tables = null; }).unref();
+    if (this.tables === null)
+      setImmediate(() => {
+        this.tables = null;
+      }).unref();
     this.tables = tables.length === 0 ? null : tables;
     this.readAt = began;
     this.costMs = performance.now() - began;
@@ -80,7 +83,10 @@ function find(tables: string[], keys: string[]): number | null {
       const at = text.indexOf(`: ${key} `);
       if (at < 0) continue;
       const end = text.indexOf('\n', at);
-      const fields = text.slice(at + key.length + 3, end < 0 ? undefined : end).trim().split(/\s+/);
+      const fields = text
+        .slice(at + key.length + 3, end < 0 ? undefined : end)
+        .trim()
+        .split(/\s+/);
       const uid = Number(fields[4]);
       if (Number.isInteger(uid)) return uid;
     }

@@ -8,7 +8,8 @@ import { REQUESTS, type ParamsOf, type RequestMethod } from '../../shared/protoc
  */
 export function parseParams<M extends RequestMethod>(method: M, params: unknown): ParamsOf<M> {
   const parsed = REQUESTS[method].params.safeParse(params);
-  if (!parsed.success) throw new ResponseError(RpcErrorCodes.InvalidParams, `invalid params for ${method}: ${describeIssues(parsed.error)}`);
+  if (!parsed.success)
+    throw new ResponseError(RpcErrorCodes.InvalidParams, `invalid params for ${method}: ${describeIssues(parsed.error)}`);
   return parsed.data;
 }
 

@@ -11,7 +11,11 @@ export class RefusalLog {
   private timer: NodeJS.Timeout | null = null;
   private totalCount = 0;
 
-  constructor(private readonly logger: Logger, private readonly periodMs = 10_000, private readonly message = 'refused connections to the protocol server') {}
+  constructor(
+    private readonly logger: Logger,
+    private readonly periodMs = 10_000,
+    private readonly message = 'refused connections to the protocol server',
+  ) {}
 
   /** Every refusal since the start. */
   get total(): number {

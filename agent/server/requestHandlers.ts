@@ -49,7 +49,10 @@ const DEFAULT_TAIL_BYTES = 64 * 1024;
 /** The agent's answer to each protocol request, given params that passed their schema. */
 export function requestHandlers(control: AgentControl): RequestHandlers {
   return {
-    [Initialize.method]: (): Initialize.Result => ({ capabilities: {}, serverInfo: { name: 'quantilica-agent', version: String(PROTOCOL_VERSION) } }),
+    [Initialize.method]: (): Initialize.Result => ({
+      capabilities: {},
+      serverInfo: { name: 'quantilica-agent', version: String(PROTOCOL_VERSION) },
+    }),
     [Shutdown.method]: (): null => null,
     [Hello.method]: (params, ctx): Hello.Result => {
       if (params.protocolVersion !== PROTOCOL_VERSION) {
@@ -68,16 +71,25 @@ export function requestHandlers(control: AgentControl): RequestHandlers {
     [RunFetcher.method]: async (params): Promise<RunFetcher.Result> => ({
       run: await control.run(params.fetcher, params.args ?? [], params.trigger ?? 'protocol'),
     }),
-    [WaitRun.method]: (params, ctx): Promise<WaitRun.Result> => new Promise((resolve, reject) => {
-      // The client may give up waiting ($/cancelRequest); the run itself goes on.
-      const onCancel = ctx.cancel.onCancellationRequested(() => {
-        reject(new ResponseError(REQUEST_CANCELLED, `stopped waiting for ${params.runId}: the client cancelled the request (the run goes on)`));
-      });
-      control.waitRun(params.runId).then(
-        (run) => { onCancel.dispose(); resolve({ run }); },
-        (err: unknown) => { onCancel.dispose(); reject(err instanceof Error ? err : new Error(String(err))); },
-      );
-    }),
+    [WaitRun.method]: (params, ctx): Promise<WaitRun.Result> =>
+      new Promise((resolve, reject) => {
+        // The client may give up waiting ($/cancelRequest); the run itself goes on.
+        const onCancel = ctx.cancel.onCancellationRequested(() => {
+          reject(
+            new ResponseError(REQUEST_CANCELLED, `stopped waiting for ${params.runId}: the client cancelled the request (the run goes on)`),
+          );
+        });
+        control.waitRun(params.runId).then(
+          (run) => {
+            onCancel.dispose();
+            resolve({ run });
+          },
+          (err: unknown) => {
+            onCancel.dispose();
+            reject(err instanceof Error ? err : new Error(String(err)));
+          },
+        );
+      }),
     [CancelRun.method]: async (params): Promise<CancelRun.Result> => ({
       cancelled: await control.cancel(params.runId !== undefined ? { runId: params.runId } : { fetcher: params.fetcher }),
     }),
@@ -88,9 +100,18 @@ export function requestHandlers(control: AgentControl): RequestHandlers {
     },
     [FlushTelemetry.method]: async (params, ctx): Promise<FlushTelemetry.Result> => {
       const token = params?.workDoneToken;
-      const progress = (value: FlushProgress): void => { if (token !== undefined) ctx.sendProgress(token, value); };
+      const progress = (value: FlushProgress): void => {
+        if (token !== undefined) ctx.sendProgress(token, value);
+      };
       const pending = control.hub.snapshot().spool?.pending ?? 0;
-      progress({ kind: 'begin', title: 'Flushing telemetry', message: `${pending} events to send`, percentage: 0, sent: 0, remaining: pending });
+      progress({
+        kind: 'begin',
+        title: 'Flushing telemetry',
+        message: `${pending} events to send`,
+        percentage: 0,
+        sent: 0,
+        remaining: pending,
+      });
       const result = await control.flush((sent, remaining) => {
         const total = sent + remaining;
         progress({
@@ -103,7 +124,10 @@ export function requestHandlers(control: AgentControl): RequestHandlers {
       });
       progress({
         kind: 'end',
-        message: result.error === null ? `${result.sent} sent, ${result.remaining} remaining` : `stopped after ${result.sent} sent: ${result.error}`,
+        message:
+          result.error === null
+            ? `${result.sent} sent, ${result.remaining} remaining`
+            : `stopped after ${result.sent} sent: ${result.error}`,
         sent: result.sent,
         remaining: result.remaining,
       });
@@ -113,7 +137,9 @@ export function requestHandlers(control: AgentControl): RequestHandlers {
     [ReadLog.method]: (params, ctx): Promise<ReadLog.Result> => readLog(control, params, ctx.cancel),
     [ListEvents.method]: (params, ctx): Promise<ListEvents.Result> => {
       if (!control.listEvents) throw new ResponseError(ErrorCodes.unavailable, 'this agent keeps no operator events');
-      return control.listEvents(params ?? {}, (stop) => { ctx.cancel.onCancellationRequested(stop); });
+      return control.listEvents(params ?? {}, (stop) => {
+        ctx.cancel.onCancellationRequested(stop);
+      });
     },
     [GetMetrics.method]: (): Promise<GetMetrics.Result> => {
       if (!control.metrics) throw new ResponseError(ErrorCodes.unavailable, 'this agent has no metrics');

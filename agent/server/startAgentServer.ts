@@ -118,9 +118,21 @@ export async function startAgentServer(control: AgentControl, opts: AgentServerO
   const unverified = new Map<Socket, number>();
   let verifyTimer: NodeJS.Timeout | null = null;
   const isForeign = (socket: Socket, acceptedAt: number): boolean => {
-    const uid = peers.uidOf({ peerAddress: socket.remoteAddress ?? '', peerPort: socket.remotePort ?? 0, localAddress: socket.localAddress ?? '', localPort: socket.localPort ?? 0 }, acceptedAt);
+    const uid = peers.uidOf(
+      {
+        peerAddress: socket.remoteAddress ?? '',
+        peerPort: socket.remotePort ?? 0,
+        localAddress: socket.localAddress ?? '',
+        localPort: socket.localPort ?? 0,
+      },
+      acceptedAt,
+    );
     if (uid === undefined) {
-      if (!peerTablesMissing) logger.warn({}, 'cannot read /proc/net/tcp: the account of a connection is not checked, every connection counts against the pending cap');
+      if (!peerTablesMissing)
+        logger.warn(
+          {},
+          'cannot read /proc/net/tcp: the account of a connection is not checked, every connection counts against the pending cap',
+        );
       peerTablesMissing = true;
       return false;
     }
@@ -213,7 +225,9 @@ export async function startAgentServer(control: AgentControl, opts: AgentServerO
     });
   });
 
-  const pingTimer = setInterval(() => { for (const client of clients) client.ping(); }, opts.pingIntervalMs ?? 30_000);
+  const pingTimer = setInterval(() => {
+    for (const client of clients) client.ping();
+  }, opts.pingIntervalMs ?? 30_000);
   pingTimer.unref();
 
   try {
@@ -276,7 +290,11 @@ function listen(server: http.Server, port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     server.once('error', (err: NodeJS.ErrnoException) => {
       if (err.code === 'EADDRINUSE' || err.code === 'EACCES') {
-        reject(new EnvironmentError(`QUANTILICA_PORT=${port}: cannot listen on 127.0.0.1:${port} (${err.code === 'EADDRINUSE' ? 'the port is in use' : 'not permitted'}); choose another port, or 0 for a free one`));
+        reject(
+          new EnvironmentError(
+            `QUANTILICA_PORT=${port}: cannot listen on 127.0.0.1:${port} (${err.code === 'EADDRINUSE' ? 'the port is in use' : 'not permitted'}); choose another port, or 0 for a free one`,
+          ),
+        );
       } else reject(err);
     });
     server.listen(port, LOOPBACK, () => {

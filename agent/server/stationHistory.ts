@@ -7,9 +7,20 @@ export function stationHistory(control: AgentControl, params: GetHistory.Params 
   const hours = Math.min(params?.hours ?? 24, 48);
   const fromMs = now - hours * 3600_000;
   const snapshot = control.hub.snapshot();
-  const runs: RunSpan[] = control.listRuns(1000)
+  const runs: RunSpan[] = control
+    .listRuns(1000)
     .filter((r) => r.startedAt !== null && (r.finishedAt === null || Date.parse(r.finishedAt) >= fromMs))
-    .map((r) => ({ runId: r.runId, fetcher: r.fetcher, pool: r.pool, slot: r.slot, start: r.startedAt!, end: r.finishedAt, status: r.status, exitCode: r.exitCode, reason: r.reason }));
+    .map((r) => ({
+      runId: r.runId,
+      fetcher: r.fetcher,
+      pool: r.pool,
+      slot: r.slot,
+      start: r.startedAt!,
+      end: r.finishedAt,
+      status: r.status,
+      exitCode: r.exitCode,
+      reason: r.reason,
+    }));
   const disk = snapshot.disk;
   return {
     from: new Date(fromMs).toISOString(),

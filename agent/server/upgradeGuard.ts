@@ -42,27 +42,48 @@ export function newToken(): string {
  */
 export function checkUpgrade(headers: IncomingHttpHeaders, port: number, expectedDigest: Buffer): UpgradeVerdict {
   if (headers.origin !== undefined) {
-    return { ok: false, status: 403, reason: 'browser-origin', body: 'refused: requests from a browser (an Origin header) may not connect to the Quantilica agent\n' };
+    return {
+      ok: false,
+      status: 403,
+      reason: 'browser-origin',
+      body: 'refused: requests from a browser (an Origin header) may not connect to the Quantilica agent\n',
+    };
   }
   const host = (headers.host ?? '').toLowerCase();
   if (host !== `127.0.0.1:${port}` && host !== `localhost:${port}`) {
-    return { ok: false, status: 403, reason: 'foreign-host', body: `refused: the Host header is not the agent's loopback address (127.0.0.1:${port} or localhost:${port})\n` };
+    return {
+      ok: false,
+      status: 403,
+      reason: 'foreign-host',
+      body: `refused: the Host header is not the agent's loopback address (127.0.0.1:${port} or localhost:${port})\n`,
+    };
   }
   const authorization = headers.authorization;
   if (authorization === undefined) {
     const nonce = headers[NONCE_HEADER];
     if (typeof nonce === 'string') {
-      if (!NONCE.test(nonce)) return { ok: false, status: 400, reason: 'bad-nonce', body: `refused: ${NONCE_HEADER} must be 22 to 64 base64url characters\n` };
+      if (!NONCE.test(nonce))
+        return { ok: false, status: 400, reason: 'bad-nonce', body: `refused: ${NONCE_HEADER} must be 22 to 64 base64url characters\n` };
       return { ok: true, kind: 'challenge', clientNonce: nonce };
     }
-    return { ok: false, status: 401, reason: 'no-token', body: 'refused: no token; send "Authorization: Bearer <token>" with the token from the agent\'s connection file\n' };
+    return {
+      ok: false,
+      status: 401,
+      reason: 'no-token',
+      body: 'refused: no token; send "Authorization: Bearer <token>" with the token from the agent\'s connection file\n',
+    };
   }
   const match = /^Bearer ([^\s]+)$/.exec(authorization);
   if (!match) {
     return { ok: false, status: 401, reason: 'bad-authorization', body: 'refused: the Authorization header must be "Bearer <token>"\n' };
   }
   if (!crypto.timingSafeEqual(tokenDigest(match[1]), expectedDigest)) {
-    return { ok: false, status: 401, reason: 'wrong-token', body: 'refused: wrong token; read it again from the agent\'s connection file (the agent may have restarted)\n' };
+    return {
+      ok: false,
+      status: 401,
+      reason: 'wrong-token',
+      body: "refused: wrong token; read it again from the agent's connection file (the agent may have restarted)\n",
+    };
   }
   return { ok: true, kind: 'token' };
 }

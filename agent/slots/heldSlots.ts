@@ -28,7 +28,10 @@ export interface HeldSlot {
 export class HeldSlots {
   private readonly held = new Map<number, HeldSlot>();
 
-  constructor(private readonly pool: string, private readonly logger: Logger) {}
+  constructor(
+    private readonly pool: string,
+    private readonly logger: Logger,
+  ) {}
 
   track(index: number, name: string, record: OwnerRecord, dev: number, ino: number): void {
     this.drop(index);
@@ -76,13 +79,19 @@ export class HeldSlots {
       if (current && current.ino === slot.ino && current.dev === slot.dev) continue;
       const lock = tryLockIn(dir, slot.name);
       if (!lock) {
-        this.logger.error({ pool: this.pool, index: slot.index, runId: slot.record.runId }, 'a slot lock file was removed under a running fetcher and another process took the new one: the pool is over-booked until one ends');
+        this.logger.error(
+          { pool: this.pool, index: slot.index, runId: slot.record.runId },
+          'a slot lock file was removed under a running fetcher and another process took the new one: the pool is over-booked until one ends',
+        );
         continue;
       }
       writeRecordTo(lock.fd, slot.record);
       if (slot.relockFd !== null) fs.closeSync(slot.relockFd);
       Object.assign(slot, { relockFd: lock.fd, dev: lock.dev, ino: lock.ino });
-      this.logger.warn({ pool: this.pool, index: slot.index, runId: slot.record.runId, lockPath: lock.lockPath }, 'slot lock file was removed under a running fetcher (tmp cleaner?): re-created and re-locked by the agent until the run ends');
+      this.logger.warn(
+        { pool: this.pool, index: slot.index, runId: slot.record.runId, lockPath: lock.lockPath },
+        'slot lock file was removed under a running fetcher (tmp cleaner?): re-created and re-locked by the agent until the run ends',
+      );
     }
   }
 

@@ -17,7 +17,9 @@ export function otherModeHolders(
   locks: Map<string, KernelLock>,
   activeRuns: { runId: string; pool: string }[],
 ): OtherModeHolders | null {
-  const files = opts.usePools ? [path.join(opts.lockDir, SERIAL_LOCK_FILE)] : opts.poolNames.flatMap((pool) => slotFiles(path.join(opts.lockDir, pool)));
+  const files = opts.usePools
+    ? [path.join(opts.lockDir, SERIAL_LOCK_FILE)]
+    : opts.poolNames.flatMap((pool) => slotFiles(path.join(opts.lockDir, pool)));
   const lockFiles = files.filter((file) => kernelLockOf(locks, regularStat(file)) !== null);
   const runs = activeRuns.filter((r) => (opts.usePools ? r.pool === SERIAL_POOL : r.pool !== SERIAL_POOL)).map((r) => r.runId);
   if (lockFiles.length === 0 && runs.length === 0) return null;
@@ -26,7 +28,10 @@ export function otherModeHolders(
 
 function slotFiles(dir: string): string[] {
   try {
-    return fs.readdirSync(dir).filter((name) => SLOT_FILE.test(name)).map((name) => path.join(dir, name));
+    return fs
+      .readdirSync(dir)
+      .filter((name) => SLOT_FILE.test(name))
+      .map((name) => path.join(dir, name));
   } catch {
     return [];
   }

@@ -24,7 +24,12 @@ export interface CancelOwner {
   get(runId: string): RunInfo | null;
 }
 
-interface RequestRow { id: string; run_id: string; requested_by: string; state: string }
+interface RequestRow {
+  id: string;
+  run_id: string;
+  requested_by: string;
+  state: string;
+}
 
 /**
  * Cancel from any station. A station asked to cancel a run it does not own finds the station
@@ -47,7 +52,10 @@ export class PgRunCancel {
   /** Requests this process made: run id -> row id, so `waitRun` can follow the run on its station. */
   private readonly asked = new Map<string, string>();
 
-  constructor(private readonly backend: PgSlotBackend, private readonly logger: Logger) {}
+  constructor(
+    private readonly backend: PgSlotBackend,
+    private readonly logger: Logger,
+  ) {}
 
   /** The owner's side: listen, then act on the requests already waiting (made while no agent listened). */
   async listen(owner: CancelOwner): Promise<void> {
@@ -59,7 +67,12 @@ export class PgRunCancel {
 
   private async connect(): Promise<void> {
     if (this.closed) return;
-    const client = new pg.Client({ connectionString: this.backend.url, application_name: `quantilica-cancel ${this.backend.station}`, keepAlive: true, connectionTimeoutMillis: 10_000 });
+    const client = new pg.Client({
+      connectionString: this.backend.url,
+      application_name: `quantilica-cancel ${this.backend.station}`,
+      keepAlive: true,
+      connectionTimeoutMillis: 10_000,
+    });
     const lost = () => {
       if (this.listener !== client) return;
       this.listener = null;
@@ -67,11 +80,14 @@ export class PgRunCancel {
       this.scheduleReconnect();
     };
     client.on('error', (err) => {
-      if (this.listener === client) this.logger.warn({ err: err.message }, 'cancel listener connection lost: cancels from other stations wait until it is back');
+      if (this.listener === client)
+        this.logger.warn({ err: err.message }, 'cancel listener connection lost: cancels from other stations wait until it is back');
       lost();
     });
     client.on('end', lost);
-    client.on('notification', (msg) => { if (msg.channel === CHANNEL) this.scan(); });
+    client.on('notification', (msg) => {
+      if (msg.channel === CHANNEL) this.scan();
+    });
     try {
       await client.connect();
       await client.query('SET search_path = pg_catalog, pg_temp');
@@ -80,7 +96,8 @@ export class PgRunCancel {
       await client.end().catch(() => {});
       // Said once per cause: during an outage the retries every second would fill the log.
       const message = (err as Error).message;
-      if (message !== this.lastConnectError) this.logger.warn({ err: message }, 'cannot listen for cancels from other stations; trying again');
+      if (message !== this.lastConnectError)
+        this.logger.warn({ err: message }, 'cannot listen for cancels from other stations; trying again');
       this.lastConnectError = message;
       this.scheduleReconnect();
       return;
@@ -96,7 +113,10 @@ export class PgRunCancel {
 
   private scheduleReconnect(): void {
     if (this.closed || this.reconnectTimer) return;
-    this.reconnectTimer = setTimeout(() => { this.reconnectTimer = null; void this.connect(); }, RECONNECT_MS);
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = null;
+      void this.connect();
+    }, RECONNECT_MS);
     this.reconnectTimer.unref();
   }
 
@@ -110,52 +130,68 @@ export class PgRunCancel {
     if (!client || this.closed) return;
     this.scanning = true;
     (async () => {
-      const rows = (await client.query<RequestRow>(`SELECT id::text, run_id, requested_by, state FROM core.run_cancel
-        WHERE station = $1 AND state IN ('pending', 'claimed') ORDER BY id`, [this.backend.station])).rows;
+      const rows = (
+        await client.query<RequestRow>(
+          `SELECT id::text, run_id, requested_by, state FROM core.run_cancel
+        WHERE station = $1 AND state IN ('pending', 'claimed') ORDER BY id`,
+          [this.backend.station],
+        )
+      ).rows;
       for (const row of rows) {
         if (this.handling.has(row.id)) continue;
         // A claimed row not in hand was left by an earlier agent of this station: it is ours to finish.
         if (row.state === 'pending') {
-          const claimed = await client.query("UPDATE core.run_cancel SET state = 'claimed' WHERE id = $1::bigint AND state = 'pending'", [row.id]);
+          const claimed = await client.query("UPDATE core.run_cancel SET state = 'claimed' WHERE id = $1::bigint AND state = 'pending'", [
+            row.id,
+          ]);
           if (claimed.rowCount !== 1) continue;
         }
         this.handling.add(row.id);
         void this.handle(client, row)
-          .catch((err: unknown) => this.logger.warn({ runId: row.run_id, err: (err as Error).message }, 'cannot cancel a run another station asked to cancel'))
+          .catch((err: unknown) =>
+            this.logger.warn({ runId: row.run_id, err: (err as Error).message }, 'cannot cancel a run another station asked to cancel'),
+          )
           .finally(() => this.handling.delete(row.id));
       }
-    })().catch((err: unknown) => {
-      this.logger.warn({ err: (err as Error).message }, 'cannot read the cancels asked of this station');
-    }).finally(() => {
-      this.scanning = false;
-      if (this.again) {
-        this.again = false;
-        this.scan();
-      }
-    });
+    })()
+      .catch((err: unknown) => {
+        this.logger.warn({ err: (err as Error).message }, 'cannot read the cancels asked of this station');
+      })
+      .finally(() => {
+        this.scanning = false;
+        if (this.again) {
+          this.again = false;
+          this.scan();
+        }
+      });
   }
 
   private async handle(client: pg.Client, row: RequestRow): Promise<void> {
     const owner = this.owner;
     if (!owner) return;
-    const answer = (sql: string, params: unknown[]) => client.query(sql, [row.id, ...params]).catch((err: unknown) => {
-      // The row stays claimed: the next scan on a new connection finishes it.
-      this.logger.warn({ runId: row.run_id, err: (err as Error).message }, 'cannot answer a cancel asked by another station');
-    });
+    const answer = (sql: string, params: unknown[]) =>
+      client.query(sql, [row.id, ...params]).catch((err: unknown) => {
+        // The row stays claimed: the next scan on a new connection finishes it.
+        this.logger.warn({ runId: row.run_id, err: (err as Error).message }, 'cannot answer a cancel asked by another station');
+      });
     let info: RunInfo;
     try {
       info = owner.cancel(row.run_id, row.requested_by);
     } catch (err) {
       const ended = err instanceof InvalidArgumentError;
       if (!ended && !(err instanceof UnknownRunError)) throw err;
-      await answer(`UPDATE core.run_cancel SET state = 'done', outcome = coalesce(outcome, $2), run = coalesce($3::jsonb, run), done_at = now() WHERE id = $1::bigint`,
-        [ended ? 'already-ended' : 'not-found', ended ? JSON.stringify(owner.get(row.run_id)) : null]);
+      await answer(
+        `UPDATE core.run_cancel SET state = 'done', outcome = coalesce(outcome, $2), run = coalesce($3::jsonb, run), done_at = now() WHERE id = $1::bigint`,
+        [ended ? 'already-ended' : 'not-found', ended ? JSON.stringify(owner.get(row.run_id)) : null],
+      );
       return;
     }
     this.logger.info({ runId: row.run_id, by: row.requested_by }, 'cancel-from-station: another station asked to cancel this run');
     await answer("UPDATE core.run_cancel SET outcome = 'cancelling', run = $2::jsonb WHERE id = $1::bigint", [JSON.stringify(info)]);
     const end = await owner.waitRun(row.run_id);
-    await answer("UPDATE core.run_cancel SET state = 'done', run = $2::jsonb, done_at = now() WHERE id = $1::bigint", [JSON.stringify(end)]);
+    await answer("UPDATE core.run_cancel SET state = 'done', run = $2::jsonb, done_at = now() WHERE id = $1::bigint", [
+      JSON.stringify(end),
+    ]);
   }
 
   /**
@@ -170,27 +206,52 @@ export class PgRunCancel {
     } catch (err) {
       if (err instanceof ClientError) throw err;
       // Which station owns the run cannot be known now: say so rather than "unknown run".
-      throw new ClientError(ErrorCodes.unavailable, ExitCode.agentUnavailable, `run ${runId} is not this station's and the slot database cannot be reached to ask the others: ${(err as Error).message}`);
+      throw new ClientError(
+        ErrorCodes.unavailable,
+        ExitCode.agentUnavailable,
+        `run ${runId} is not this station's and the slot database cannot be reached to ask the others: ${(err as Error).message}`,
+      );
     }
   }
 
   private async ask(runId: string): Promise<RunInfo> {
     const { backend } = this;
-    const owner = (await backend.use((c) => c.query<{ station: string }>(`SELECT o.station FROM (
+    const owner = (
+      await backend.use((c) =>
+        c.query<{ station: string }>(
+          `SELECT o.station FROM (
         SELECT h.station, h.backend_pid FROM core.slot_holder h WHERE h.run_id = $1
         UNION ALL SELECT w.station, w.backend_pid FROM core.slot_waiter w WHERE w.run_id = $1) o
-      WHERE o.station <> $2 AND EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = o.backend_pid) LIMIT 1`, [runId, backend.station]))).rows[0]?.station;
+      WHERE o.station <> $2 AND EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = o.backend_pid) LIMIT 1`,
+          [runId, backend.station],
+        ),
+      )
+    ).rows[0]?.station;
     if (owner === undefined) {
       // Owned by no station now (its slot already freed): an earlier request's row says how it is ending or ended.
-      const earlier = (await backend.use((c) => c.query<{ id: string; station: string; state: string; run: RunInfo }>(`SELECT id::text, station, state, run
-        FROM core.run_cancel WHERE run_id = $1 AND outcome IN ('cancelling', 'already-ended') AND run IS NOT NULL ORDER BY id DESC LIMIT 1`, [runId]))).rows[0];
+      const earlier = (
+        await backend.use((c) =>
+          c.query<{ id: string; station: string; state: string; run: RunInfo }>(
+            `SELECT id::text, station, state, run
+        FROM core.run_cancel WHERE run_id = $1 AND outcome IN ('cancelling', 'already-ended') AND run IS NOT NULL ORDER BY id DESC LIMIT 1`,
+            [runId],
+          ),
+        )
+      ).rows[0];
       if (earlier === undefined) throw new UnknownRunError(runId);
       this.asked.set(runId, earlier.id);
       if (earlier.state !== 'done') return earlier.run;
       throw new InvalidArgumentError(`run ${runId} is not active on station ${earlier.station}; nothing to cancel`);
     }
-    const id = (await backend.use((c) => c.query<{ id: string }>(`WITH r AS (INSERT INTO core.run_cancel (run_id, station, requested_by) VALUES ($1, $2, $3) RETURNING id)
-      SELECT r.id::text AS id, pg_catalog.pg_notify($4, $1) FROM r`, [runId, owner, backend.station, CHANNEL]))).rows[0]?.id;
+    const id = (
+      await backend.use((c) =>
+        c.query<{ id: string }>(
+          `WITH r AS (INSERT INTO core.run_cancel (run_id, station, requested_by) VALUES ($1, $2, $3) RETURNING id)
+      SELECT r.id::text AS id, pg_catalog.pg_notify($4, $1) FROM r`,
+          [runId, owner, backend.station, CHANNEL],
+        ),
+      )
+    ).rows[0]?.id;
     if (id === undefined) throw new Error('the cancel request was not recorded');
     const deadline = Date.now() + ANSWER_MS;
     let claimed = false;
@@ -206,9 +267,15 @@ export class PgRunCancel {
         throw new InvalidArgumentError(`run ${runId} is not active on station ${owner}; nothing to cancel`);
       }
       if (!claimed && Date.now() > deadline) {
-        const withdrawn = await backend.use((c) => c.query("UPDATE core.run_cancel SET state = 'no-answer', done_at = now() WHERE id = $1::bigint AND state = 'pending'", [id]));
+        const withdrawn = await backend.use((c) =>
+          c.query("UPDATE core.run_cancel SET state = 'no-answer', done_at = now() WHERE id = $1::bigint AND state = 'pending'", [id]),
+        );
         if (withdrawn.rowCount === 1) {
-          throw new ClientError(ErrorCodes.unavailable, ExitCode.agentUnavailable, `run ${runId} is held or queued on station ${owner}, whose agent did not answer within ${ANSWER_MS / 1000} s; nothing was cancelled`);
+          throw new ClientError(
+            ErrorCodes.unavailable,
+            ExitCode.agentUnavailable,
+            `run ${runId} is held or queued on station ${owner}, whose agent did not answer within ${ANSWER_MS / 1000} s; nothing was cancelled`,
+          );
         }
         claimed = true; // its owner took it meanwhile: its answer comes
       }
@@ -228,8 +295,14 @@ export class PgRunCancel {
   }
 
   private async read(id: string): Promise<{ state: string; outcome: string | null; run: RunInfo | null } | undefined> {
-    return (await this.backend.use((c) => c.query<{ state: string; outcome: string | null; run: RunInfo | null }>(
-      'SELECT state, outcome, run FROM core.run_cancel WHERE id = $1::bigint', [id]))).rows[0];
+    return (
+      await this.backend.use((c) =>
+        c.query<{ state: string; outcome: string | null; run: RunInfo | null }>(
+          'SELECT state, outcome, run FROM core.run_cancel WHERE id = $1::bigint',
+          [id],
+        ),
+      )
+    ).rows[0];
   }
 
   async close(): Promise<void> {

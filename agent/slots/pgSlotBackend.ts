@@ -66,14 +66,20 @@ export class PgSlotBackend {
       const code = (err as { code?: unknown }).code;
       // A refused login or a database that does not exist will not pass by waiting: the setting is wrong.
       if (typeof code === 'string' && (code.startsWith('28') || code === '3D000')) {
-        throw new ConfigError([`QUANTILICA_SLOT_DATABASE_URL=${JSON.stringify(redactCredentials(this.opts.url))}: ${(err as Error).message}`]);
+        throw new ConfigError([
+          `QUANTILICA_SLOT_DATABASE_URL=${JSON.stringify(redactCredentials(this.opts.url))}: ${(err as Error).message}`,
+        ]);
       }
       if (slotBackendCause(err as Error) === null) throw err;
-      this.opts.logger.warn({ err: (err as Error).message, setting: 'QUANTILICA_SLOT_DATABASE_URL' },
-        'slot database unreachable at start: runs wait for it; the agent connects when it can');
+      this.opts.logger.warn(
+        { err: (err as Error).message, setting: 'QUANTILICA_SLOT_DATABASE_URL' },
+        'slot database unreachable at start: runs wait for it; the agent connects when it can',
+      );
     }
     await this.refresh();
-    this.refreshTimer ??= setInterval(() => { void this.refresh(); }, HOLDERS_REFRESH_MS);
+    this.refreshTimer ??= setInterval(() => {
+      void this.refresh();
+    }, HOLDERS_REFRESH_MS);
     this.refreshTimer.unref();
   }
 
@@ -99,7 +105,9 @@ export class PgSlotBackend {
   private async connection(): Promise<pg.Client> {
     if (this.closed) throw new Error('the slot backend is closed');
     if (this.client && !this.broken) return this.client;
-    this.connecting ??= this.connect().finally(() => { this.connecting = null; });
+    this.connecting ??= this.connect().finally(() => {
+      this.connecting = null;
+    });
     return this.connecting;
   }
 
@@ -127,7 +135,12 @@ export class PgSlotBackend {
   }
 
   private async connect(): Promise<pg.Client> {
-    const client = new pg.Client({ connectionString: this.opts.url, application_name: `quantilica-agent ${this.opts.station}`, keepAlive: true, connectionTimeoutMillis: 10_000 });
+    const client = new pg.Client({
+      connectionString: this.opts.url,
+      application_name: `quantilica-agent ${this.opts.station}`,
+      keepAlive: true,
+      connectionTimeoutMillis: 10_000,
+    });
     client.on('error', (err) => {
       if (this.client !== client) return;
       this.broken = true;
@@ -166,13 +179,19 @@ export class PgSlotBackend {
    * station busy skipping them. Said at every connection while PUBLIC has CONNECT, and in `status`.
    */
   private async checkPublicConnect(client: pg.Client): Promise<void> {
-    const row = (await client.query<{ public: boolean; db: string }>(
-      "SELECT pg_catalog.has_database_privilege('public', pg_catalog.current_database(), 'CONNECT') AS public, pg_catalog.current_database() AS db")).rows[0];
+    const row = (
+      await client.query<{ public: boolean; db: string }>(
+        "SELECT pg_catalog.has_database_privilege('public', pg_catalog.current_database(), 'CONNECT') AS public, pg_catalog.current_database() AS db",
+      )
+    ).rows[0];
     const was = this.publicConnect;
     this.publicConnect = row?.public ?? null;
     if (this.publicConnect === true && was !== true) {
-      this.opts.logger.warn({ database: row?.db }, `any role may connect to the slot database (PUBLIC has CONNECT) and take its advisory locks; `
-        + `run REVOKE CONNECT ON DATABASE ${row?.db ?? '…'} FROM PUBLIC and GRANT CONNECT to the stations' role`);
+      this.opts.logger.warn(
+        { database: row?.db },
+        `any role may connect to the slot database (PUBLIC has CONNECT) and take its advisory locks; ` +
+          `run REVOKE CONNECT ON DATABASE ${row?.db ?? '…'} FROM PUBLIC and GRANT CONNECT to the stations' role`,
+      );
     }
   }
 
@@ -198,7 +217,8 @@ export class PgSlotBackend {
           await cleanDeadRows(client);
         }
         this.holders = this.plausible(await liveHolders(client));
-        const rows = (await client.query<{ name: string; slots: number; lock_key: number }>('SELECT name, slots, lock_key FROM core.pool')).rows;
+        const rows = (await client.query<{ name: string; slots: number; lock_key: number }>('SELECT name, slots, lock_key FROM core.pool'))
+          .rows;
         for (const r of rows) this.pools.set(r.name, { slots: r.slots, lockKey: r.lock_key });
       });
     } catch {
@@ -217,7 +237,10 @@ export class PgSlotBackend {
       const key = `${h.pool}/${h.slot}`;
       if (!this.oddRows.has(key)) {
         this.oddRows.add(key);
-        this.opts.logger.warn({ pool: h.pool, slot: h.slot, station: h.station, maxSlots: MAX_POOL_SLOTS }, 'ignored a core.slot_holder row numbered beyond any pool\'s size');
+        this.opts.logger.warn(
+          { pool: h.pool, slot: h.slot, station: h.station, maxSlots: MAX_POOL_SLOTS },
+          "ignored a core.slot_holder row numbered beyond any pool's size",
+        );
       }
       return false;
     });
@@ -242,8 +265,10 @@ export function refusePoolerUrl(url: string): void {
   const parsed = new URL(url);
   const pooler = parsed.port === '6432' || parsed.searchParams.has('pgbouncer') || /pgbouncer|pooler/i.test(parsed.hostname);
   if (pooler) {
-    throw new ConfigError([`QUANTILICA_SLOT_DATABASE_URL=${JSON.stringify(redactCredentials(url))}: looks like a connection pooler (PgBouncer); `
-      + 'the postgres slot backend holds session advisory locks and needs a direct connection to PostgreSQL (not port 6432, no pgbouncer flag)']);
+    throw new ConfigError([
+      `QUANTILICA_SLOT_DATABASE_URL=${JSON.stringify(redactCredentials(url))}: looks like a connection pooler (PgBouncer); ` +
+        'the postgres slot backend holds session advisory locks and needs a direct connection to PostgreSQL (not port 6432, no pgbouncer flag)',
+    ]);
   }
 }
 
@@ -253,14 +278,27 @@ export function refusePoolerUrl(url: string): void {
  */
 async function checkSession(client: pg.Client, url: string): Promise<void> {
   const probe = 0x5153_4c54; // 'QSLT' with this session's pid: a key nobody else uses, released right after.
-  const first = (await client.query<{ pid: number }>('SELECT pg_catalog.pg_backend_pid() AS pid, pg_catalog.pg_try_advisory_lock($1, pg_catalog.pg_backend_pid())', [probe])).rows[0]?.pid ?? -1;
+  const first =
+    (
+      await client.query<{ pid: number }>(
+        'SELECT pg_catalog.pg_backend_pid() AS pid, pg_catalog.pg_try_advisory_lock($1, pg_catalog.pg_backend_pid())',
+        [probe],
+      )
+    ).rows[0]?.pid ?? -1;
   try {
-    const mine = (await client.query<{ n: string }>(`SELECT count(*) AS n FROM pg_catalog.pg_locks
+    const mine = (
+      await client.query<{ n: string }>(
+        `SELECT count(*) AS n FROM pg_catalog.pg_locks
       WHERE locktype = 'advisory' AND granted AND pid = $2 AND pid = pg_catalog.pg_backend_pid()
-        AND classid = $1::integer::oid AND objid = $2::integer::oid AND objsubid = 2`, [probe, first])).rows[0]?.n;
+        AND classid = $1::integer::oid AND objid = $2::integer::oid AND objsubid = 2`,
+        [probe, first],
+      )
+    ).rows[0]?.n;
     if (Number(mine) !== 1) {
-      throw new ConfigError([`QUANTILICA_SLOT_DATABASE_URL=${JSON.stringify(redactCredentials(url))}: statements of one connection do not stay on one server session `
-        + '(a transaction pooler such as PgBouncer?); the postgres slot backend needs a direct connection']);
+      throw new ConfigError([
+        `QUANTILICA_SLOT_DATABASE_URL=${JSON.stringify(redactCredentials(url))}: statements of one connection do not stay on one server session ` +
+          '(a transaction pooler such as PgBouncer?); the postgres slot backend needs a direct connection',
+      ]);
     }
   } finally {
     await client.query('SELECT pg_catalog.pg_advisory_unlock($1, $2)', [probe, first]).catch(() => {});

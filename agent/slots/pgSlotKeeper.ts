@@ -37,7 +37,9 @@ function say(message: Record<string, unknown>): void {
   // The agent may be gone: its end of the pipe then fails with EPIPE, which changes nothing here.
   try {
     process.stdout.write(`${JSON.stringify(message)}\n`);
-  } catch { /* the agent is gone */ }
+  } catch {
+    /* the agent is gone */
+  }
 }
 process.stdout.on('error', () => {});
 process.stdin.on('error', () => {});
@@ -46,7 +48,9 @@ function killRun(): void {
   if (group === null) return;
   try {
     process.kill(-group, 'SIGKILL');
-  } catch { /* already gone */ }
+  } catch {
+    /* already gone */
+  }
 }
 
 async function main(): Promise<void> {
@@ -58,13 +62,22 @@ async function main(): Promise<void> {
   // The session, once open: a record line arriving later goes to it.
   const current: { client?: pg.Client } = {};
   let urlFor: (url: string) => void = () => {};
-  const gotUrl = new Promise<string>((resolve) => { urlFor = resolve; });
+  const gotUrl = new Promise<string>((resolve) => {
+    urlFor = resolve;
+  });
   let url = '';
   const lines = readline.createInterface({ input: process.stdin });
   // The agent writes the URL at once; a stdin that ends first leaves nothing to connect to.
-  lines.once('close', () => { if (url === '') { say({ error: 'stdin ended before the slot database URL' }); process.exit(KeeperExit.usage); } });
+  lines.once('close', () => {
+    if (url === '') {
+      say({ error: 'stdin ended before the slot database URL' });
+      process.exit(KeeperExit.usage);
+    }
+  });
   let takeFor: (id: string) => void = () => {};
-  const taken = new Promise<string>((resolve) => { takeFor = resolve; });
+  const taken = new Promise<string>((resolve) => {
+    takeFor = resolve;
+  });
   lines.on('line', (line) => {
     let record: { pid?: unknown; fetcher?: unknown; runId?: unknown; since?: unknown } | undefined;
     let take: unknown;
@@ -92,12 +105,27 @@ async function main(): Promise<void> {
       killRun();
       return;
     }
-    current.client?.query('UPDATE core.slot_holder SET pid = $3, fetcher = $4, since = coalesce($5::timestamptz, since) WHERE pool = $1 AND slot = $2 AND backend_pid = pg_catalog.pg_backend_pid()',
-      [pool, slotTaken, pid, typeof record.fetcher === 'string' ? record.fetcher : null, typeof record.since === 'string' ? record.since : null])?.catch(() => {});
+    current.client
+      ?.query(
+        'UPDATE core.slot_holder SET pid = $3, fetcher = $4, since = coalesce($5::timestamptz, since) WHERE pool = $1 AND slot = $2 AND backend_pid = pg_catalog.pg_backend_pid()',
+        [
+          pool,
+          slotTaken,
+          pid,
+          typeof record.fetcher === 'string' ? record.fetcher : null,
+          typeof record.since === 'string' ? record.since : null,
+        ],
+      )
+      ?.catch(() => {});
   });
 
   // Every line is heard from the start (the URL and the take may come in one chunk); the session opens once the URL is here.
-  const session = new pg.Client({ connectionString: await gotUrl, application_name: `quantilica-slot ${station} ${pool}`, keepAlive: true, connectionTimeoutMillis: 10_000 });
+  const session = new pg.Client({
+    connectionString: await gotUrl,
+    application_name: `quantilica-slot ${station} ${pool}`,
+    keepAlive: true,
+    connectionTimeoutMillis: 10_000,
+  });
   current.client = session;
   const onLost = (why: string) => {
     if (lost || ending) return;
@@ -114,8 +142,12 @@ async function main(): Promise<void> {
     process.exit(code);
   };
   lifeline.on('data', () => {});
-  lifeline.on('error', () => { void finish(0); });
-  lifeline.on('close', () => { void finish(0); });
+  lifeline.on('error', () => {
+    void finish(0);
+  });
+  lifeline.on('close', () => {
+    void finish(0);
+  });
   await session.connect();
   await session.query('SET search_path = pg_catalog, pg_temp');
   await taken;
@@ -142,7 +174,8 @@ async function take(client: pg.Client): Promise<number | null> {
   const mine = new Set(held);
   for (const index of slotNumbers(slots, blocked)) {
     if (mine.has(index)) continue;
-    const got = (await client.query<{ ok: boolean }>('SELECT pg_catalog.pg_try_advisory_lock($1, $2) AS ok', [lockKey, index])).rows[0]?.ok === true;
+    const got =
+      (await client.query<{ ok: boolean }>('SELECT pg_catalog.pg_try_advisory_lock($1, $2) AS ok', [lockKey, index])).rows[0]?.ok === true;
     if (!got) continue;
     // Under the lock: count again (another station may have taken a slot meanwhile, or the pool shrunk).
     const now = await readPool(client, pool);
@@ -151,9 +184,12 @@ async function take(client: pg.Client): Promise<number | null> {
       await client.query('SELECT pg_catalog.pg_advisory_unlock($1, $2)', [lockKey, index]);
       return null;
     }
-    await client.query(`INSERT INTO core.slot_holder (pool, slot, station, keeper_pid, run_id, backend_pid) VALUES ($1, $2, $3, $4, $5, pg_catalog.pg_backend_pid())
+    await client.query(
+      `INSERT INTO core.slot_holder (pool, slot, station, keeper_pid, run_id, backend_pid) VALUES ($1, $2, $3, $4, $5, pg_catalog.pg_backend_pid())
       ON CONFLICT (pool, slot) DO UPDATE SET station = EXCLUDED.station, keeper_pid = EXCLUDED.keeper_pid, pid = NULL, run_id = EXCLUDED.run_id,
-        fetcher = NULL, since = now(), backend_pid = EXCLUDED.backend_pid`, [pool, index, station, process.pid, runId]);
+        fetcher = NULL, since = now(), backend_pid = EXCLUDED.backend_pid`,
+      [pool, index, station, process.pid, runId],
+    );
     return index;
   }
   return null;
@@ -163,6 +199,10 @@ main().catch((err: unknown) => {
   // The code (a SQLSTATE or an errno) tells the agent whether to wait (connection cap, outage) or fail the run.
   say({ error: (err as Error).message, code: (err as { code?: unknown }).code });
   // Closing fd 3 ourselves is not needed: exiting ends the session and with it any lock.
-  try { fs.closeSync(3); } catch { /* already closed */ }
+  try {
+    fs.closeSync(3);
+  } catch {
+    /* already closed */
+  }
   process.exit(KeeperExit.failed);
 });

@@ -23,7 +23,13 @@ const SPARE_IDLE_MS = 30_000;
 const KEEPER_RETRY_FIRST_MS = 200;
 const KEEPER_RETRY_MAX_MS = 2_000;
 
-interface KeeperMessage { acquired?: number; busy?: boolean; error?: string; code?: string; lost?: string }
+interface KeeperMessage {
+  acquired?: number;
+  busy?: boolean;
+  error?: string;
+  code?: string;
+  lost?: string;
+}
 
 /** A keeper process and what its messages and its end mean now (a spare's, then a waiter's). */
 interface KeeperHandle {
@@ -100,7 +106,12 @@ export class PgSlotPool implements PoolBackend {
     return this.opts.backend.pool(this.name)?.slots ?? this.opts.defaultSize;
   }
 
-  acquire(runId: string, signal: AbortSignal, onPosition: (position: number) => void = () => {}, onBlocked: (cause: SlotBackendCause) => void = () => {}): Promise<PoolGrant> {
+  acquire(
+    runId: string,
+    signal: AbortSignal,
+    onPosition: (position: number) => void = () => {},
+    onBlocked: (cause: SlotBackendCause) => void = () => {},
+  ): Promise<PoolGrant> {
     return new Promise<PoolGrant>((resolve, reject) => {
       if (signal.aborted) {
         reject(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
@@ -110,12 +121,23 @@ export class PgSlotPool implements PoolBackend {
         this.remove(waiter);
         reject(err);
       };
-      const timer = setTimeout(() => leave(new RunRefusedError('wait-timeout', `no ${this.name} slot became free within ${this.waitTimeoutSeconds} s`)), this.waitTimeoutSeconds * 1000);
+      const timer = setTimeout(
+        () => leave(new RunRefusedError('wait-timeout', `no ${this.name} slot became free within ${this.waitTimeoutSeconds} s`)),
+        this.waitTimeoutSeconds * 1000,
+      );
       timer.unref();
       const onAbort = () => leave(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
       signal.addEventListener('abort', onAbort, { once: true });
       const waiter: Waiter = {
-        runId, ticket: null, generation: -1, keeper: null, position: 0, resolve, reject, onPosition, onBlocked,
+        runId,
+        ticket: null,
+        generation: -1,
+        keeper: null,
+        position: 0,
+        resolve,
+        reject,
+        onPosition,
+        onBlocked,
         cleanup: () => {
           clearTimeout(timer);
           signal.removeEventListener('abort', onAbort);
@@ -157,7 +179,16 @@ export class PgSlotPool implements PoolBackend {
         pool: this.name,
         index,
         lockPath: `postgres:core.pool/${this.name}/${index}`,
-        holder: h ? { pid: h.pid ?? h.keeperPid, runId: h.runId, fetcher: h.fetcher, since: h.since, foreign: !(h.runId && (isOwnRun(h.runId) || this.kept.has(h.runId))), station: h.station } : null,
+        holder: h
+          ? {
+              pid: h.pid ?? h.keeperPid,
+              runId: h.runId,
+              fetcher: h.fetcher,
+              since: h.since,
+              foreign: !(h.runId && (isOwnRun(h.runId) || this.kept.has(h.runId))),
+              station: h.station,
+            }
+          : null,
       };
     });
   }
@@ -179,8 +210,11 @@ export class PgSlotPool implements PoolBackend {
     const ticket = waiter.ticket;
     waiter.ticket = null;
     if (ticket === null) return;
-    this.opts.backend.use((c) => c.query('DELETE FROM core.slot_waiter WHERE ticket = $1::bigint', [ticket]))
-      .catch(() => { /* a lost connection took the ticket with it */ });
+    this.opts.backend
+      .use((c) => c.query('DELETE FROM core.slot_waiter WHERE ticket = $1::bigint', [ticket]))
+      .catch(() => {
+        /* a lost connection took the ticket with it */
+      });
   }
 
   private kick(): void {
@@ -192,26 +226,35 @@ export class PgSlotPool implements PoolBackend {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     this.ticking = true;
-    this.tick().catch((err: unknown) => {
-      const message = (err as Error).message;
-      if (message !== this.lastError) this.opts.logger.warn({ pool: this.name, err: message }, 'cannot reach the slot database: no new slots until it is back');
-      this.lastError = message;
-      // Whatever stops the queue from being read, the runs wait for it (as in an outage) and say why.
-      this.connectionBlocked = slotBackendCause(err as Error) ?? 'unreachable';
-      this.tell();
-    }).finally(() => {
-      this.ticking = false;
-      if (this.waiters.length === 0) this.forgetKeeperFailure();
-      if (this.closed || this.waiters.length === 0) return;
-      if (this.again) {
-        this.again = false;
-        this.kick();
-        return;
-      }
-      const poll = this.opts.pollMs ?? POLL_MS;
-      this.timer = setTimeout(() => { this.timer = null; this.kick(); }, Math.max(poll, this.keeperRetryAt - Date.now()));
-      this.timer.unref();
-    });
+    this.tick()
+      .catch((err: unknown) => {
+        const message = (err as Error).message;
+        if (message !== this.lastError)
+          this.opts.logger.warn({ pool: this.name, err: message }, 'cannot reach the slot database: no new slots until it is back');
+        this.lastError = message;
+        // Whatever stops the queue from being read, the runs wait for it (as in an outage) and say why.
+        this.connectionBlocked = slotBackendCause(err as Error) ?? 'unreachable';
+        this.tell();
+      })
+      .finally(() => {
+        this.ticking = false;
+        if (this.waiters.length === 0) this.forgetKeeperFailure();
+        if (this.closed || this.waiters.length === 0) return;
+        if (this.again) {
+          this.again = false;
+          this.kick();
+          return;
+        }
+        const poll = this.opts.pollMs ?? POLL_MS;
+        this.timer = setTimeout(
+          () => {
+            this.timer = null;
+            this.kick();
+          },
+          Math.max(poll, this.keeperRetryAt - Date.now()),
+        );
+        this.timer.unref();
+      });
   }
 
   /** One look at the shared queue: tickets for newcomers, then a keeper for each waiter whose turn it is. */
@@ -221,8 +264,12 @@ export class PgSlotPool implements PoolBackend {
     const { pool, held, queue } = await backend.use(async (client) => {
       for (const w of [...this.waiters]) {
         if (w.ticket !== null && w.generation === backend.generation) continue;
-        const row = (await client.query<{ ticket: string }>('INSERT INTO core.slot_waiter (pool, station, agent_pid, run_id, backend_pid) VALUES ($1, $2, $3, $4, pg_catalog.pg_backend_pid()) RETURNING ticket::text',
-          [this.name, backend.station, process.pid, w.runId])).rows[0];
+        const row = (
+          await client.query<{ ticket: string }>(
+            'INSERT INTO core.slot_waiter (pool, station, agent_pid, run_id, backend_pid) VALUES ($1, $2, $3, $4, pg_catalog.pg_backend_pid()) RETURNING ticket::text',
+            [this.name, backend.station, process.pid, w.runId],
+          )
+        ).rows[0];
         if (!this.waiters.includes(w)) {
           // It left (cancel, timeout) while its ticket was being made: the ticket must not hold up the queue.
           await client.query('DELETE FROM core.slot_waiter WHERE ticket = $1::bigint', [row?.ticket]);
@@ -233,8 +280,13 @@ export class PgSlotPool implements PoolBackend {
       }
       const row = await readPool(client, this.name);
       const locks = await heldSlots(client, row.lockKey);
-      const tickets = (await client.query<{ ticket: string }>(`SELECT w.ticket::text FROM core.slot_waiter w WHERE w.pool = $1
-        AND EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = w.backend_pid) ORDER BY w.ticket`, [this.name])).rows.map((r) => r.ticket);
+      const tickets = (
+        await client.query<{ ticket: string }>(
+          `SELECT w.ticket::text FROM core.slot_waiter w WHERE w.pool = $1
+        AND EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = w.backend_pid) ORDER BY w.ticket`,
+          [this.name],
+        )
+      ).rows.map((r) => r.ticket);
       return { pool: row, held: locks, queue: tickets };
     });
     backend.setPool(this.name, pool);
@@ -297,9 +349,12 @@ export class PgSlotPool implements PoolBackend {
       this.keeperRetryAt = Date.now() + this.keeperRetryMs;
     }
     if (this.keeperBlocked !== cause) {
-      this.opts.logger.warn({ pool: this.name, cause, err: message }, cause === 'connection-cap'
-        ? 'slot database at its connection cap: a slot keeper cannot connect; runs wait until a connection is free'
-        : 'slot database unreachable: a slot keeper cannot connect; runs wait until it is back');
+      this.opts.logger.warn(
+        { pool: this.name, cause, err: message },
+        cause === 'connection-cap'
+          ? 'slot database at its connection cap: a slot keeper cannot connect; runs wait until a connection is free'
+          : 'slot database unreachable: a slot keeper cannot connect; runs wait until it is back',
+      );
     }
     this.keeperBlocked = cause;
     this.opts.backend.keepersCannotConnect(this.name, { state: cause, error: message });
@@ -318,7 +373,9 @@ export class PgSlotPool implements PoolBackend {
     const { child: keeper, lifeline } = handle;
     waiter.keeper = keeper;
     let answered = false;
-    const answerTimer = setTimeout(() => { if (!answered) keeper.kill('SIGKILL'); }, KEEPER_ANSWER_MS);
+    const answerTimer = setTimeout(() => {
+      if (!answered) keeper.kill('SIGKILL');
+    }, KEEPER_ANSWER_MS);
     answerTimer.unref();
     const giveUp = (err: Error | null) => {
       answered = true;
@@ -333,11 +390,16 @@ export class PgSlotPool implements PoolBackend {
         this.kick();
       }
     };
-    handle.onExit = () => { if (!answered) giveUp(null); };
+    handle.onExit = () => {
+      if (!answered) giveUp(null);
+    };
     handle.onError = (err) => giveUp(new RunRefusedError('slot-error', `cannot start the slot keeper: ${err.message}`));
     handle.onMessage = (msg) => {
       if (msg.lost !== undefined) {
-        this.opts.logger.warn({ pool: this.name, runId: waiter.runId, why: msg.lost }, 'slot-session-lost: the slot\'s PostgreSQL session ended; its keeper stopped the run');
+        this.opts.logger.warn(
+          { pool: this.name, runId: waiter.runId, why: msg.lost },
+          "slot-session-lost: the slot's PostgreSQL session ended; its keeper stopped the run",
+        );
         this.opts.onLost?.(waiter.runId, msg.lost);
         return;
       }
@@ -355,7 +417,10 @@ export class PgSlotPool implements PoolBackend {
         }
       } else if (typeof msg.acquired === 'number') {
         this.keeperConnected();
-        this.served(waiter, keeper, lifeline, msg.acquired, () => { answered = true; clearTimeout(answerTimer); });
+        this.served(waiter, keeper, lifeline, msg.acquired, () => {
+          answered = true;
+          clearTimeout(answerTimer);
+        });
       }
     };
     keeper.stdin?.write(`${JSON.stringify({ take: waiter.runId })}\n`);
@@ -408,7 +473,9 @@ export class PgSlotPool implements PoolBackend {
     readline.createInterface({ input: child.stdout! }).on('line', (line) => {
       try {
         handle.onMessage(JSON.parse(line) as KeeperMessage);
-      } catch { /* not a message of ours */ }
+      } catch {
+        /* not a message of ours */
+      }
     });
     return handle;
   }
@@ -439,7 +506,7 @@ export class PgSlotPool implements PoolBackend {
     const fd = (lifeline as unknown as { _handle?: { fd?: number } })._handle?.fd;
     if (typeof fd !== 'number' || fd < 0) {
       lifeline.destroy();
-      waiter.reject(new RunRefusedError('slot-error', 'the slot keeper\'s lifeline has no descriptor'));
+      waiter.reject(new RunRefusedError('slot-error', "the slot keeper's lifeline has no descriptor"));
       return;
     }
     let closed = false;
@@ -461,7 +528,9 @@ export class PgSlotPool implements PoolBackend {
             keptRun = record.runId;
             this.kept.add(record.runId);
           }
-          keeper.stdin?.write(`${JSON.stringify({ record: { pid: group, fetcher: record.fetcher, runId: record.runId, since: record.since } })}\n`);
+          keeper.stdin?.write(
+            `${JSON.stringify({ record: { pid: group, fetcher: record.fetcher, runId: record.runId, since: record.since } })}\n`,
+          );
         },
         closeOwnCopy: () => {
           if (closed) return;

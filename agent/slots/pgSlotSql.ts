@@ -34,7 +34,8 @@ export async function ensurePool(client: pg.ClientBase, name: string, defaultSlo
 }
 
 export async function readPool(client: pg.ClientBase, name: string): Promise<PoolRow> {
-  const row = (await client.query<{ slots: number; lock_key: number }>('SELECT slots, lock_key FROM core.pool WHERE name = $1', [name])).rows[0];
+  const row = (await client.query<{ slots: number; lock_key: number }>('SELECT slots, lock_key FROM core.pool WHERE name = $1', [name]))
+    .rows[0];
   if (!row) throw new Error(`pool ${name} is not in core.pool`);
   return { slots: row.slots, lockKey: row.lock_key };
 }
@@ -70,8 +71,12 @@ export function slotNumbers(slots: number, blocked: readonly number[]): number[]
 
 /** Rows of sessions that are gone: their locks died with them, their rows only mislead a reader. */
 export async function cleanDeadRows(client: pg.ClientBase): Promise<void> {
-  await client.query('DELETE FROM core.slot_waiter w WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = w.backend_pid)');
-  await client.query('DELETE FROM core.slot_holder h WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = h.backend_pid)');
+  await client.query(
+    'DELETE FROM core.slot_waiter w WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = w.backend_pid)',
+  );
+  await client.query(
+    'DELETE FROM core.slot_holder h WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = h.backend_pid)',
+  );
 }
 
 export interface HolderRow {
@@ -87,8 +92,29 @@ export interface HolderRow {
 
 /** Holders whose session lives (all stations, all pools). */
 export async function liveHolders(client: pg.ClientBase): Promise<HolderRow[]> {
-  const rows = (await client.query<{ pool: string; slot: number; station: string; keeper_pid: number; pid: number | null; run_id: string | null; fetcher: string | null; since: Date }>(
-    `SELECT h.pool, h.slot, h.station, h.keeper_pid, h.pid, h.run_id, h.fetcher, h.since FROM core.slot_holder h
-      WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = h.backend_pid) ORDER BY h.pool, h.slot`)).rows;
-  return rows.map((r) => ({ pool: r.pool, slot: r.slot, station: r.station, keeperPid: r.keeper_pid, pid: r.pid, runId: r.run_id, fetcher: r.fetcher, since: r.since.toISOString() }));
+  const rows = (
+    await client.query<{
+      pool: string;
+      slot: number;
+      station: string;
+      keeper_pid: number;
+      pid: number | null;
+      run_id: string | null;
+      fetcher: string | null;
+      since: Date;
+    }>(
+      `SELECT h.pool, h.slot, h.station, h.keeper_pid, h.pid, h.run_id, h.fetcher, h.since FROM core.slot_holder h
+      WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = h.backend_pid) ORDER BY h.pool, h.slot`,
+    )
+  ).rows;
+  return rows.map((r) => ({
+    pool: r.pool,
+    slot: r.slot,
+    station: r.station,
+    keeperPid: r.keeper_pid,
+    pid: r.pid,
+    runId: r.run_id,
+    fetcher: r.fetcher,
+    since: r.since.toISOString(),
+  }));
 }

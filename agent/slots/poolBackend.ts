@@ -25,7 +25,12 @@ export interface PoolBackend {
    * Waits for a slot, telling where the run is in the queue, or (postgres) that the slot database cannot
    * be used now: the run waits on for it, as long as its wait timeout allows.
    */
-  acquire(runId: string, signal: AbortSignal, onPosition?: (position: number) => void, onBlocked?: (cause: SlotBackendCause) => void): Promise<PoolGrant>;
+  acquire(
+    runId: string,
+    signal: AbortSignal,
+    onPosition?: (position: number) => void,
+    onBlocked?: (cause: SlotBackendCause) => void,
+  ): Promise<PoolGrant>;
   /** A run of this process ended: serve the next waiter now. `index`: a slot the agent itself held. */
   released(index?: number): void;
   close(): void;

@@ -30,7 +30,12 @@ export function whyNotOurRun(record: OwnerRecord, lockFile: { dev: number; ino: 
  * has no pidfd_send_signal): the group leader is alive with its start time, so its group id cannot
  * have been reused. Returns the token that stopped it, or null when the signal was sent.
  */
-export function signalProvenGroup(record: OwnerRecord, lockFile: { dev: number; ino: number }, isRecordedRun: RecordedRun, signal: NodeJS.Signals): string | null {
+export function signalProvenGroup(
+  record: OwnerRecord,
+  lockFile: { dev: number; ino: number },
+  isRecordedRun: RecordedRun,
+  signal: NodeJS.Signals,
+): string | null {
   const why = whyNotOurRun(record, lockFile, isRecordedRun);
   if (why) return why;
   try {

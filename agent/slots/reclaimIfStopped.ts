@@ -14,9 +14,7 @@ export interface ReclaimEvent {
 }
 
 export type ReclaimOutcome =
-  | { kind: 'none' }
-  | { kind: 'reclaimed'; record: OwnerRecord }
-  | { kind: 'refused'; record: OwnerRecord; why: string };
+  { kind: 'none' } | { kind: 'reclaimed'; record: OwnerRecord } | { kind: 'refused'; record: OwnerRecord; why: string };
 
 /**
  * A holder in state T keeps its slot forever while doing nothing: kill its group so the next try
@@ -36,10 +34,12 @@ export function reclaimIfStopped(dir: VerifiedDir, name: string, isRecordedRun: 
     if (!record) return { kind: 'none' };
     const info = readProcInfo(record.pid);
     if (!info || info.startTime !== record.startTime) return { kind: 'none' };
-    const stopped = isStopped(info) || childrenOf(info.pid).some((child) => {
-      const c = readProcInfo(child);
-      return c !== null && isStopped(c);
-    });
+    const stopped =
+      isStopped(info) ||
+      childrenOf(info.pid).some((child) => {
+        const c = readProcInfo(child);
+        return c !== null && isStopped(c);
+      });
     if (!stopped) return { kind: 'none' };
     const why = signalProvenGroup(record, opened.st, isRecordedRun, 'SIGKILL');
     return why ? { kind: 'refused', record, why } : { kind: 'reclaimed', record };

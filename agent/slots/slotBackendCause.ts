@@ -6,7 +6,17 @@ export type SlotBackendCause = Extract<WaitReason, { kind: 'slot-backend' }>['ca
 /** SQLSTATEs of a server that is there but takes no connection now, or that ended ours. */
 const UNREACHABLE_STATES = new Set(['57P01', '57P02', '57P03']);
 /** Socket errors of a server that is down or cut off (what a restart or an outage gives). */
-const UNREACHABLE_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN', 'EPIPE', 'EAI_AGAIN', 'ENOTFOUND']);
+const UNREACHABLE_ERRNOS = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EHOSTDOWN',
+  'EPIPE',
+  'EAI_AGAIN',
+  'ENOTFOUND',
+]);
 /** node-postgres' own errors without a code: a connection that ended, or a connect that timed out. */
 const UNREACHABLE_MESSAGES = /connection terminated|timeout expired|not queryable|connection ended/i;
 

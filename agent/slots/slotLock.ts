@@ -11,7 +11,13 @@ import { formatOwnerRecord, type OwnerRecord } from './ownerRecord';
 export class SlotLock {
   private closed = false;
 
-  constructor(readonly lockPath: string, readonly fd: number, readonly dev: number, readonly ino: number, private readonly onRecord: (record: OwnerRecord, lock: SlotLock) => void = () => {}) {}
+  constructor(
+    readonly lockPath: string,
+    readonly fd: number,
+    readonly dev: number,
+    readonly ino: number,
+    private readonly onRecord: (record: OwnerRecord, lock: SlotLock) => void = () => {},
+  ) {}
 
   /** Replaces the file's content with the owner record, while the lock is held. */
   writeRecord(record: OwnerRecord): void {

@@ -310,7 +310,8 @@ export class SlotPool {
   /** Slot files numbered from the size up to the largest pool allowed; beyond that a name is ignored. */
   private indicesBeyondSize(dir: VerifiedDir): number[] {
     if (this.opts.fileName) return [];
-    return dir.names()
+    return dir
+      .names()
       .map((n) => Number(SLOT_FILE.exec(n)?.[1] ?? -1))
       .filter((i) => i >= this.size && i < MAX_POOL_SLOTS)
       .sort((a, b) => a - b);
@@ -326,11 +327,24 @@ export class SlotPool {
   private reclaim(dir: VerifiedDir, index: number): void {
     const outcome = reclaimIfStopped(dir, this.fileName(index), this.opts.isRecordedRun);
     if (outcome.kind === 'reclaimed') {
-      this.opts.logger.warn({ pool: this.name, index, pid: outcome.record.pid, fetcher: outcome.record.fetcher, runId: outcome.record.runId }, 'reclaimed a slot from a stopped holder');
-      this.opts.onReclaim({ pool: this.name, index, lockPath: this.lockPath(index), record: outcome.record, killedGroup: outcome.record.pid });
+      this.opts.logger.warn(
+        { pool: this.name, index, pid: outcome.record.pid, fetcher: outcome.record.fetcher, runId: outcome.record.runId },
+        'reclaimed a slot from a stopped holder',
+      );
+      this.opts.onReclaim({
+        pool: this.name,
+        index,
+        lockPath: this.lockPath(index),
+        record: outcome.record,
+        killedGroup: outcome.record.pid,
+      });
     } else if (outcome.kind === 'refused') {
       const r = outcome.record;
-      this.logOnce(`${index}:${r.pid}:${r.startTime}:${outcome.why}`, { pool: this.name, index, pid: r.pid, reason: outcome.why }, 'a stopped slot holder is not provably one of our runs: not signalled');
+      this.logOnce(
+        `${index}:${r.pid}:${r.startTime}:${outcome.why}`,
+        { pool: this.name, index, pid: r.pid, reason: outcome.why },
+        'a stopped slot holder is not provably one of our runs: not signalled',
+      );
     }
   }
 
@@ -357,19 +371,31 @@ export class SlotPool {
     }
     try {
       const indices = [...Array.from({ length: this.size }, (_, i) => i), ...(dir ? this.indicesBeyondSize(dir) : [])];
-      return indices.map((index) => ({ pool: this.name, index, lockPath: this.lockPath(index), holder: this.holderOf(dir, index, locks, isOwnRun) }));
+      return indices.map((index) => ({
+        pool: this.name,
+        index,
+        lockPath: this.lockPath(index),
+        holder: this.holderOf(dir, index, locks, isOwnRun),
+      }));
     } finally {
       dir?.close();
     }
   }
 
-  private holderOf(dir: VerifiedDir | null, index: number, locks: Map<string, KernelLock>, isOwnRun: (runId: string) => boolean): SlotHolder | null {
+  private holderOf(
+    dir: VerifiedDir | null,
+    index: number,
+    locks: Map<string, KernelLock>,
+    isOwnRun: (runId: string) => boolean,
+  ): SlotHolder | null {
     const name = this.fileName(index);
     const kernelLock = dir ? kernelLockOf(locks, regular(dir.lstat(name))) : null;
     const own = this.held.get(index);
     if (!kernelLock) {
       // Our run's lock is on a removed file the kernel still lists under its old inode: still held.
-      return own ? { pid: own.record.pid, runId: own.record.runId, fetcher: own.record.fetcher, since: own.record.since, foreign: false } : null;
+      return own
+        ? { pid: own.record.pid, runId: own.record.runId, fetcher: own.record.fetcher, since: own.record.since, foreign: false }
+        : null;
     }
     const record = dir ? readRecordIn(dir, name) : null;
     const info = record ? readProcInfo(record.pid) : null;
@@ -379,7 +405,13 @@ export class SlotPool {
       return { pid: record.pid, runId: record.runId, fetcher: record.fetcher, since: record.since, foreign: false };
     }
     if (record && info && info.startTime === record.startTime) {
-      return { pid: record.pid, runId: record.runId, fetcher: record.fetcher, since: record.since, foreign: !(record.runId && isOwnRun(record.runId)) };
+      return {
+        pid: record.pid,
+        runId: record.runId,
+        fetcher: record.fetcher,
+        since: record.since,
+        foreign: !(record.runId && isOwnRun(record.runId)),
+      };
     }
     return { pid: kernelLock.pid, runId: null, fetcher: null, since: null, foreign: true };
   }

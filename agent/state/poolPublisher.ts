@@ -33,7 +33,10 @@ export class PoolPublisher {
     private readonly statesOf: (names: string[]) => PoolState[],
     clock: Pick<Clock, 'setTimer'> & { elapsed(): number } = throttleClock,
   ) {
-    this.throttle = new PublishThrottle(() => this.publishDirty(), clock, { windowMs: POOL_PUBLISH_WINDOW_MS, costShare: POOL_PUBLISH_COST_SHARE });
+    this.throttle = new PublishThrottle(() => this.publishDirty(), clock, {
+      windowMs: POOL_PUBLISH_WINDOW_MS,
+      costShare: POOL_PUBLISH_COST_SHARE,
+    });
   }
 
   /** Marks a pool changed. */

@@ -32,7 +32,8 @@ function checkDirPath(setting: string, dir: string): void {
       break;
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ENOTDIR') throw new EnvironmentError(`${setting}=${dir} is not a writable directory (ENOTDIR: a part of the path is a file)`);
+      if (code === 'ENOTDIR')
+        throw new EnvironmentError(`${setting}=${dir} is not a writable directory (ENOTDIR: a part of the path is a file)`);
       if (code !== 'ENOENT') throw new EnvironmentError(`${setting}=${dir}: cannot inspect ${existing} (${code ?? String(err)})`);
       const parent = path.dirname(existing);
       if (parent === existing) break;
@@ -45,7 +46,9 @@ function checkDirPath(setting: string, dir: string): void {
   try {
     const type = fs.statfsSync(existing).type;
     if (type === PROC_SUPER_MAGIC || type === SYSFS_MAGIC) {
-      throw new EnvironmentError(`${setting}=${dir}: ${existing} is on a kernel filesystem (/proc or /sys), where no files can be stored; choose a directory on a disk`);
+      throw new EnvironmentError(
+        `${setting}=${dir}: ${existing} is on a kernel filesystem (/proc or /sys), where no files can be stored; choose a directory on a disk`,
+      );
     }
   } catch (err) {
     if (err instanceof EnvironmentError) throw err;

@@ -26,7 +26,9 @@ export function takeInstanceLock(homeDir: string): () => void {
     const stat = fs.fstatSync(fd);
     const uid = process.getuid?.();
     if (!stat.isFile() || stat.nlink !== 1 || (uid !== undefined && stat.uid !== uid)) {
-      throw new EnvironmentError(`QUANTILICA_HOME=${homeDir}: refusing the agent lock ${file}: it must be a regular file of yours with one link (remove it and start again)`);
+      throw new EnvironmentError(
+        `QUANTILICA_HOME=${homeDir}: refusing the agent lock ${file}: it must be a regular file of yours with one link (remove it and start again)`,
+      );
     }
     try {
       flockSync(fd, 'exnb');
@@ -34,7 +36,9 @@ export function takeInstanceLock(homeDir: string): () => void {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'EAGAIN' || code === 'EWOULDBLOCK') {
         const holder = readHolder(fd);
-        throw new EnvironmentError(`another agent is running for this user${holder ? ` (pid ${holder})` : ''} (lock ${file}); stop it first or use its CLI`);
+        throw new EnvironmentError(
+          `another agent is running for this user${holder ? ` (pid ${holder})` : ''} (lock ${file}); stop it first or use its CLI`,
+        );
       }
       throw new EnvironmentError(`cannot take the agent lock ${file} (${code ?? String(err)})`);
     }

@@ -25,7 +25,13 @@ export function tightenedMessage(file: string, mode: number): string {
  * /proc/self/fd/<fd>/, which is openat(2) for Node, so a folder swapped after the check is not used.
  */
 export class VerifiedDir {
-  private constructor(readonly dir: string, private readonly fd: number, private readonly policy: StationPolicy, private readonly privateDir: boolean, private readonly onTightened: OnTightened) {}
+  private constructor(
+    readonly dir: string,
+    private readonly fd: number,
+    private readonly policy: StationPolicy,
+    private readonly privateDir: boolean,
+    private readonly onTightened: OnTightened,
+  ) {}
 
   /**
    * Opens and checks the folder; null when it does not exist (a tmp cleaner removed it).
@@ -38,14 +44,21 @@ export class VerifiedDir {
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'ENOENT') return null;
-      if (code === 'ELOOP' || code === 'ENOTDIR') throw new UnsafeStationError('lock-dir-unsafe', `${dir} is not a real folder (${code}); another account may have replaced it. Fix: remove it (rm -- '${dir}') and start again`);
+      if (code === 'ELOOP' || code === 'ENOTDIR')
+        throw new UnsafeStationError(
+          'lock-dir-unsafe',
+          `${dir} is not a real folder (${code}); another account may have replaced it. Fix: remove it (rm -- '${dir}') and start again`,
+        );
       throw err;
     }
     const st = fs.fstatSync(fd);
     const problem = dirProblem(st, policy);
     if (problem) {
       fs.closeSync(fd);
-      throw new UnsafeStationError('lock-dir-unsafe', `${dir} ${problem.what}; this is unsafe: another account could plant links or forged records there. Fix: ${problem.fix(dir)}`);
+      throw new UnsafeStationError(
+        'lock-dir-unsafe',
+        `${dir} ${problem.what}; this is unsafe: another account could plant links or forged records there. Fix: ${problem.fix(dir)}`,
+      );
     }
     // Nobody but us can enter a folder of ours with mode 0700 (no lock group): a file inside is
     // reachable by this account alone, whatever its own mode says.
@@ -87,7 +100,8 @@ export class VerifiedDir {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'ENOENT' && !opts.create) return null;
       if (code === 'ELOOP') throw this.unsafeFile(name, 'is a symbolic link', `rm -f -- '${this.pathOf(name)}'`);
-      if (code === 'EISDIR' || code === 'ENXIO' || code === 'ENOTDIR') throw this.unsafeFile(name, `is not a regular file (${code})`, `rm -rf -- '${this.pathOf(name)}'`);
+      if (code === 'EISDIR' || code === 'ENXIO' || code === 'ENOTDIR')
+        throw this.unsafeFile(name, `is not a regular file (${code})`, `rm -rf -- '${this.pathOf(name)}'`);
       throw err;
     }
     try {
@@ -151,15 +165,23 @@ export class VerifiedDir {
     if (!st.isFile()) return { what: 'is not a regular file (a FIFO, device or socket would block or fool the agent)', fix: 'rm -f -- %' };
     if (st.nlink !== 1) return { what: `has ${st.nlink} hard links (it may be another file of yours)`, fix: 'rm -f -- %' };
     const groupOk = this.policy.group !== null && st.gid === this.policy.group.gid;
-    if (st.uid !== this.policy.uid && !groupOk) return { what: `is owned by uid ${st.uid}, not by you (uid ${this.policy.uid})`, fix: 'rm -f -- % (as root if needed)' };
+    if (st.uid !== this.policy.uid && !groupOk)
+      return { what: `is owned by uid ${st.uid}, not by you (uid ${this.policy.uid})`, fix: 'rm -f -- % (as root if needed)' };
     const open = st.mode & (groupOk ? 0o007 : 0o077);
-    if (open !== 0) return { what: `has mode ${(st.mode & 0o7777).toString(8)}: other accounts can open it and hold its lock`, fix: `chmod ${groupOk ? '660' : '600'} -- %` };
+    if (open !== 0)
+      return {
+        what: `has mode ${(st.mode & 0o7777).toString(8)}: other accounts can open it and hold its lock`,
+        fix: `chmod ${groupOk ? '660' : '600'} -- %`,
+      };
     return null;
   }
 
   private unsafeFile(name: string, what: string, fix: string): UnsafeStationError {
     const file = `'${this.pathOf(name).replace(/'/g, "'\\''")}'`;
-    return new UnsafeStationError('lock-file-unsafe', `lock file ${this.pathOf(name)} ${what}; it is refused, not used: another account could make the agent write your files through it, block a slot or forge its owner. Fix: ${fix.split('%').join(file)}`);
+    return new UnsafeStationError(
+      'lock-file-unsafe',
+      `lock file ${this.pathOf(name)} ${what}; it is refused, not used: another account could make the agent write your files through it, block a slot or forge its owner. Fix: ${fix.split('%').join(file)}`,
+    );
   }
 }
 

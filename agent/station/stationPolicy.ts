@@ -25,7 +25,10 @@ export function stationPolicy(groupName: string | null): StationPolicy {
   if (groupName === null || groupName === '') return { uid, group: null };
   const gid = lookupGroup(groupName);
   if (gid === null) {
-    throw new UnsafeStationError('lock-group-unknown', `QUANTILICA_LOCK_GROUP=${groupName}: no such group on this station (see getent group); create it (groupadd ${groupName}) or leave the setting empty`);
+    throw new UnsafeStationError(
+      'lock-group-unknown',
+      `QUANTILICA_LOCK_GROUP=${groupName}: no such group on this station (see getent group); create it (groupadd ${groupName}) or leave the setting empty`,
+    );
   }
   return { uid, group: { name: groupName, gid } };
 }

@@ -7,7 +7,10 @@ import { EnvironmentError } from '../errors';
  * it; `reason` is the token runs report (`lock-dir-unsafe`, `lock-file-unsafe`, …).
  */
 export class UnsafeStationError extends EnvironmentError {
-  constructor(readonly reason: Extract<RunReason, 'lock-dir-unsafe' | 'lock-file-unsafe' | 'lock-group-unknown'>, message: string) {
+  constructor(
+    readonly reason: Extract<RunReason, 'lock-dir-unsafe' | 'lock-file-unsafe' | 'lock-group-unknown'>,
+    message: string,
+  ) {
     super(message);
     this.name = 'UnsafeStationError';
   }

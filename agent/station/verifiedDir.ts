@@ -4,7 +4,8 @@ import { dirMode, type StationPolicy } from './stationPolicy';
 import { UnsafeStationError } from './unsafeStationError';
 
 const STICKY = 0o1000;
-const WHY = 'another account could replace the slot files with links to your files, forge owner records that make the agent signal processes, or block every slot';
+const WHY =
+  'another account could replace the slot files with links to your files, forge owner records that make the agent signal processes, or block every slot';
 
 /**
  * The one way to use a shared folder (the lock folder, each pool folder): made 0700 (2770 with a lock
@@ -35,16 +36,26 @@ interface Problem {
 /** What is wrong with a folder we are to keep slot files in, or null when it is safe. */
 export function dirProblem(st: fs.Stats, policy: StationPolicy): Problem | null {
   const q = (p: string) => `'${p.replace(/'/g, "'\\''")}'`;
-  if (st.isSymbolicLink()) return { what: 'is a symbolic link', fix: (d) => `rm -- ${q(d)} (as its owner, uid ${st.uid}, or root), or set the setting to a folder of your own` };
+  if (st.isSymbolicLink())
+    return {
+      what: 'is a symbolic link',
+      fix: (d) => `rm -- ${q(d)} (as its owner, uid ${st.uid}, or root), or set the setting to a folder of your own`,
+    };
   if (!st.isDirectory()) return { what: 'is not a directory', fix: (d) => `rm -- ${q(d)} (as its owner, uid ${st.uid}, or root)` };
   const groupOk = policy.group !== null && st.gid === policy.group.gid;
   const ownerOk = st.uid === policy.uid || (st.uid === 0 && (st.mode & STICKY) !== 0) || groupOk;
   if (!ownerOk) {
-    return { what: `is owned by uid ${st.uid}, not by you (uid ${policy.uid})${policy.group ? ` nor shared with group ${policy.group.name}` : ''}`, fix: (d) => `sudo rm -rf -- ${q(d)} after checking what is in it, or set the setting to a folder of your own` };
+    return {
+      what: `is owned by uid ${st.uid}, not by you (uid ${policy.uid})${policy.group ? ` nor shared with group ${policy.group.name}` : ''}`,
+      fix: (d) => `sudo rm -rf -- ${q(d)} after checking what is in it, or set the setting to a folder of your own`,
+    };
   }
   if ((st.mode & 0o002) !== 0 || ((st.mode & 0o020) !== 0 && !groupOk)) {
     const fix = policy.group ? `chgrp ${policy.group.name} -- ${q('%')} && chmod 2770 -- ${q('%')}` : `chmod 700 -- ${q('%')}`;
-    return { what: `is writable by ${(st.mode & 0o002) !== 0 ? 'every account' : `group ${st.gid}`} (mode ${(st.mode & 0o7777).toString(8)})`, fix: (d) => fix.split(q('%')).join(q(d)) };
+    return {
+      what: `is writable by ${(st.mode & 0o002) !== 0 ? 'every account' : `group ${st.gid}`} (mode ${(st.mode & 0o7777).toString(8)})`,
+      fix: (d) => fix.split(q('%')).join(q(d)),
+    };
   }
   return null;
 }
@@ -56,14 +67,21 @@ function checkAncestors(dir: string, policy: StationPolicy, setting: string, why
     fs.mkdirSync(path.dirname(dir), { recursive: true, mode: 0o755 });
   } catch (err) {
     // mkdir -p says EEXIST when a file stands where a folder must be: that is ENOTDIR to the user.
-    if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw Object.assign(new Error(`not a directory on the way to ${dir}`), { code: 'ENOTDIR' });
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST')
+      throw Object.assign(new Error(`not a directory on the way to ${dir}`), { code: 'ENOTDIR' });
     throw err;
   }
   // A link on the way is a pointer whoever owns it can turn: only root's or ours are followed.
   for (let p = path.dirname(dir); p !== path.dirname(p); p = path.dirname(p)) {
     const st = fs.lstatSync(p);
     if (st.isSymbolicLink() && st.uid !== 0 && st.uid !== policy.uid) {
-      throw unsafeDir(setting, dir, `lies under ${p}, a symbolic link of uid ${st.uid}`, 'set the setting to a path without links of other accounts', why);
+      throw unsafeDir(
+        setting,
+        dir,
+        `lies under ${p}, a symbolic link of uid ${st.uid}`,
+        'set the setting to a path without links of other accounts',
+        why,
+      );
     }
   }
   const real = fs.realpathSync(path.dirname(dir));
@@ -73,7 +91,13 @@ function checkAncestors(dir: string, policy: StationPolicy, setting: string, why
     const ownerOk = st.uid === 0 || st.uid === policy.uid || groupOk;
     const othersWrite = (st.mode & 0o002) !== 0 || ((st.mode & 0o020) !== 0 && !groupOk);
     if (!st.isDirectory() || !ownerOk || (othersWrite && (st.mode & STICKY) === 0)) {
-      throw unsafeDir(setting, dir, `lies inside ${p} (owner uid ${st.uid}, mode ${(st.mode & 0o7777).toString(8)}), where another account can rename or replace it`, `choose a folder whose parents are owned by root or by you and are not writable by others (or are sticky, like /tmp)`, why);
+      throw unsafeDir(
+        setting,
+        dir,
+        `lies inside ${p} (owner uid ${st.uid}, mode ${(st.mode & 0o7777).toString(8)}), where another account can rename or replace it`,
+        `choose a folder whose parents are owned by root or by you and are not writable by others (or are sticky, like /tmp)`,
+        why,
+      );
     }
     if (p === path.dirname(p)) break;
   }

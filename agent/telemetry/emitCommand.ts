@@ -39,10 +39,33 @@ export const MAX_FUTURE_SKEW_SECONDS = 300;
 
 // Numbers arrive as strings from commander and as numbers from code: one path for both, one message.
 const asText = (value: unknown) => (typeof value === 'number' ? String(value) : value);
-const integer = z.preprocess(asText, z.string().trim().regex(/^-?\d+$/, 'must be a whole number').transform(Number));
-const seconds = z.preprocess(asText, z.string().trim().regex(/^\d+(\.\d+)?$/, 'must be a number of seconds (not negative)').transform(Number));
-const text = (max: number) => z.string().trim().min(1, 'must not be empty').max(max).refine((s) => !s.includes('\0'), 'must not contain NUL');
-const isoTime = z.string().trim().refine((s) => /^\d{4}-\d{2}-\d{2}T/.test(s) && Number.isFinite(Date.parse(s)), 'must be an ISO-8601 time such as 2025-01-31T12:00:00Z');
+const integer = z.preprocess(
+  asText,
+  z
+    .string()
+    .trim()
+    .regex(/^-?\d+$/, 'must be a whole number')
+    .transform(Number),
+);
+const seconds = z.preprocess(
+  asText,
+  z
+    .string()
+    .trim()
+    .regex(/^\d+(\.\d+)?$/, 'must be a number of seconds (not negative)')
+    .transform(Number),
+);
+const text = (max: number) =>
+  z
+    .string()
+    .trim()
+    .min(1, 'must not be empty')
+    .max(max)
+    .refine((s) => !s.includes('\0'), 'must not contain NUL');
+const isoTime = z
+  .string()
+  .trim()
+  .refine((s) => /^\d{4}-\d{2}-\d{2}T/.test(s) && Number.isFinite(Date.parse(s)), 'must be an ISO-8601 time such as 2025-01-31T12:00:00Z');
 
 const common = {
   task: text(200).optional(),
@@ -68,10 +91,16 @@ const schemas = {
  * scripts outside the agent. Validates, then writes through the same spool as the agent (which flushes
  * it). A start without --run-id gets a new one, printed so the script can pass it to heartbeat/finish.
  */
-export function emitFromCli(kind: string, options: TelemetryEmitOptions, spool: Spool, context: { now?: Date; heldWaitMs?: number } = {}): EmitCliResult {
+export function emitFromCli(
+  kind: string,
+  options: TelemetryEmitOptions,
+  spool: Spool,
+  context: { now?: Date; heldWaitMs?: number } = {},
+): EmitCliResult {
   const now = context.now ?? new Date();
   const invalid = (message: string): EmitCliResult => ({ ok: false, exitCode: 2, message, eventId: null, runId: null });
-  if (!(EMIT_KINDS as readonly string[]).includes(kind)) return invalid(`unknown event ${JSON.stringify(kind)}; allowed: ${EMIT_KINDS.join(', ')}`);
+  if (!(EMIT_KINDS as readonly string[]).includes(kind))
+    return invalid(`unknown event ${JSON.stringify(kind)}; allowed: ${EMIT_KINDS.join(', ')}`);
   const parsed = schemas[kind as (typeof EMIT_KINDS)[number]].safeParse(definedOnly(options));
   if (!parsed.success) {
     return invalid(parsed.error.issues.map((i) => `--${flagName(String(i.path[0] ?? kind))}: ${i.message}`).join('; '));
@@ -80,7 +109,9 @@ export function emitFromCli(kind: string, options: TelemetryEmitOptions, spool: 
   // A time ahead of the clock is a wrong clock or a wrong argument; stored, it would give a run a
   // negative duration in PostgreSQL for good. A little skew between machines is allowed.
   if (o.at !== undefined && Date.parse(o.at) > now.getTime() + MAX_FUTURE_SKEW_SECONDS * 1000) {
-    return invalid(`--at: ${o.at} is in the future (more than ${MAX_FUTURE_SKEW_SECONDS} s after this machine's clock, ${now.toISOString()}); give the time the event happened`);
+    return invalid(
+      `--at: ${o.at} is in the future (more than ${MAX_FUTURE_SKEW_SECONDS} s after this machine's clock, ${now.toISOString()}); give the time the event happened`,
+    );
   }
   const runId = o.runId ?? crypto.randomUUID();
   const payload: Record<string, unknown> = { source: 'cli' };
@@ -98,7 +129,13 @@ export function emitFromCli(kind: string, options: TelemetryEmitOptions, spool: 
   // Held in memory (no file takes it now): a script's process ends soon, so wait a little, then say LOST.
   if (eventId !== null && spool.status().held > 0 && spool.settleHeld(context.heldWaitMs ?? 10_000) > 0) eventId = null;
   if (eventId === null) {
-    return { ok: false, exitCode: 1, message: `${kind} event of run ${runId} LOST: ${spool.status().error ?? 'the spool cannot be written'}`, eventId: null, runId };
+    return {
+      ok: false,
+      exitCode: 1,
+      message: `${kind} event of run ${runId} LOST: ${spool.status().error ?? 'the spool cannot be written'}`,
+      eventId: null,
+      runId,
+    };
   }
   return { ok: true, exitCode: 0, message: `${kind} event ${eventId} of run ${runId} spooled in ${spool.path ?? '?'}`, eventId, runId };
 }

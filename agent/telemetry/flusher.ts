@@ -57,10 +57,16 @@ export class Flusher {
   private unsubscribe: (() => void) | null = null;
 
   constructor(private readonly options: FlusherOptions) {
-    this.db = options.databaseUrl === null ? null : new TelemetryDatabase({
-      url: options.databaseUrl, logger: options.logger, applicationName: options.applicationName,
-      connectTimeoutMs: options.connectTimeoutMs, queryTimeoutMs: options.queryTimeoutMs,
-    });
+    this.db =
+      options.databaseUrl === null
+        ? null
+        : new TelemetryDatabase({
+            url: options.databaseUrl,
+            logger: options.logger,
+            applicationName: options.applicationName,
+            connectTimeoutMs: options.connectTimeoutMs,
+            queryTimeoutMs: options.queryTimeoutMs,
+          });
     // 'down' until the first flush connects: nothing has been sent yet.
     options.spool.setDatabase(this.db === null ? 'not-configured' : 'down');
   }
@@ -129,7 +135,13 @@ export class Flusher {
   private async flush(onProgress: ProgressListener | undefined, lockWaitMs: number): Promise<FlushOutcome> {
     const { spool, logger } = this.options;
     if (this.db === null) {
-      return { sent: 0, inserted: 0, busy: false, remaining: spool.pending(), error: 'QUANTILICA_DATABASE_URL is not set: events stay in the spool' };
+      return {
+        sent: 0,
+        inserted: 0,
+        busy: false,
+        remaining: spool.pending(),
+        error: 'QUANTILICA_DATABASE_URL is not set: events stay in the spool',
+      };
     }
     if (this.closed) return { sent: 0, inserted: 0, busy: false, remaining: spool.pending(), error: 'the flusher is closed' };
     // Events of a fallback written while this spool could not be, and a file deleted under us: first.

@@ -58,7 +58,9 @@ export class GroupCommit<T> {
       this.lastWrite = performance.now();
       // Callers are answered in the order of their writes, each once its write is durable.
       this.answered = durable instanceof Promise ? Promise.all([this.answered, durable]).then(() => undefined) : this.answered;
-      void this.answered.then(() => { for (const resolve of waiters) resolve(); });
+      void this.answered.then(() => {
+        for (const resolve of waiters) resolve();
+      });
     }
   }
 

@@ -36,16 +36,30 @@ export function isCorruptionError(err: unknown): boolean {
  * moving a corrupt file aside and starting a new one in its place. Returns no database, never throws,
  * when neither path can be written: the caller then keeps or counts what it cannot store.
  */
-export function openSpoolDatabase(primary: string, fallbackPath: string, logger: Logger, now: () => Date, which: 'both' | 'primary' | 'fallback' | 'none' = 'both', busyWaitMs = OPEN_BUSY_WAIT_MS): OpenSpoolResult {
+export function openSpoolDatabase(
+  primary: string,
+  fallbackPath: string,
+  logger: Logger,
+  now: () => Date,
+  which: 'both' | 'primary' | 'fallback' | 'none' = 'both',
+  busyWaitMs = OPEN_BUSY_WAIT_MS,
+): OpenSpoolResult {
   const problems: string[] = [];
-  const candidates = ([[primary, false], [fallbackPath, true]] as const)
-    .filter(([, fallback]) => which === 'both' || (which === 'fallback' && fallback) || (which === 'primary' && !fallback));
+  const candidates = (
+    [
+      [primary, false],
+      [fallbackPath, true],
+    ] as const
+  ).filter(([, fallback]) => which === 'both' || (which === 'fallback' && fallback) || (which === 'primary' && !fallback));
   for (const [file, fallback] of candidates) {
     if (fallback && path.resolve(file) === path.resolve(primary)) continue;
     try {
       // The fallback folder is shared ground (/tmp): it must be ours alone before anything goes in.
       if (fallback) ensurePrivateDir(path.dirname(file));
-      return { opened: { db: openWithRecovery(file, logger, now, problems, busyWaitMs), path: file, fallback }, error: problems.length > 0 ? problems.join('; ') : null };
+      return {
+        opened: { db: openWithRecovery(file, logger, now, problems, busyWaitMs), path: file, fallback },
+        error: problems.length > 0 ? problems.join('; ') : null,
+      };
     } catch (err) {
       const message = `telemetry spool ${file} cannot be written: ${errorText(err)}`;
       problems.push(message);
@@ -104,7 +118,8 @@ function configure(file: string): Database.Database {
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = FULL');
     const version = db.pragma('user_version', { simple: true }) as number;
-    if (version > SPOOL_SCHEMA_VERSION) throw new Error(`spool schema version ${version} is newer than this agent's (${SPOOL_SCHEMA_VERSION})`);
+    if (version > SPOOL_SCHEMA_VERSION)
+      throw new Error(`spool schema version ${version} is newer than this agent's (${SPOOL_SCHEMA_VERSION})`);
     // A write on purpose: a read-only file or directory fails here, at open, and not on the first event.
     db.exec(`BEGIN IMMEDIATE; ${SPOOL_SCHEMA} PRAGMA user_version = ${SPOOL_SCHEMA_VERSION}; COMMIT;`);
     tightenSqliteFiles(file);

@@ -49,12 +49,18 @@ export function ensurePrivateDir(dir: string): void {
   const st = fs.lstatSync(dir);
   const fix = `remove it (rm -rf ${dir}) or set XDG_RUNTIME_DIR to a folder of your own, then try again`;
   if (st.isSymbolicLink() || !st.isDirectory()) {
-    throw new UnsafeFolderError(`private folder ${dir} is not a real folder (a ${st.isSymbolicLink() ? 'symbolic link' : 'file'}): refused, it could send our files elsewhere; ${fix}`);
+    throw new UnsafeFolderError(
+      `private folder ${dir} is not a real folder (a ${st.isSymbolicLink() ? 'symbolic link' : 'file'}): refused, it could send our files elsewhere; ${fix}`,
+    );
   }
   if (st.uid !== uid()) {
-    throw new UnsafeFolderError(`private folder ${dir} is owned by uid ${st.uid}, not by us (uid ${uid()}): refused, its owner could read or forge our telemetry; ${fix}`);
+    throw new UnsafeFolderError(
+      `private folder ${dir} is owned by uid ${st.uid}, not by us (uid ${uid()}): refused, its owner could read or forge our telemetry; ${fix}`,
+    );
   }
   if ((st.mode & 0o777) !== 0o700) {
-    throw new UnsafeFolderError(`private folder ${dir} has mode ${(st.mode & 0o777).toString(8)}, not 700: refused, other users could enter it; chmod 700 ${dir}`);
+    throw new UnsafeFolderError(
+      `private folder ${dir} has mode ${(st.mode & 0o777).toString(8)}, not 700: refused, other users could enter it; chmod 700 ${dir}`,
+    );
   }
 }

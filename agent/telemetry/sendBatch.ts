@@ -34,8 +34,14 @@ export type BatchParams = [string, string, string, string, string, string, strin
  */
 export function batchParams(batch: SpoolColumns): BatchParams {
   return [
-    textArray(batch.eventIds), textArray(batch.runIds), textArray(batch.events), textArray(batch.ats),
-    textArray(batch.tasks), textArray(batch.pools), textArray(batch.payloads), `{${batch.seqs.join(',')}}`,
+    textArray(batch.eventIds),
+    textArray(batch.runIds),
+    textArray(batch.events),
+    textArray(batch.ats),
+    textArray(batch.tasks),
+    textArray(batch.pools),
+    textArray(batch.payloads),
+    `{${batch.seqs.join(',')}}`,
   ];
 }
 
@@ -57,7 +63,11 @@ const NEEDS_ESCAPE = /[\\"]/;
 const ESCAPED = /[\\"]/g;
 
 /** Events PostgreSQL refused, with the reason token (`postgres-refused-<SQLSTATE>`) and its message. */
-export interface RefusedRow { seq: number; reason: string; detail: string }
+export interface RefusedRow {
+  seq: number;
+  reason: string;
+  detail: string;
+}
 
 /**
  * Sends a batch; when PostgreSQL refuses it for its data (a value it cannot take: SQLSTATE classes 22,
@@ -70,7 +80,8 @@ export async function sendIsolating(client: pg.ClientBase, batch: SpoolColumns):
   } catch (err) {
     const code = (err as { code?: unknown }).code;
     if (typeof code !== 'string' || !/^(22|23|54)/.test(code)) throw err;
-    if (batch.seqs.length === 1) return { inserted: 0, refused: [{ seq: batch.seqs[0], reason: `postgres-refused-${code}`, detail: errorText(err) }] };
+    if (batch.seqs.length === 1)
+      return { inserted: 0, refused: [{ seq: batch.seqs[0], reason: `postgres-refused-${code}`, detail: errorText(err) }] };
     const half = Math.ceil(batch.seqs.length / 2);
     const all = batch.seqs.map((_, i) => i);
     const first = await sendIsolating(client, pickRows(batch, all.slice(0, half)));

@@ -40,7 +40,10 @@ export class Spool implements TelemetrySink {
   /** Run rows no file took yet (newest state per run), written with the held events. */
   private heldRuns = new Map<string, RunRow>();
   private readonly group = new GroupCommit<{ runs: readonly RunRow[]; rows: PendingRow[] }>((items) => {
-    this.store(items.flatMap((i) => i.rows), items.flatMap((i) => i.runs));
+    this.store(
+      items.flatMap((i) => i.rows),
+      items.flatMap((i) => i.runs),
+    );
     // Durable once the WAL is synced, off this thread (walSync.ts); the callers wait for that.
     return this.walSync?.sync();
   });
@@ -192,8 +195,10 @@ export class Spool implements TelemetrySink {
     const db = this.opened?.db;
     if (items.length === 0 || statements === null || db === undefined || generation !== this.generationNo) return;
     quarantineRows(db, statements, items);
-    this.options.logger.error({ path: this.path, quarantined: items.map((i) => i.seq), reasons: [...new Set(items.map((i) => i.reason))] },
-      `${items.length} telemetry events could not be sent and were moved to the spool's quarantine table`);
+    this.options.logger.error(
+      { path: this.path, quarantined: items.map((i) => i.seq), reasons: [...new Set(items.map((i) => i.reason))] },
+      `${items.length} telemetry events could not be sent and were moved to the spool's quarantine table`,
+    );
     this.notify('quarantine');
   }
 
@@ -261,7 +266,11 @@ export class Spool implements TelemetrySink {
     }
     const gone = this.held.splice(0);
     for (const row of gone) this.lose(row.eventId, new Error(`no spool file took the event within ${waitMs} ms`));
-    if (this.heldRuns.size > 0) this.options.logger.error({ runs: this.heldRuns.size }, `the newest state of ${this.heldRuns.size} runs could not be stored within ${waitMs} ms; the next agent finds them from their status files`);
+    if (this.heldRuns.size > 0)
+      this.options.logger.error(
+        { runs: this.heldRuns.size },
+        `the newest state of ${this.heldRuns.size} runs could not be stored within ${waitMs} ms; the next agent finds them from their status files`,
+      );
     this.heldRuns.clear();
     return gone.length;
   }
@@ -302,7 +311,10 @@ export class Spool implements TelemetrySink {
       return;
     }
     if (isBusyError(err)) {
-      this.options.logger.warn({ path: this.path, err: errorText(err) }, 'telemetry spool busy for long; holding events in memory until it is free');
+      this.options.logger.warn(
+        { path: this.path, err: errorText(err) },
+        'telemetry spool busy for long; holding events in memory until it is free',
+      );
       return;
     }
     const failed = this.opened;
@@ -311,7 +323,13 @@ export class Spool implements TelemetrySink {
     this.options.logger.error({ path: failed.path, err: errorText(err) }, message);
     this.closeFile();
     // A full or read-only configured file: the fallback (if that is what failed, memory).
-    const result = openSpoolDatabase(this.options.path, this.fallbackPath, this.options.logger, this.now, failed.fallback ? 'none' : 'fallback');
+    const result = openSpoolDatabase(
+      this.options.path,
+      this.fallbackPath,
+      this.options.logger,
+      this.now,
+      failed.fallback ? 'none' : 'fallback',
+    );
     this.lastOpenAttempt = Date.now();
     this.adopt(result.opened);
     this.openError = [message, result.error].filter((e) => e !== null).join('; ');
@@ -324,10 +342,16 @@ export class Spool implements TelemetrySink {
     this.held.push(...kept);
     if (!this.heldLogged && kept.length > 0) {
       this.heldLogged = true;
-      this.options.logger.error({ held: this.held.length, err: this.openError }, 'telemetry events held in memory: no spool file takes them now; retrying every second');
+      this.options.logger.error(
+        { held: this.held.length, err: this.openError },
+        'telemetry events held in memory: no spool file takes them now; retrying every second',
+      );
     }
     this.notify('error');
-    return [...kept.map((r) => r.eventId), ...rows.slice(room).map((r) => this.lose(r.eventId, new Error('too many events held in memory')))];
+    return [
+      ...kept.map((r) => r.eventId),
+      ...rows.slice(room).map((r) => this.lose(r.eventId, new Error('too many events held in memory'))),
+    ];
   }
 
   private writeHeld(): void {
@@ -342,14 +366,24 @@ export class Spool implements TelemetrySink {
     this.held = [];
     this.heldRuns = new Map();
     this.heldLogged = false;
-    this.options.logger.warn({ path: this.path, written: rows.length }, `${rows.length} telemetry events held in memory are now in the spool`);
+    this.options.logger.warn(
+      { path: this.path, written: rows.length },
+      `${rows.length} telemetry events held in memory are now in the spool`,
+    );
     this.notify('emit');
   }
 
   private open(busyWaitMs?: number): void {
     this.lastOpenAttempt = Date.now();
     const previous = this.opened;
-    const result = openSpoolDatabase(this.options.path, this.fallbackPath, this.options.logger, this.now, previous?.fallback === true ? 'primary' : 'both', busyWaitMs);
+    const result = openSpoolDatabase(
+      this.options.path,
+      this.fallbackPath,
+      this.options.logger,
+      this.now,
+      previous?.fallback === true ? 'primary' : 'both',
+      busyWaitMs,
+    );
     if (previous !== null && result.opened === null) return; // still on the fallback
     if (previous !== null) this.closeFile();
     this.adopt(result.opened);
@@ -378,11 +412,17 @@ export class Spool implements TelemetrySink {
 
   private adopt(opened: OpenedSpool | null): void {
     this.walSync?.close();
-    this.walSync = opened === null ? null : WalSync.open(opened.db, opened.path, (err) => {
-      this.options.logger.error({ path: opened.path, err: errorText(err) }, 'cannot sync the telemetry spool\'s WAL to disk: recent events may not survive a power loss');
-      this.openError = `cannot sync ${opened.path}-wal: ${errorText(err)}`;
-      this.notify('error');
-    });
+    this.walSync =
+      opened === null
+        ? null
+        : WalSync.open(opened.db, opened.path, (err) => {
+            this.options.logger.error(
+              { path: opened.path, err: errorText(err) },
+              "cannot sync the telemetry spool's WAL to disk: recent events may not survive a power loss",
+            );
+            this.openError = `cannot sync ${opened.path}-wal: ${errorText(err)}`;
+            this.notify('error');
+          });
     this.opened = opened;
     this.statements = opened === null ? null : prepareStatements(opened.db);
     this.identity = opened === null ? [] : ['', '-wal', '-shm'].map((suffix) => [opened.path + suffix, identityOf(opened.path + suffix)]);
@@ -435,12 +475,17 @@ export class Spool implements TelemetrySink {
     this.closeFile();
     try {
       const aside = moveAside(file, this.now());
-      this.options.logger.error({ path: file, movedTo: aside, err: errorText(err) }, 'telemetry spool became corrupt; moved aside, starting a new one');
+      this.options.logger.error(
+        { path: file, movedTo: aside, err: errorText(err) },
+        'telemetry spool became corrupt; moved aside, starting a new one',
+      );
     } catch (moveErr) {
       this.options.logger.error({ path: file, err: errorText(moveErr) }, 'telemetry spool is corrupt and cannot be moved aside');
     }
     this.open();
-    this.openError = `telemetry spool ${file} was corrupt (${errorText(err)}) and was moved aside` + (this.openError === null ? '' : `; ${this.openError}`);
+    this.openError =
+      `telemetry spool ${file} was corrupt (${errorText(err)}) and was moved aside` +
+      (this.openError === null ? '' : `; ${this.openError}`);
     this.notify('error');
     return true;
   }
@@ -449,7 +494,10 @@ export class Spool implements TelemetrySink {
     this.lost += 1;
     const every = this.options.lostLogEvery ?? 100;
     if (this.lost === 1 || this.lost % every === 0) {
-      this.options.logger.error({ lost: this.lost, eventId, err: errorText(err) }, `telemetry event lost: the spool cannot store it (${this.lost} lost so far)`);
+      this.options.logger.error(
+        { lost: this.lost, eventId, err: errorText(err) },
+        `telemetry event lost: the spool cannot store it (${this.lost} lost so far)`,
+      );
     }
     this.notify('lost');
     return null;

@@ -20,7 +20,15 @@ type RawRow = [string, string, string, string, string, string, string, number];
 /** Every event of an open spool, in spool order (a file deleted under us is still readable here). */
 export function readAllRows(db: Database.Database): PendingRow[] {
   return (db.prepare(SELECT_ALL_EVENTS).raw().all() as RawRow[]).map(([eventId, runId, event, at, task, pool, payload, spooledMs]) => ({
-    eventId, runId, event, at, task, pool, payload, spooledMs, dedupe: true,
+    eventId,
+    runId,
+    event,
+    at,
+    task,
+    pool,
+    payload,
+    spooledMs,
+    dedupe: true,
   }));
 }
 
@@ -30,14 +38,22 @@ export function readAllRuns(db: Database.Database): RunRow[] {
 }
 
 /** Prepared statements a write may reuse (the spool keeps them; a copy prepares its own). */
-export interface WriteStatements { insert?: Database.Statement; upsertRun?: Database.Statement }
+export interface WriteStatements {
+  insert?: Database.Statement;
+  upsertRun?: Database.Statement;
+}
 
 /**
  * Inserts events and upserts run rows in one transaction (one fsync), in order. Rows marked `dedupe`
  * are skipped when their event id is already in the file (the same file reopened after only its -wal
  * was deleted).
  */
-export function insertRows(db: Database.Database, rows: readonly PendingRow[], prepared: WriteStatements = {}, runs: readonly RunRow[] = []): void {
+export function insertRows(
+  db: Database.Database,
+  rows: readonly PendingRow[],
+  prepared: WriteStatements = {},
+  runs: readonly RunRow[] = [],
+): void {
   const insert = prepared.insert ?? db.prepare(INSERT_EVENT);
   const upsertRun = runs.length === 0 ? null : (prepared.upsertRun ?? db.prepare(UPSERT_RUN));
   db.transaction(() => {
@@ -53,7 +69,9 @@ export function insertRows(db: Database.Database, rows: readonly PendingRow[], p
 /** Adds runs from an older file (state.db, the fallback) without overwriting newer rows. */
 export function importRuns(db: Database.Database, runs: readonly RunRow[]): void {
   const insert = db.prepare(IMPORT_RUN);
-  db.transaction(() => { for (const run of runs) insert.run(run); })();
+  db.transaction(() => {
+    for (const run of runs) insert.run(run);
+  })();
 }
 
 function presentIds(db: Database.Database): Set<string> {
@@ -77,7 +95,11 @@ export function drainFallback(target: Database.Database, fallbackPath: string, l
     const runs = readAllRuns(source);
     if (rows.length > 0 || runs.length > 0) insertRows(target, rows, {}, runs);
     source.exec('DELETE FROM event; DELETE FROM runs; COMMIT');
-    if (rows.length > 0) logger.warn({ fallback: fallbackPath, moved: rows.length }, `moved ${rows.length} telemetry events from the fallback spool ${fallbackPath} into the configured spool`);
+    if (rows.length > 0)
+      logger.warn(
+        { fallback: fallbackPath, moved: rows.length },
+        `moved ${rows.length} telemetry events from the fallback spool ${fallbackPath} into the configured spool`,
+      );
     return rows.length;
   } catch (err) {
     if (source.inTransaction) source.exec('ROLLBACK');

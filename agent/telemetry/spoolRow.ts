@@ -6,7 +6,15 @@ import type { NewTelemetryEvent } from './telemetrySink';
 // One spool row, both ways: made safe when it is stored (toSpoolRow), checked again before it is
 // sent (invalidReason), because a spool file may also hold rows of another writer.
 
-export interface SpoolRow { eventId: string; runId: string; event: string; at: string; task: string; pool: string; payload: string }
+export interface SpoolRow {
+  eventId: string;
+  runId: string;
+  event: string;
+  at: string;
+  task: string;
+  pool: string;
+  payload: string;
+}
 
 /**
  * Makes an event safe to store and to send: a bad time or a payload JSON cannot hold would otherwise
@@ -19,11 +27,21 @@ export function toSpoolRow(event: NewTelemetryEvent, now: Date): SpoolRow {
   let payload: string;
   try {
     const extra = event.at !== undefined && !Number.isFinite(parsed) ? { invalidAt: String(event.at) } : {};
-    payload = JSON.stringify({ ...event.payload, ...extra }, (_key, value: unknown) => (typeof value === 'string' ? noNul(value) : typeof value === 'bigint' ? value.toString() : value));
+    payload = JSON.stringify({ ...event.payload, ...extra }, (_key, value: unknown) =>
+      typeof value === 'string' ? noNul(value) : typeof value === 'bigint' ? value.toString() : value,
+    );
   } catch (err) {
     payload = JSON.stringify({ unserializablePayload: errorText(err) });
   }
-  return { eventId, runId: noNul(String(event.runId)), event: String(event.event), at, task: noNul(String(event.task)), pool: noNul(String(event.pool)), payload };
+  return {
+    eventId,
+    runId: noNul(String(event.runId)),
+    event: String(event.event),
+    at,
+    task: noNul(String(event.task)),
+    pool: noNul(String(event.pool)),
+    payload,
+  };
 }
 
 function noNul(text: string): string {
@@ -31,7 +49,18 @@ function noNul(text: string): string {
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const KINDS = new Set(['start', 'heartbeat', 'finish', 'waiting', 'skipped', 'reclaimed', 'cancel-requested', 'hibernated', 'resumed', 'stalled']);
+const KINDS = new Set([
+  'start',
+  'heartbeat',
+  'finish',
+  'waiting',
+  'skipped',
+  'reclaimed',
+  'cancel-requested',
+  'hibernated',
+  'resumed',
+  'stalled',
+]);
 const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})$/;
 const MAX_TEXT = 1_000;
 
@@ -69,7 +98,13 @@ function payloadOk(payload: string): boolean {
 export function pickRows(b: SpoolColumns, indexes: readonly number[]): SpoolColumns {
   const pick = <T>(values: T[]) => indexes.map((i) => values[i]);
   return {
-    seqs: pick(b.seqs), eventIds: pick(b.eventIds), runIds: pick(b.runIds), events: pick(b.events),
-    ats: pick(b.ats), tasks: pick(b.tasks), pools: pick(b.pools), payloads: pick(b.payloads),
+    seqs: pick(b.seqs),
+    eventIds: pick(b.eventIds),
+    runIds: pick(b.runIds),
+    events: pick(b.events),
+    ats: pick(b.ats),
+    tasks: pick(b.tasks),
+    pools: pick(b.pools),
+    payloads: pick(b.payloads),
   };
 }

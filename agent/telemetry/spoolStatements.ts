@@ -1,5 +1,17 @@
 import type Database from 'better-sqlite3';
-import { DELETE_EVENT, DELETE_THROUGH, INSERT_EVENT, QUARANTINE_EVENT, SELECT_BATCH, SELECT_META, SELECT_OLDEST, SELECT_PENDING, SELECT_QUARANTINED, UPSERT_META, UPSERT_RUN } from './spoolSql';
+import {
+  DELETE_EVENT,
+  DELETE_THROUGH,
+  INSERT_EVENT,
+  QUARANTINE_EVENT,
+  SELECT_BATCH,
+  SELECT_META,
+  SELECT_OLDEST,
+  SELECT_PENDING,
+  SELECT_QUARANTINED,
+  UPSERT_META,
+  UPSERT_RUN,
+} from './spoolSql';
 import type { SpoolColumns, SpooledEvent } from './spoolTypes';
 
 export interface SpoolStatements {
@@ -60,7 +72,11 @@ export function readColumns(statements: SpoolStatements | null, limit: number): 
 }
 
 /** Moves events to the quarantine table with their reasons, in one transaction. */
-export function quarantineRows(db: Database.Database, statements: SpoolStatements, items: ReadonlyArray<{ seq: number; reason: string }>): void {
+export function quarantineRows(
+  db: Database.Database,
+  statements: SpoolStatements,
+  items: ReadonlyArray<{ seq: number; reason: string }>,
+): void {
   const at = Date.now();
   db.transaction(() => {
     for (const item of items) {

@@ -51,7 +51,8 @@ function createIfMissing(file: string): void {
 function checkOwnPath(file: string): void {
   const st = fs.lstatSync(file, { throwIfNoEntry: false });
   if (st === undefined) return;
-  if (st.isSymbolicLink()) throw new UnsafeFileError(`${file} is a symbolic link: refused (it could point at a file of ours elsewhere); remove it`);
+  if (st.isSymbolicLink())
+    throw new UnsafeFileError(`${file} is a symbolic link: refused (it could point at a file of ours elsewhere); remove it`);
   checkStat(st, file);
   if ((st.mode & 0o077) !== 0) fs.chmodSync(file, st.mode & 0o700);
 }
@@ -59,7 +60,10 @@ function checkOwnPath(file: string): void {
 function checkStat(st: fs.Stats, file: string): void {
   const uid = process.getuid?.() ?? st.uid;
   if (!st.isFile()) throw new UnsafeFileError(`${file} is not a regular file: refused; remove it`);
-  if (st.uid !== uid) throw new UnsafeFileError(`${file} is owned by uid ${st.uid}, not by us (uid ${uid}): refused, its owner could read our data; remove it`);
+  if (st.uid !== uid)
+    throw new UnsafeFileError(
+      `${file} is owned by uid ${st.uid}, not by us (uid ${uid}): refused, its owner could read our data; remove it`,
+    );
   if (st.nlink !== 1) throw new UnsafeFileError(`${file} has ${st.nlink} hard links: refused (another name could expose it); remove it`);
 }
 

@@ -49,7 +49,9 @@ export class TelemetryDatabase {
     this.pool.on('error', (err) => {
       options.logger.warn({ err: errorText(err) }, 'idle telemetry database connection lost');
     });
-    this.pool.on('connect', (client) => { this.fresh.add(client); });
+    this.pool.on('connect', (client) => {
+      this.fresh.add(client);
+    });
   }
 
   /**
@@ -95,5 +97,7 @@ export function isConnectionError(err: unknown): boolean {
     if (/^[0-9A-Z]{5}$/.test(code)) return false;
   }
   const message = err instanceof Error ? err.message : String(err);
-  return /Connection terminated|timeout|ECONNREFUSED|ECONNRESET|connect|Client has encountered a connection error|not queryable/i.test(message);
+  return /Connection terminated|timeout|ECONNREFUSED|ECONNRESET|connect|Client has encountered a connection error|not queryable/i.test(
+    message,
+  );
 }

@@ -1,5 +1,14 @@
 /** What the agent records about runs; the spool stores it durably and the flush carries it to PostgreSQL. */
-export type TelemetryEventKind = 'start' | 'heartbeat' | 'finish' | 'waiting' | 'skipped' | 'reclaimed' | 'cancel-requested' | 'hibernated' | 'resumed'
+export type TelemetryEventKind =
+  | 'start'
+  | 'heartbeat'
+  | 'finish'
+  | 'waiting'
+  | 'skipped'
+  | 'reclaimed'
+  | 'cancel-requested'
+  | 'hibernated'
+  | 'resumed'
   // The stall watchdog: a run's log stopped growing for its stallSeconds.
   | 'stalled';
 

@@ -18,7 +18,10 @@ export class WalSync {
   private fd: number | null;
   private chain: Promise<void> = Promise.resolve();
 
-  private constructor(fd: number, private readonly onError: (err: Error) => void) {
+  private constructor(
+    fd: number,
+    private readonly onError: (err: Error) => void,
+  ) {
     this.fd = fd;
   }
 

@@ -3,14 +3,28 @@
 // slot, its hibernation none), and free disk space over the same hours with the gate's thresholds.
 // chart.js draws on canvas, bundled into this file; colours come from the theme's CSS variables.
 import {
-  BarController, BarElement, CategoryScale, Chart, Legend, LinearScale, LineController, LineElement, PointElement, Tooltip,
-  type ChartDataset, type TooltipItem,
+  BarController,
+  BarElement,
+  CategoryScale,
+  Chart,
+  Legend,
+  LinearScale,
+  LineController,
+  LineElement,
+  PointElement,
+  Tooltip,
+  type ChartDataset,
+  type TooltipItem,
 } from 'chart.js';
 import type { RunSpan, StationHistory } from '../../shared/protocol';
 
 Chart.register(BarController, BarElement, CategoryScale, LinearScale, LineController, LineElement, PointElement, Tooltip, Legend);
 
-interface VsCodeApi { postMessage(message: unknown): void; setState(state: unknown): void; getState(): unknown }
+interface VsCodeApi {
+  postMessage(message: unknown): void;
+  setState(state: unknown): void;
+  getState(): unknown;
+}
 declare function acquireVsCodeApi(): VsCodeApi;
 const vscode = acquireVsCodeApi();
 
@@ -26,10 +40,25 @@ function cssVar(name: string, fallback: string): string {
 }
 
 const OUTCOMES: Array<{ key: string; label: string; match: (r: RunSpan) => boolean; colour: () => string }> = [
-  { key: 'completed', label: 'completed', match: (r) => r.status === 'completed', colour: () => cssVar('--vscode-testing-iconPassed', '#388a34') },
+  {
+    key: 'completed',
+    label: 'completed',
+    match: (r) => r.status === 'completed',
+    colour: () => cssVar('--vscode-testing-iconPassed', '#388a34'),
+  },
   { key: 'failed', label: 'failed', match: (r) => r.status === 'failed', colour: () => cssVar('--vscode-testing-iconFailed', '#e51400') },
-  { key: 'cancelled', label: 'cancelled', match: (r) => r.status === 'cancelled' || r.status === 'skipped', colour: () => cssVar('--vscode-charts-orange', '#d18616') },
-  { key: 'running', label: 'running', match: (r) => r.status === 'running' || r.status === 'waiting', colour: () => cssVar('--vscode-charts-blue', '#1a85ff') },
+  {
+    key: 'cancelled',
+    label: 'cancelled',
+    match: (r) => r.status === 'cancelled' || r.status === 'skipped',
+    colour: () => cssVar('--vscode-charts-orange', '#d18616'),
+  },
+  {
+    key: 'running',
+    label: 'running',
+    match: (r) => r.status === 'running' || r.status === 'waiting',
+    colour: () => cssVar('--vscode-charts-blue', '#1a85ff'),
+  },
 ];
 
 function time(ms: number): string {
@@ -57,7 +86,18 @@ function showDown(message: string, canStart: boolean): void {
   document.getElementById('down-text')!.textContent = message;
   document.getElementById('start')!.hidden = !canStart;
   document.getElementById('updated')!.textContent = '';
-  vscode.postMessage({ type: 'rendered', lanes: [], canvases: 0, bars: 0, diskPoints: 0, hours, sync: { spans: 0, hibernating: false }, down: message, canStart, ranges: ranges() });
+  vscode.postMessage({
+    type: 'rendered',
+    lanes: [],
+    canvases: 0,
+    bars: 0,
+    diskPoints: 0,
+    hours,
+    sync: { spans: 0, hibernating: false },
+    down: message,
+    canStart,
+    ranges: ranges(),
+  });
 }
 
 function render(h: History): void {
@@ -74,19 +114,35 @@ function render(h: History): void {
   const syncNames = new Set(h.syncFetchers ?? []);
   const syncSpans = h.runs.filter((r) => syncNames.has(r.fetcher));
   const syncBars: Bar[] = syncSpans.map((r) => {
-    const workedUntil = h.hibernating && h.hibernating.runId === r.runId ? Date.parse(h.hibernating.from) : r.end ? Date.parse(r.end) : toMs;
-    return { x: [Math.max(fromMs, Date.parse(r.start)), Math.max(Date.parse(r.start), workedUntil)] as [number, number], y: SYNC_LANE, run: r };
+    const workedUntil =
+      h.hibernating && h.hibernating.runId === r.runId ? Date.parse(h.hibernating.from) : r.end ? Date.parse(r.end) : toMs;
+    return {
+      x: [Math.max(fromMs, Date.parse(r.start)), Math.max(Date.parse(r.start), workedUntil)] as [number, number],
+      y: SYNC_LANE,
+      run: r,
+    };
   });
-  const hibernationBars: Bar[] = h.hibernating && syncSpans.length > 0
-    ? [{ x: [Math.max(fromMs, Date.parse(h.hibernating.from)), toMs] as [number, number], y: SYNC_LANE, run: syncSpans.find((r) => r.runId === h.hibernating!.runId) ?? syncSpans[0] }]
-    : [];
+  const hibernationBars: Bar[] =
+    h.hibernating && syncSpans.length > 0
+      ? [
+          {
+            x: [Math.max(fromMs, Date.parse(h.hibernating.from)), toMs] as [number, number],
+            y: SYNC_LANE,
+            run: syncSpans.find((r) => r.runId === h.hibernating!.runId) ?? syncSpans[0],
+          },
+        ]
+      : [];
   for (const r of spans) if (!lanes.includes(laneOf(r.pool, r.slot ?? 0))) lanes.push(laneOf(r.pool, r.slot ?? 0));
   const fg = cssVar('--vscode-foreground', '#ccc');
   const grid = cssVar('--vscode-charts-lines', 'rgba(128,128,128,0.3)');
 
   const datasets: Array<ChartDataset<'bar', Bar[]>> = OUTCOMES.map((o) => ({
     label: o.label,
-    data: spans.filter(o.match).map((r) => ({ x: [Math.max(fromMs, Date.parse(r.start)), r.end ? Date.parse(r.end) : toMs] as [number, number], y: laneOf(r.pool, r.slot ?? 0), run: r })),
+    data: spans.filter(o.match).map((r) => ({
+      x: [Math.max(fromMs, Date.parse(r.start)), r.end ? Date.parse(r.end) : toMs] as [number, number],
+      y: laneOf(r.pool, r.slot ?? 0),
+      run: r,
+    })),
     backgroundColor: o.colour(),
     borderColor: o.colour(),
     borderSkipped: false,
@@ -94,10 +150,31 @@ function render(h: History): void {
     grouped: false,
     barPercentage: 0.7,
   }));
-  const syncSets: Array<ChartDataset<'bar', Bar[]>> = syncSpans.length === 0 ? [] : [
-    { label: 'GitHub sync working (holds a slot)', data: syncBars, backgroundColor: cssVar('--vscode-charts-purple', '#b180d7'), borderSkipped: false, minBarLength: 3, grouped: false, barPercentage: 0.7 },
-    { label: 'GitHub sync hibernating (no slot)', data: hibernationBars, backgroundColor: 'transparent', borderColor: cssVar('--vscode-charts-purple', '#b180d7'), borderWidth: 1, borderSkipped: false, minBarLength: 3, grouped: false, barPercentage: 0.7 },
-  ];
+  const syncSets: Array<ChartDataset<'bar', Bar[]>> =
+    syncSpans.length === 0
+      ? []
+      : [
+          {
+            label: 'GitHub sync working (holds a slot)',
+            data: syncBars,
+            backgroundColor: cssVar('--vscode-charts-purple', '#b180d7'),
+            borderSkipped: false,
+            minBarLength: 3,
+            grouped: false,
+            barPercentage: 0.7,
+          },
+          {
+            label: 'GitHub sync hibernating (no slot)',
+            data: hibernationBars,
+            backgroundColor: 'transparent',
+            borderColor: cssVar('--vscode-charts-purple', '#b180d7'),
+            borderWidth: 1,
+            borderSkipped: false,
+            minBarLength: 3,
+            grouped: false,
+            barPercentage: 0.7,
+          },
+        ];
   const allLanes = syncSpans.length === 0 ? lanes : [...lanes, SYNC_LANE];
   const step = hours <= 1 ? 600_000 : hours <= 6 ? 3600_000 : 3600_000 * 2;
   timeline?.destroy();
@@ -112,7 +189,13 @@ function render(h: History): void {
       maintainAspectRatio: false,
       parsing: { xAxisKey: 'x', yAxisKey: 'y' },
       scales: {
-        x: { type: 'linear', min: fromMs, max: toMs, ticks: { color: fg, callback: (v) => time(Number(v)), stepSize: step }, grid: { color: grid } },
+        x: {
+          type: 'linear',
+          min: fromMs,
+          max: toMs,
+          ticks: { color: fg, callback: (v) => time(Number(v)), stepSize: step },
+          grid: { color: grid },
+        },
         y: { type: 'category', ticks: { color: fg }, grid: { color: grid } },
       },
       plugins: {
@@ -122,7 +205,7 @@ function render(h: History): void {
             title: (items: Array<TooltipItem<'bar'>>) => (items[0]?.raw as Bar | undefined)?.run.fetcher ?? '',
             label: (item: TooltipItem<'bar'>) => {
               const r = (item.raw as Bar).run;
-              const how = r.exitCode !== null ? `exit ${r.exitCode}` : r.reason ?? '';
+              const how = r.exitCode !== null ? `exit ${r.exitCode}` : (r.reason ?? '');
               return `${r.status}${how ? ` (${how})` : ''}: ${time(Date.parse(r.start))}–${r.end ? time(Date.parse(r.end)) : 'now'}, ${laneOf(r.pool, r.slot ?? 0)}`;
             },
           },
@@ -134,19 +217,45 @@ function render(h: History): void {
   const warnColour = cssVar('--vscode-charts-yellow', '#cca700');
   const pauseColour = cssVar('--vscode-charts-red', '#f14c4c');
   const resumeColour = cssVar('--vscode-charts-green', '#89d185');
-  const line = (y: number) => [{ x: fromMs, y }, { x: toMs, y }];
-  const diskSets: Array<ChartDataset<'line', Array<{ x: number; y: number }>>> = [{
-    label: 'free GB',
-    data: h.disk.filter((s) => s.freeGb !== null).map((s) => ({ x: Date.parse(s.at), y: s.freeGb ?? 0 })),
-    borderColor: cssVar('--vscode-charts-blue', '#1a85ff'),
-    pointRadius: 0,
-    borderWidth: 2,
-  }];
+  const line = (y: number) => [
+    { x: fromMs, y },
+    { x: toMs, y },
+  ];
+  const diskSets: Array<ChartDataset<'line', Array<{ x: number; y: number }>>> = [
+    {
+      label: 'free GB',
+      data: h.disk.filter((s) => s.freeGb !== null).map((s) => ({ x: Date.parse(s.at), y: s.freeGb ?? 0 })),
+      borderColor: cssVar('--vscode-charts-blue', '#1a85ff'),
+      pointRadius: 0,
+      borderWidth: 2,
+    },
+  ];
   if (h.thresholds) {
     diskSets.push(
-      { label: `warn ${h.thresholds.warnGb} GB`, data: line(h.thresholds.warnGb), borderColor: warnColour, borderDash: [6, 4], pointRadius: 0, borderWidth: 1 },
-      { label: `pause ${h.thresholds.pauseGb} GB`, data: line(h.thresholds.pauseGb), borderColor: pauseColour, borderDash: [6, 4], pointRadius: 0, borderWidth: 1 },
-      { label: `resume ${h.thresholds.resumeGb} GB`, data: line(h.thresholds.resumeGb), borderColor: resumeColour, borderDash: [2, 3], pointRadius: 0, borderWidth: 1 },
+      {
+        label: `warn ${h.thresholds.warnGb} GB`,
+        data: line(h.thresholds.warnGb),
+        borderColor: warnColour,
+        borderDash: [6, 4],
+        pointRadius: 0,
+        borderWidth: 1,
+      },
+      {
+        label: `pause ${h.thresholds.pauseGb} GB`,
+        data: line(h.thresholds.pauseGb),
+        borderColor: pauseColour,
+        borderDash: [6, 4],
+        pointRadius: 0,
+        borderWidth: 1,
+      },
+      {
+        label: `resume ${h.thresholds.resumeGb} GB`,
+        data: line(h.thresholds.resumeGb),
+        borderColor: resumeColour,
+        borderDash: [2, 3],
+        pointRadius: 0,
+        borderWidth: 1,
+      },
     );
   }
   diskChart?.destroy();
@@ -157,7 +266,13 @@ function render(h: History): void {
       animation: false,
       maintainAspectRatio: false,
       scales: {
-        x: { type: 'linear', min: fromMs, max: toMs, ticks: { color: fg, callback: (v) => time(Number(v)), stepSize: step }, grid: { color: grid } },
+        x: {
+          type: 'linear',
+          min: fromMs,
+          max: toMs,
+          ticks: { color: fg, callback: (v) => time(Number(v)), stepSize: step },
+          grid: { color: grid },
+        },
         y: { ticks: { color: fg }, grid: { color: grid }, title: { display: true, text: 'GB free', color: fg } },
       },
       plugins: { legend: { labels: { color: fg } } },
@@ -166,15 +281,20 @@ function render(h: History): void {
 
   // The same data as text: for screen readers, and what the tests read back from the DOM.
   const list = document.getElementById('lane-list')!;
-  list.replaceChildren(...lanes.map((lane) => {
-    const runs = spans.filter((r) => laneOf(r.pool, r.slot ?? 0) === lane);
-    const li = document.createElement('li');
-    li.dataset.lane = lane;
-    li.dataset.runs = String(runs.length);
-    li.dataset.fetchers = [...new Set(runs.map((r) => r.fetcher))].join(',');
-    li.textContent = runs.length === 0 ? `${lane}: no run` : `${lane}: ${runs.map((r) => `${r.fetcher} ${r.status} ${time(Date.parse(r.start))}–${r.end ? time(Date.parse(r.end)) : 'now'}`).join('; ')}`;
-    return li;
-  }));
+  list.replaceChildren(
+    ...lanes.map((lane) => {
+      const runs = spans.filter((r) => laneOf(r.pool, r.slot ?? 0) === lane);
+      const li = document.createElement('li');
+      li.dataset.lane = lane;
+      li.dataset.runs = String(runs.length);
+      li.dataset.fetchers = [...new Set(runs.map((r) => r.fetcher))].join(',');
+      li.textContent =
+        runs.length === 0
+          ? `${lane}: no run`
+          : `${lane}: ${runs.map((r) => `${r.fetcher} ${r.status} ${time(Date.parse(r.start))}–${r.end ? time(Date.parse(r.end)) : 'now'}`).join('; ')}`;
+      return li;
+    }),
+  );
   if (syncSpans.length > 0) {
     const li = document.createElement('li');
     li.dataset.syncLane = 'true';
@@ -182,7 +302,8 @@ function render(h: History): void {
     list.append(li);
   }
   const when = (ms: number) => new Date(ms).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
-  document.getElementById('updated')!.textContent = `${when(fromMs)} – ${when(toMs)} (${Intl.DateTimeFormat().resolvedOptions().timeZone}), ${h.disk.length} disk samples, ${spans.length} runs`;
+  document.getElementById('updated')!.textContent =
+    `${when(fromMs)} – ${when(toMs)} (${Intl.DateTimeFormat().resolvedOptions().timeZone}), ${h.disk.length} disk samples, ${spans.length} runs`;
   vscode.postMessage({
     type: 'rendered',
     hours,
@@ -190,21 +311,28 @@ function render(h: History): void {
     down: null,
     canStart: false,
     ranges: ranges(),
-    lanes: [...list.querySelectorAll<HTMLLIElement>('li[data-lane]')].map((li) => ({ lane: li.dataset.lane, runs: Number(li.dataset.runs), fetchers: li.dataset.fetchers })),
+    lanes: [...list.querySelectorAll<HTMLLIElement>('li[data-lane]')].map((li) => ({
+      lane: li.dataset.lane,
+      runs: Number(li.dataset.runs),
+      fetchers: li.dataset.fetchers,
+    })),
     canvases: document.querySelectorAll('canvas').length,
     bars: datasets.reduce((n, d) => n + d.data.length, 0),
     diskPoints: diskSets[0]?.data.length ?? 0,
   });
 }
 
-window.addEventListener('message', (event: MessageEvent<{ type: string; history?: History; hours?: number; message?: string; canStart?: boolean }>) => {
-  if (event.data.hours) {
-    hours = event.data.hours;
-    vscode.setState({ hours });
-  }
-  if (event.data.type === 'history' && event.data.history) render(event.data.history);
-  if (event.data.type === 'down') showDown(event.data.message ?? 'The agent is not running.', event.data.canStart ?? false);
-});
+window.addEventListener(
+  'message',
+  (event: MessageEvent<{ type: string; history?: History; hours?: number; message?: string; canStart?: boolean }>) => {
+    if (event.data.hours) {
+      hours = event.data.hours;
+      vscode.setState({ hours });
+    }
+    if (event.data.type === 'history' && event.data.history) render(event.data.history);
+    if (event.data.type === 'down') showDown(event.data.message ?? 'The agent is not running.', event.data.canStart ?? false);
+  },
+);
 for (const button of document.querySelectorAll<HTMLButtonElement>('button.range')) {
   button.addEventListener('click', () => {
     hours = Number(button.dataset.hours);

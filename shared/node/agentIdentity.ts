@@ -21,7 +21,7 @@ export type AgentLiveness = { live: true } | { live: false; reason: string };
  */
 export function checkAgentLiveness(info: ConnectionInfo): AgentLiveness {
   if (info.uid === undefined || info.startTime === undefined || info.bootId === undefined) {
-    return { live: false, reason: 'the file does not record the agent\'s uid and start time (written by an older agent)' };
+    return { live: false, reason: "the file does not record the agent's uid and start time (written by an older agent)" };
   }
   const uid = process.getuid?.();
   if (uid !== undefined && info.uid !== uid) return { live: false, reason: `the file names uid ${info.uid}, not you (uid ${uid})` };
@@ -29,7 +29,8 @@ export function checkAgentLiveness(info: ConnectionInfo): AgentLiveness {
   if (boot !== '' && info.bootId !== boot) return { live: false, reason: 'the agent ran before the last reboot' };
   const proc = readProcInfo(info.pid);
   if (proc === null || proc.state === 'Z') return { live: false, reason: `no process ${info.pid} runs` };
-  if (proc.startTime !== info.startTime) return { live: false, reason: `process ${info.pid} is another process than the agent (started at another time)` };
+  if (proc.startTime !== info.startTime)
+    return { live: false, reason: `process ${info.pid} is another process than the agent (started at another time)` };
   let owner: number;
   try {
     owner = fs.statSync(`/proc/${info.pid}`).uid;

@@ -6,7 +6,10 @@ import { newNonce, NONCE_HEADER, PROOF_HEADER, proofOf, sameSecret } from './han
 /** Why a connection to the agent failed: `unreachable` (nothing answers), `refused` (the agent said
  * no), `impostor` (something answered that could not prove it knows the token). */
 export class AgentSocketError extends Error {
-  constructor(readonly reason: 'unreachable' | 'refused' | 'impostor', message: string) {
+  constructor(
+    readonly reason: 'unreachable' | 'refused' | 'impostor',
+    message: string,
+  ) {
     super(message);
     this.name = 'AgentSocketError';
   }
@@ -45,7 +48,12 @@ export function openAgentSocket(info: ConnectionInfo, opts: AgentSocketOptions):
       const header = res.headers[PROOF_HEADER];
       const [agentNonce, proof] = typeof header === 'string' ? header.split('.') : [];
       if (!agentNonce || !proof || !sameSecret(proof, proofOf('agent', info.token, clientNonce, agentNonce))) {
-        fail(new AgentSocketError('impostor', `what answers on port ${info.port} is not the agent (it cannot prove it knows the token); nothing was sent to it`));
+        fail(
+          new AgentSocketError(
+            'impostor',
+            `what answers on port ${info.port} is not the agent (it cannot prove it knows the token); nothing was sent to it`,
+          ),
+        );
         return;
       }
       clientProof = proofOf('client', info.token, clientNonce, agentNonce);
@@ -53,7 +61,10 @@ export function openAgentSocket(info: ConnectionInfo, opts: AgentSocketOptions):
     ws.once('open', () => {
       if (settled || clientProof === null) return;
       ws.send(JSON.stringify({ proof: clientProof }), (err) => {
-        if (err) { fail(new AgentSocketError('unreachable', `the connection to the agent on port ${info.port} closed: ${err.message}`)); return; }
+        if (err) {
+          fail(new AgentSocketError('unreachable', `the connection to the agent on port ${info.port} closed: ${err.message}`));
+          return;
+        }
         if (settled) return;
         settled = true;
         ws.removeAllListeners('error');
@@ -63,8 +74,12 @@ export function openAgentSocket(info: ConnectionInfo, opts: AgentSocketOptions):
     ws.once('unexpected-response', (_req, res) => {
       let body = '';
       res.setEncoding('utf8');
-      res.on('data', (chunk: string) => { if (body.length < 4096) body += chunk; });
-      res.on('end', () => fail(new AgentSocketError('refused', `the agent on port ${info.port} refused the connection (${res.statusCode}): ${body.trim()}`)));
+      res.on('data', (chunk: string) => {
+        if (body.length < 4096) body += chunk;
+      });
+      res.on('end', () =>
+        fail(new AgentSocketError('refused', `the agent on port ${info.port} refused the connection (${res.statusCode}): ${body.trim()}`)),
+      );
     });
     ws.on('error', (err) => fail(new AgentSocketError('unreachable', `no agent answers on port ${info.port} (${err.message})`)));
   });

@@ -21,13 +21,23 @@ function station(hookBody: string, metricsPort: number) {
   fs.writeFileSync(hook, `#!/bin/sh\nOUT=${hookDir}\n${hookBody}\n`, { mode: 0o700 });
   const okFile = path.join(t.root, 'ok');
   const catalog = path.join(t.root, 'catalog.json');
-  fs.writeFileSync(catalog, JSON.stringify({
-    fetchers: [
-      { name: 'flaky', pool: 'network-light', argv: ['/bin/sh', '-c', `test -e ${okFile}`] },
-      // Due every 3 s, never succeeding: late 1.2 s after a due time.
-      { name: 'nightly', pool: 'cpu-analysis', argv: ['/bin/sh', '-c', 'exit 1'], schedule: '*/3 * * * * *', timezone: 'UTC', lateAfterMinutes: 0.02 },
-    ],
-  }));
+  fs.writeFileSync(
+    catalog,
+    JSON.stringify({
+      fetchers: [
+        { name: 'flaky', pool: 'network-light', argv: ['/bin/sh', '-c', `test -e ${okFile}`] },
+        // Due every 3 s, never succeeding: late 1.2 s after a due time.
+        {
+          name: 'nightly',
+          pool: 'cpu-analysis',
+          argv: ['/bin/sh', '-c', 'exit 1'],
+          schedule: '*/3 * * * * *',
+          timezone: 'UTC',
+          lateAfterMinutes: 0.02,
+        },
+      ],
+    }),
+  );
   Object.assign(t.env, {
     QUANTILICA_CATALOG: catalog,
     QUANTILICA_ON_EVENT: hook,
@@ -37,15 +47,31 @@ function station(hookBody: string, metricsPort: number) {
   return { t, hookDir, okFile };
 }
 
-const envFiles = (dir: string) => fs.readdirSync(dir).filter((f) => f.endsWith('.env')).map((f) => {
-  const text = fs.readFileSync(path.join(dir, f), 'utf8');
-  return { text, vars: Object.fromEntries(text.trim().split('\n').map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)])) };
-});
+const envFiles = (dir: string) =>
+  fs
+    .readdirSync(dir)
+    .filter((f) => f.endsWith('.env'))
+    .map((f) => {
+      const text = fs.readFileSync(path.join(dir, f), 'utf8');
+      return {
+        text,
+        vars: Object.fromEntries(
+          text
+            .trim()
+            .split('\n')
+            .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+        ),
+      };
+    });
 
 async function events(t: TestEnv): Promise<NumberedOperatorEvent[]> {
   const r = await runCli(t, ['events', '--json', '--limit', '1000']);
   assert.equal(r.code, 0, r.stderr);
-  return r.stdout.trim().split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as NumberedOperatorEvent);
+  return r.stdout
+    .trim()
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => JSON.parse(l) as NumberedOperatorEvent);
 }
 
 async function scrape(port: number, pathName = '/metrics'): Promise<{ status: number; text: string; type: string | null }> {
@@ -75,11 +101,14 @@ test('failed, recovered and late reach the hook, quantilica events, schedule, st
     const ok = await runCli(t, ['run', 'flaky']);
     assert.equal(ok.code, 0, ok.stderr);
 
-    const late = await waitFor(async () => {
-      const r = await runCli(t, ['schedule', '--json']);
-      const entry = (JSON.parse(r.stdout) as { schedule: ScheduleStatus }).schedule.entries.find((e) => e.fetcher === 'nightly');
-      return entry?.lateSince ? entry : null;
-    }, { what: 'nightly to be late', timeoutMs: 30_000, intervalMs: 200 });
+    const late = await waitFor(
+      async () => {
+        const r = await runCli(t, ['schedule', '--json']);
+        const entry = (JSON.parse(r.stdout) as { schedule: ScheduleStatus }).schedule.entries.find((e) => e.fetcher === 'nightly');
+        return entry?.lateSince ? entry : null;
+      },
+      { what: 'nightly to be late', timeoutMs: 30_000, intervalMs: 200 },
+    );
     assert.equal(late.lateAfterMinutes, 0.02);
     assert.equal(late.lastSuccessAt ?? null, null);
 
@@ -98,39 +127,54 @@ test('failed, recovered and late reach the hook, quantilica events, schedule, st
     assert.ok(lateEvent, 'a late event');
     assert.equal(lateEvent.fetcher, 'nightly');
     assert.equal(lateEvent.pool, 'cpu-analysis');
-    assert.deepEqual(listed.map((e) => e.seq), [...listed.map((e) => e.seq)].sort((a, b) => a - b), 'oldest first');
+    assert.deepEqual(
+      listed.map((e) => e.seq),
+      [...listed.map((e) => e.seq)].sort((a, b) => a - b),
+      'oldest first',
+    );
     const human = await runCli(t, ['events']);
     assert.match(human.stdout, /failed\s+fetcher=flaky pool=network-light run=\S+ exit=1 reason=exit-code/);
 
     // The hook got each, with its variables and nothing else of the agent's environment.
-    const hooked = await waitFor(() => {
-      const files = envFiles(hookDir);
-      const names = new Set(files.map((f) => f.vars.QUANTILICA_EVENT));
-      return names.has('failed') && names.has('recovered') && names.has('late') ? files : null;
-    }, { what: 'the hook to get failed, recovered and late', timeoutMs: 20_000 });
+    const hooked = await waitFor(
+      () => {
+        const files = envFiles(hookDir);
+        const names = new Set(files.map((f) => f.vars.QUANTILICA_EVENT));
+        return names.has('failed') && names.has('recovered') && names.has('late') ? files : null;
+      },
+      { what: 'the hook to get failed, recovered and late', timeoutMs: 20_000 },
+    );
     const failedFlaky = hooked.find((f) => f.vars.QUANTILICA_EVENT === 'failed' && f.vars.QUANTILICA_FETCHER === 'flaky');
     assert.ok(failedFlaky);
     assert.equal(failedFlaky.vars.QUANTILICA_POOL, 'network-light');
     assert.equal(failedFlaky.vars.QUANTILICA_EXIT_CODE, '1');
     assert.equal(failedFlaky.vars.QUANTILICA_REASON, 'exit-code');
     assert.match(failedFlaky.vars.QUANTILICA_RUN_ID, /\S/);
-    assert.ok(fs.existsSync(failedFlaky.vars.QUANTILICA_LOG_PATH), 'the run\'s log path');
+    assert.ok(fs.existsSync(failedFlaky.vars.QUANTILICA_LOG_PATH), "the run's log path");
     const lateHook = hooked.find((f) => f.vars.QUANTILICA_EVENT === 'late');
     assert.equal(lateHook?.vars.QUANTILICA_FETCHER, 'nightly');
     assert.equal(lateHook?.vars.QUANTILICA_RUN_ID, '');
     for (const f of hooked) {
-      assert.ok(!f.text.includes('ghp_never_in_a_hook'), 'no secret in a hook\'s environment');
+      assert.ok(!f.text.includes('ghp_never_in_a_hook'), "no secret in a hook's environment");
       assert.ok(!('QUANTILICA_CATALOG' in f.vars) && !('GITHUB_TOKEN' in f.vars));
     }
 
     // `events --follow` prints what happens next.
-    const follower = spawn(process.execPath, [AGENT_JS, 'events', '--follow', '--json', '--limit', '1'], { env: t.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const follower = spawn(process.execPath, [AGENT_JS, 'events', '--follow', '--json', '--limit', '1'], {
+      env: t.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let followed = '';
-    follower.stdout.on('data', (d: Buffer) => { followed += d.toString(); });
+    follower.stdout.on('data', (d: Buffer) => {
+      followed += d.toString();
+    });
     await waitFor(() => followed.includes('\n'), { what: 'the follower to print the last event', timeoutMs: 20_000 });
     fs.rmSync(okFile);
     assert.equal((await runCli(t, ['run', 'flaky'])).code, 1);
-    await waitFor(() => followed.split('\n').some((l) => l.includes('"event":"failed"') && l.includes('"fetcher":"flaky"')), { what: 'the follower to print the new failure', timeoutMs: 20_000 });
+    await waitFor(() => followed.split('\n').some((l) => l.includes('"event":"failed"') && l.includes('"fetcher":"flaky"')), {
+      what: 'the follower to print the new failure',
+      timeoutMs: 20_000,
+    });
     const followerExit = new Promise<number | null>((resolve) => follower.once('exit', (code) => resolve(code)));
     follower.kill('SIGINT');
     assert.equal(await followerExit, 0, 'Ctrl-C ends a follow cleanly');
@@ -154,9 +198,22 @@ test('failed, recovered and late reach the hook, quantilica events, schedule, st
     await stop(agent);
     const offline = await runCli(t, ['metrics']);
     assert.equal(offline.code, 0, offline.stderr);
-    assert.equal(sample(offline.stdout, 'quantilica_runs_finished_total', 'fetcher="flaky",outcome="failed"'), 2, 'without an agent, from the run store');
+    assert.equal(
+      sample(offline.stdout, 'quantilica_runs_finished_total', 'fetcher="flaky",outcome="failed"'),
+      2,
+      'without an agent, from the run store',
+    );
     agent = await startAgent(t);
-    const after = await waitFor(async () => { try { return await scrape(port); } catch { return null; } }, { what: 'the restarted agent\'s /metrics', timeoutMs: 20_000 });
+    const after = await waitFor(
+      async () => {
+        try {
+          return await scrape(port);
+        } catch {
+          return null;
+        }
+      },
+      { what: "the restarted agent's /metrics", timeoutMs: 20_000 },
+    );
     assert.equal(sample(after.text, 'quantilica_runs_finished_total', 'fetcher="flaky",outcome="failed"'), 2);
     assert.equal(sample(after.text, 'quantilica_runs_finished_total', 'fetcher="flaky",outcome="completed"'), 1);
     assert.ok((sample(after.text, 'quantilica_runs_finished_total', 'fetcher="nightly",outcome="failed"') ?? 0) >= 1);
@@ -177,11 +234,21 @@ test('a hook that hangs never delays a run', async () => {
     }
     assert.deepEqual(runs, [1, 1, 1, 1, 1, 1], 'every run ended with its own exit code');
     // While the runs went on, four hooks hung (the most at once) and none of them was waited for.
-    const pids = await waitFor(() => {
-      const files = fs.readdirSync(hookDir).filter((f) => f.endsWith('.pid'));
-      return files.length >= 4 ? files.map((f) => Number(fs.readFileSync(path.join(hookDir, f), 'utf8'))) : null;
-    }, { what: 'four hooks to hang', timeoutMs: 20_000 });
-    const alive = pids.filter((pid) => { try { process.kill(pid, 0); return true; } catch { return false; } });
+    const pids = await waitFor(
+      () => {
+        const files = fs.readdirSync(hookDir).filter((f) => f.endsWith('.pid'));
+        return files.length >= 4 ? files.map((f) => Number(fs.readFileSync(path.join(hookDir, f), 'utf8'))) : null;
+      },
+      { what: 'four hooks to hang', timeoutMs: 20_000 },
+    );
+    const alive = pids.filter((pid) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    });
     assert.equal(alive.length, 4, 'four hung hooks at once, the rest queued');
   } finally {
     await stop(agent);

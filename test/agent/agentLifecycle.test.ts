@@ -11,11 +11,14 @@ async function startRun(station: TestEnv): Promise<RunInfo> {
   const r = await runCli(station, ['run', 'until-file', '--detach', '--json', '--', path.join(station.root, 'never'), '0']);
   assert.equal(r.code, 0, r.stderr);
   const { runId } = JSON.parse(r.stdout) as RunInfo;
-  return waitFor(async () => {
-    const runs = (JSON.parse((await runCli(station, ['runs', '--json'])).stdout) as { runs: RunInfo[] }).runs;
-    const run = runs.find((x) => x.runId === runId);
-    return run?.status === 'running' ? run : null;
-  }, { what: 'the run to start', timeoutMs: 20000 });
+  return waitFor(
+    async () => {
+      const runs = (JSON.parse((await runCli(station, ['runs', '--json'])).stdout) as { runs: RunInfo[] }).runs;
+      const run = runs.find((x) => x.runId === runId);
+      return run?.status === 'running' ? run : null;
+    },
+    { what: 'the run to start', timeoutMs: 20000 },
+  );
 }
 
 function exited(child: { once(event: 'exit', cb: (code: number | null) => void): unknown }): Promise<number | null> {

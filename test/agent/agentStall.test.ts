@@ -9,7 +9,9 @@ import { after, test } from 'node:test';
 import { AGENT_JS, makeTestEnv, runCli, startAgent, type TestEnv } from '../support/harness';
 
 const stations: TestEnv[] = [];
-after(() => { for (const s of stations) fs.rmSync(s.root, { recursive: true, force: true }); });
+after(() => {
+  for (const s of stations) fs.rmSync(s.root, { recursive: true, force: true });
+});
 
 /** Runs a second `quantilica agent` to its end (it must not start). */
 function secondAgent(s: TestEnv): Promise<{ code: number | null; stderr: string; stdout: string }> {
@@ -17,14 +19,22 @@ function secondAgent(s: TestEnv): Promise<{ code: number | null; stderr: string;
     const child = spawn(process.execPath, [AGENT_JS, 'agent'], { env: s.env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stderr = '';
     let stdout = '';
-    child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
+    child.stderr.on('data', (d: Buffer) => {
+      stderr += d.toString();
+    });
     child.stdout.on('data', (d: Buffer) => {
       stdout += d.toString();
       // A second agent that got ready is the failure under test: stop it and report.
       if (stdout.includes('"ready":true')) child.kill('SIGTERM');
     });
-    const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`the second agent neither started nor ended; stderr: ${stderr}`)); }, 60_000);
-    child.once('exit', (code) => { clearTimeout(timer); resolve({ code, stderr, stdout }); });
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`the second agent neither started nor ended; stderr: ${stderr}`));
+    }, 60_000);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stderr, stdout });
+    });
   });
 }
 
@@ -54,7 +64,7 @@ test('an agent stopped beyond the old lease keeps the lock: a second agent exits
   }
 });
 
-test('the lock is the kernel\'s flock: held while the agent lives, free the moment it is killed', async () => {
+test("the lock is the kernel's flock: held while the agent lives, free the moment it is killed", async () => {
   const s = makeTestEnv(null);
   stations.push(s);
   const lockFile = path.join(s.home, '.quantilica', 'agent.flock');

@@ -29,32 +29,45 @@ function cmdline(pid: number): string {
   }
 }
 
-test('a cancel sent before the wrapper exec\'d the fetcher reaches the fetcher: it dies of SIGTERM, not of the grace period\'s SIGKILL', { timeout: 240000 }, async (t) => {
-  const graceSeconds = 20;
-  const env = makeTestEnv([{ name: 'sleeper', pool: 'network-light', argv: ['sleep', '300'], env: { PATH: LONG_PATH } }], { QUANTILICA_CANCEL_GRACE_SECONDS: String(graceSeconds) });
-  const { orchestrator, runManager, close } = openOrchestrator(env);
-  let inWindow = 0;
-  try {
-    for (let attempt = 0; attempt < 10 && inWindow < 2; attempt++) {
-      const run = await orchestrator.run('sleeper', [], 'cli');
-      const pid = await waitFor(() => {
-        const r = runManager.get(run.runId);
-        return r?.pid && catchesTerm(r.pid) ? r.pid : null;
-      }, { what: 'the wrapper to set its traps', timeoutMs: 30000 });
-      const before = runMembers({ runId: run.runId, pgid: pid, startTime: readProcInfo(pid)?.startTime ?? 0 });
-      const fetcherStarted = before.some((pid) => cmdline(pid).startsWith('sleep '));
-      runManager.cancel(run.runId);
-      const ended = await orchestrator.waitRun(run.runId);
-      assert.equal(ended.status, 'cancelled');
-      if (fetcherStarted) continue; // the cancel came after the exec: not the case under test
-      inWindow++;
-      assert.equal(ended.signal, 'SIGTERM', `the fetcher died of ${String(ended.signal)} (exit ${String(ended.exitCode)}): the cancel's SIGTERM missed it`);
-      assert.equal(ended.exitCode, 143);
+test(
+  "a cancel sent before the wrapper exec'd the fetcher reaches the fetcher: it dies of SIGTERM, not of the grace period's SIGKILL",
+  { timeout: 240000 },
+  async (t) => {
+    const graceSeconds = 20;
+    const env = makeTestEnv([{ name: 'sleeper', pool: 'network-light', argv: ['sleep', '300'], env: { PATH: LONG_PATH } }], {
+      QUANTILICA_CANCEL_GRACE_SECONDS: String(graceSeconds),
+    });
+    const { orchestrator, runManager, close } = openOrchestrator(env);
+    let inWindow = 0;
+    try {
+      for (let attempt = 0; attempt < 10 && inWindow < 2; attempt++) {
+        const run = await orchestrator.run('sleeper', [], 'cli');
+        const pid = await waitFor(
+          () => {
+            const r = runManager.get(run.runId);
+            return r?.pid && catchesTerm(r.pid) ? r.pid : null;
+          },
+          { what: 'the wrapper to set its traps', timeoutMs: 30000 },
+        );
+        const before = runMembers({ runId: run.runId, pgid: pid, startTime: readProcInfo(pid)?.startTime ?? 0 });
+        const fetcherStarted = before.some((pid) => cmdline(pid).startsWith('sleep '));
+        runManager.cancel(run.runId);
+        const ended = await orchestrator.waitRun(run.runId);
+        assert.equal(ended.status, 'cancelled');
+        if (fetcherStarted) continue; // the cancel came after the exec: not the case under test
+        inWindow++;
+        assert.equal(
+          ended.signal,
+          'SIGTERM',
+          `the fetcher died of ${String(ended.signal)} (exit ${String(ended.exitCode)}): the cancel's SIGTERM missed it`,
+        );
+        assert.equal(ended.exitCode, 143);
+      }
+      t.diagnostic(`${inWindow} cancels landed between the wrapper's trap and the fetcher's exec`);
+      assert.ok(inWindow > 0, "no cancel landed before the fetcher's exec, so this proved nothing");
+    } finally {
+      await stopAll(orchestrator, runManager);
+      await close();
     }
-    t.diagnostic(`${inWindow} cancels landed between the wrapper's trap and the fetcher's exec`);
-    assert.ok(inWindow > 0, 'no cancel landed before the fetcher\'s exec, so this proved nothing');
-  } finally {
-    await stopAll(orchestrator, runManager);
-    await close();
-  }
-});
+  },
+);

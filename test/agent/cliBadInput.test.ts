@@ -101,14 +101,22 @@ test('mistyped subcommands and stray arguments exit 64 naming the closest word, 
   assert.equal(schedule.code, 0, schedule.stderr);
   const status = (JSON.parse(schedule.stdout) as { schedule: { paused: boolean; entries: Array<{ paused: boolean }> } }).schedule;
   assert.equal(status.paused, false);
-  assert.ok(status.entries.every((e) => !e.paused), 'no fetcher was paused');
+  assert.ok(
+    status.entries.every((e) => !e.paused),
+    'no fetcher was paused',
+  );
 });
 
 test('through an agent, a fetcher name the protocol cannot carry is an unknown name (65) with the valid names', async () => {
   const t = makeTestEnv(catalog);
   const agent = await startAgent(t);
   try {
-    for (const args of [['run', 'Ok'], ['run', '../x'], ['schedule', 'pause', 'Ok'], ['cancel', '--fetcher', 'OK']]) {
+    for (const args of [
+      ['run', 'Ok'],
+      ['run', '../x'],
+      ['schedule', 'pause', 'Ok'],
+      ['cancel', '--fetcher', 'OK'],
+    ]) {
       const r = await runCli(t, args);
       assert.equal(r.code, 65, `${args.join(' ')}: ${r.stderr}`);
       assert.match(r.stderr, /^quantilica: unknown fetcher ".*"; valid names: ok\n$/, args.join(' '));
@@ -132,7 +140,7 @@ async function helpTexts(t: ReturnType<typeof makeTestEnv>, prefix: string[] = [
   const section = /\nCommands:\n([\s\S]*?)(\n\n|$)/.exec(r.stdout)?.[1] ?? '';
   const names = [...section.matchAll(/^ {2}(\S+)/gm)].map((m) => m[1] ?? '').filter((n) => n !== 'help');
   const texts: Array<[string, string]> = [[prefix.join(' '), r.stdout]];
-  for (const name of names) texts.push(...await helpTexts(t, [...prefix, name]));
+  for (const name of names) texts.push(...(await helpTexts(t, [...prefix, name])));
   return texts;
 }
 

@@ -12,13 +12,22 @@ const FETCHERS = [
 ];
 
 const stations: TestEnv[] = [];
-after(() => { for (const s of stations) fs.rmSync(s.root, { recursive: true, force: true }); });
+after(() => {
+  for (const s of stations) fs.rmSync(s.root, { recursive: true, force: true });
+});
 
 /** What bash offers for the words typed so far (the last one is being completed), through the script `completion bash` prints. */
 function offered(t: TestEnv, script: string, words: string[]): string[] {
   const quoted = words.map((w) => `'${w.replace(/'/g, `'\\''`)}'`).join(' ');
-  const out = execFileSync('bash', ['-c', `${script}\nCOMP_WORDS=(quantilica ${quoted}); COMP_CWORD=${words.length}; _quantilica; printf '%s\\n' "\${COMPREPLY[@]}"`], { env: t.env, encoding: 'utf8' });
-  return out.split('\n').filter((w) => w !== '').sort();
+  const out = execFileSync(
+    'bash',
+    ['-c', `${script}\nCOMP_WORDS=(quantilica ${quoted}); COMP_CWORD=${words.length}; _quantilica; printf '%s\\n' "\${COMPREPLY[@]}"`],
+    { env: t.env, encoding: 'utf8' },
+  );
+  return out
+    .split('\n')
+    .filter((w) => w !== '')
+    .sort();
 }
 
 test('completion offers option values, subcommands and arguments after any options', async () => {
@@ -32,9 +41,15 @@ test('completion offers option values, subcommands and arguments after any optio
     const script = (await runCli(t, ['completion', 'bash'])).stdout;
     const names = ['loader', 'parser', 'printer'];
     const cases: Array<[string[], string[]]> = [
-      [['runs', '--status', ''], ['cancelled', 'completed', 'failed', 'running', 'skipped', 'waiting']],
+      [
+        ['runs', '--status', ''],
+        ['cancelled', 'completed', 'failed', 'running', 'skipped', 'waiting'],
+      ],
       [['runs', '--status', 'r'], ['running']],
-      [['runs', '--limit', '5', '--status', 'c'], ['cancelled', 'completed']],
+      [
+        ['runs', '--limit', '5', '--status', 'c'],
+        ['cancelled', 'completed'],
+      ],
       [['runs', '--json', '--fetcher', ''], names],
       [['runs', '--fetcher', 'pa'], ['parser']],
       [['runs', '--status', '=', 'fa'], ['failed']],
@@ -42,15 +57,24 @@ test('completion offers option values, subcommands and arguments after any optio
       [['runs', '--st'], ['--status']],
       [['logs', '-f', 'pr'], ['printer']],
       [['logs', '-n', '5', '--follow', ''], [...names, runId].sort()],
-      [['run', '--detach', 'p'], ['parser', 'printer']],
+      [
+        ['run', '--detach', 'p'],
+        ['parser', 'printer'],
+      ],
       [['run', '--json', '--detach', 'l'], ['loader']],
       [['cancel', '--fetcher', 'lo'], ['loader']],
       [['cancel', '--no-wait', '--run', runId.slice(0, 4)], [runId]],
       [['schedule', '--json', 'pa'], ['pause']],
       [['schedule', 'resume', 'pr'], ['printer']],
-      [['telemetry', 'emit', 'finish', '--status', ''], ['cancelled', 'completed', 'failed']],
+      [
+        ['telemetry', 'emit', 'finish', '--status', ''],
+        ['cancelled', 'completed', 'failed'],
+      ],
       [['telemetry', 'emit', '--run-id', 'x', 'he'], ['heartbeat']],
-      [['completion', ''], ['bash', 'zsh']],
+      [
+        ['completion', ''],
+        ['bash', 'zsh'],
+      ],
       // A fetcher's own arguments and a value with no list offer nothing (bash falls back to files).
       [['run', 'printer', '--', '--status', ''], []],
       [['runs', '--limit', ''], []],

@@ -41,7 +41,12 @@ test('a CLI in serial mode, with no agent, says a pool run holds a heavy-io slot
   const started = await runCli(pools, ['run', 'until-file', '--detach', '--json', '--', path.join(s.root, 'release'), '0']);
   assert.equal(started.code, 0, started.stderr);
   const { runId } = JSON.parse(started.stdout) as RunInfo;
-  await waitFor(async () => (JSON.parse((await runCli(pools, ['runs', '--json'])).stdout) as { runs: RunInfo[] }).runs.find((r) => r.runId === runId)?.status === 'running', { what: 'the pool run to start', timeoutMs: 30000, intervalMs: 100 });
+  await waitFor(
+    async () =>
+      (JSON.parse((await runCli(pools, ['runs', '--json'])).stdout) as { runs: RunInfo[] }).runs.find((r) => r.runId === runId)?.status ===
+      'running',
+    { what: 'the pool run to start', timeoutMs: 30000, intervalMs: 100 },
+  );
 
   const serial = await status(withMode(s, false));
   assert.equal(serial.json.agent.mode, 'serial');
@@ -60,7 +65,11 @@ test('a CLI in serial mode, with no agent, says a pool run holds a heavy-io slot
   assert.doesNotMatch(same.text, /mode: WARNING/);
 
   fs.writeFileSync(path.join(s.root, 'release'), '');
-  await waitFor(async () => (await status(withMode(s, false))).json.agent.otherMode === undefined, { what: 'the warning to go once the pool run ended', timeoutMs: 30000, intervalMs: 200 });
+  await waitFor(async () => (await status(withMode(s, false))).json.agent.otherMode === undefined, {
+    what: 'the warning to go once the pool run ended',
+    timeoutMs: 30000,
+    intervalMs: 200,
+  });
 });
 
 test('a CLI in pools mode, with no agent, says the serial lock is held (a legacy serial cron_fetch.sh)', { timeout: 60000 }, async () => {
@@ -72,7 +81,13 @@ test('a CLI in pools mode, with no agent, says the serial lock is held (a legacy
   const legacy = spawn('flock', ['--no-fork', '-x', lockFile, 'sleep', '600'], { stdio: 'ignore' });
   children.push(legacy);
   const pools = withMode(s, true);
-  const seen = await waitFor(async () => { const r = await status(pools); return r.json.agent.otherMode ? r : null; }, { what: 'the serial lock to show', timeoutMs: 20000, intervalMs: 100 });
+  const seen = await waitFor(
+    async () => {
+      const r = await status(pools);
+      return r.json.agent.otherMode ? r : null;
+    },
+    { what: 'the serial lock to show', timeoutMs: 20000, intervalMs: 100 },
+  );
   assert.deepEqual(seen.json.agent.otherMode, { mode: 'serial', lockFiles: [lockFile], runs: [] });
   assert.match(seen.text, /mode: WARNING the serial mode is in use beside this pools view/);
   assert.ok(seen.text.includes(lockFile));

@@ -12,7 +12,13 @@ const bash = (script: string) => ['/bin/bash', '-c', script];
 const FETCHERS = [
   // Prints three lines, then holds until the test has seen them (the go file), then the rest: the
   // follower's live lines are checked on a signal, not on how long the fetcher happens to run.
-  { name: 'printer', pool: 'network-light' as const, argv: bash('for i in $(seq 1 15); do echo "printer line $i"; if [ "$i" = 3 ]; then until [ -e "$DATA_DIR/go" ]; do sleep 0.05; done; fi; sleep 0.05; done') },
+  {
+    name: 'printer',
+    pool: 'network-light' as const,
+    argv: bash(
+      'for i in $(seq 1 15); do echo "printer line $i"; if [ "$i" = 3 ]; then until [ -e "$DATA_DIR/go" ]; do sleep 0.05; done; fi; sleep 0.05; done',
+    ),
+  },
   { name: 'failer', pool: 'cpu-analysis' as const, argv: bash('echo "boom"; exit 3') },
   { name: 'quick', pool: 'cpu-analysis' as const, argv: bash('echo ok') },
 ];
@@ -26,19 +32,29 @@ test('logs --follow prints lines while the fetcher runs and exits when it ends; 
     assert.equal(queued.code, 0, queued.stderr);
     const run = JSON.parse(queued.stdout.trim().split('\n').at(-1) ?? '{}') as RunInfo;
 
-    const follower = spawn(process.execPath, [AGENT_JS, 'logs', 'printer', '--follow', '--lines', '100'], { env: t.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const follower = spawn(process.execPath, [AGENT_JS, 'logs', 'printer', '--follow', '--lines', '100'], {
+      env: t.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
-    follower.stdout.on('data', (d: Buffer) => { out += d.toString(); });
-    follower.stderr.on('data', (d: Buffer) => { err += d.toString(); });
+    follower.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    follower.stderr.on('data', (d: Buffer) => {
+      err += d.toString();
+    });
     const exited = new Promise<number | null>((resolve) => follower.on('close', (code) => resolve(code)));
     await waitFor(() => /printer line 3\n/.test(out), { what: 'the follower to print the third line', timeoutMs: 20_000 });
-    const status = (JSON.parse((await runCli(t, ['runs', '--json'])).stdout) as { runs: RunInfo[] }).runs.find((r) => r.runId === run.runId)?.status;
+    const status = (JSON.parse((await runCli(t, ['runs', '--json'])).stdout) as { runs: RunInfo[] }).runs.find(
+      (r) => r.runId === run.runId,
+    )?.status;
     assert.equal(status, 'running', 'the line arrived while the fetcher was still running');
     fs.writeFileSync(path.join(t.dataDir, 'go'), '');
     const code = await exited;
     assert.equal(code, 0, `the follower exits when the run ends (stderr: ${err})`);
-    for (let i = 1; i <= 15; i++) assert.equal(out.split('\n').filter((l) => l === `printer line ${i}`).length, 1, `line ${i} exactly once`);
+    for (let i = 1; i <= 15; i++)
+      assert.equal(out.split('\n').filter((l) => l === `printer line ${i}`).length, 1, `line ${i} exactly once`);
     assert.match(err, /printer · run .* completed --/);
 
     // The protocol side of following: bounded answers, bad input refused, an ended run says so at once.
@@ -75,9 +91,17 @@ test('logs --follow prints lines while the fetcher runs and exits when it ends; 
     assert.match(timers.stdout, /^\S.*\s+printer\s/m);
 
     const script = (await runCli(t, ['completion', 'bash'])).stdout;
-    const words = execFileSync('bash', ['-c', `${script}\nCOMP_WORDS=(quantilica run ""); COMP_CWORD=2; _quantilica; printf '%s\\n' "\${COMPREPLY[@]}"`], { env: t.env, encoding: 'utf8' });
+    const words = execFileSync(
+      'bash',
+      ['-c', `${script}\nCOMP_WORDS=(quantilica run ""); COMP_CWORD=2; _quantilica; printf '%s\\n' "\${COMPREPLY[@]}"`],
+      { env: t.env, encoding: 'utf8' },
+    );
     assert.deepEqual(words.trim().split('\n').sort(), ['failer', 'printer', 'quick']);
-    const logsWords = execFileSync('bash', ['-c', `${script}\nCOMP_WORDS=(quantilica logs p); COMP_CWORD=2; _quantilica; printf '%s\\n' "\${COMPREPLY[@]}"`], { env: t.env, encoding: 'utf8' });
+    const logsWords = execFileSync(
+      'bash',
+      ['-c', `${script}\nCOMP_WORDS=(quantilica logs p); COMP_CWORD=2; _quantilica; printf '%s\\n' "\${COMPREPLY[@]}"`],
+      { env: t.env, encoding: 'utf8' },
+    );
     assert.deepEqual(logsWords.trim().split('\n'), ['printer']);
     const zsh = (await runCli(t, ['completion', 'zsh'])).stdout;
     assert.match(zsh, /^#compdef quantilica/);

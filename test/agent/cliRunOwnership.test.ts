@@ -24,15 +24,21 @@ after(async () => {
     fs.writeFileSync(path.join(s.root, 'never'), '');
     fs.writeFileSync(path.join(s.root, 'release'), '');
   }
-  const stationProcesses = () => fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
-    try {
-      const cmdline = fs.readFileSync(`/proc/${p}/cmdline`, 'utf8');
-      return stations.some((s) => cmdline.includes(s.root));
-    } catch {
-      return false;
-    }
-  });
-  await waitFor(() => stationProcesses().length === 0, { what: 'the stations\' fetchers to end', timeoutMs: 20_000, intervalMs: 100 }).catch(() => undefined);
+  const stationProcesses = () =>
+    fs
+      .readdirSync('/proc')
+      .filter((p) => /^\d+$/.test(p))
+      .filter((p) => {
+        try {
+          const cmdline = fs.readFileSync(`/proc/${p}/cmdline`, 'utf8');
+          return stations.some((s) => cmdline.includes(s.root));
+        } catch {
+          return false;
+        }
+      });
+  await waitFor(() => stationProcesses().length === 0, { what: "the stations' fetchers to end", timeoutMs: 20_000, intervalMs: 100 }).catch(
+    () => undefined,
+  );
   for (const s of stations) fs.rmSync(s.root, { recursive: true, force: true });
 });
 
@@ -54,15 +60,20 @@ function startCli(s: TestEnv, args: string[]) {
   children.push(child);
   let stdout = '';
   let stderr = '';
-  child.stdout.on('data', (d: Buffer) => { stdout += d.toString(); });
-  child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
+  child.stdout.on('data', (d: Buffer) => {
+    stdout += d.toString();
+  });
+  child.stderr.on('data', (d: Buffer) => {
+    stderr += d.toString();
+  });
   const ended = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   return {
     child,
     ended,
     stdout: () => stdout,
     stderr: () => stderr,
-    runId: () => waitFor(() => /^run (\S+) /m.exec(stdout)?.[1], { what: `the run id from quantilica ${args.join(' ')}`, timeoutMs: 30_000 }),
+    runId: () =>
+      waitFor(() => /^run (\S+) /m.exec(stdout)?.[1], { what: `the run id from quantilica ${args.join(' ')}`, timeoutMs: 30_000 }),
   };
 }
 
@@ -78,7 +89,11 @@ test('run --detach without an agent starts the fetcher and returns', async () =>
   assert.equal(r.code, 0, r.stderr);
   const run = JSON.parse(r.stdout) as RunInfo;
   await waitFor(() => fs.existsSync(path.join(s.dataDir, 'marker.out')), { what: 'the detached fetcher to run', timeoutMs: 30_000 });
-  const done = await waitFor(async () => (await runsOf(s)).find((x) => x.runId === run.runId && x.status === 'completed'), { what: 'the detached run to be recorded completed', timeoutMs: 30_000, intervalMs: 200 });
+  const done = await waitFor(async () => (await runsOf(s)).find((x) => x.runId === run.runId && x.status === 'completed'), {
+    what: 'the detached run to be recorded completed',
+    timeoutMs: 30_000,
+    intervalMs: 200,
+  });
   assert.equal(done.exitCode, 0);
 });
 
@@ -89,7 +104,11 @@ for (const how of ['SIGTERM', 'SIGKILL'] as const) {
     const release = path.join(s.root, 'release');
     const waiting = startCli(s, ['run', 'until-file', '--', release, '9']);
     const runId = await waiting.runId();
-    await waitFor(async () => (await runsOf(s)).find((x) => x.runId === runId && x.status === 'running'), { what: 'the run to start', timeoutMs: 30_000, intervalMs: 200 });
+    await waitFor(async () => (await runsOf(s)).find((x) => x.runId === runId && x.status === 'running'), {
+      what: 'the run to start',
+      timeoutMs: 30_000,
+      intervalMs: 200,
+    });
     const gone = new Promise((resolve) => agent.child.once('exit', resolve));
     agent.child.kill(how);
     await gone;
@@ -103,7 +122,11 @@ test('cancel without an agent cancels a run that another CLI process owns', asyn
   const s = station();
   const owner = startCli(s, ['run', 'until-file', '--', path.join(s.root, 'never'), '0']);
   const runId = await owner.runId();
-  await waitFor(async () => (await runsOf(s)).find((x) => x.runId === runId && x.status === 'running'), { what: 'the run to start', timeoutMs: 30_000, intervalMs: 200 });
+  await waitFor(async () => (await runsOf(s)).find((x) => x.runId === runId && x.status === 'running'), {
+    what: 'the run to start',
+    timeoutMs: 30_000,
+    intervalMs: 200,
+  });
   const r = await runCli(s, ['cancel', runId]);
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stdout, new RegExp(`run ${runId} until-file cancelled`));
@@ -127,10 +150,17 @@ test('cancel of a finished run or of a fetcher with nothing running says so and 
 
 test('a fetcher whose name looks like a run id is cancelled by name', async () => {
   const s = station();
-  for (const args of [['cancel', 'abcdef-0123abcd'], ['cancel', '--fetcher', 'abcdef-0123abcd']]) {
+  for (const args of [
+    ['cancel', 'abcdef-0123abcd'],
+    ['cancel', '--fetcher', 'abcdef-0123abcd'],
+  ]) {
     const owner = startCli(s, ['run', 'abcdef-0123abcd', '--', path.join(s.root, 'never'), '0']);
     const runId = await owner.runId();
-    await waitFor(async () => (await runsOf(s)).find((x) => x.runId === runId && x.status === 'running'), { what: 'the run to start', timeoutMs: 30_000, intervalMs: 200 });
+    await waitFor(async () => (await runsOf(s)).find((x) => x.runId === runId && x.status === 'running'), {
+      what: 'the run to start',
+      timeoutMs: 30_000,
+      intervalMs: 200,
+    });
     const r = await runCli(s, args);
     assert.equal(r.code, 0, `${args.join(' ')}: ${r.stderr}`);
     assert.match(r.stdout, new RegExp(`run ${runId} abcdef-0123abcd cancelled`));

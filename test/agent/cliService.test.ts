@@ -52,14 +52,22 @@ esac
 exit 0
 `;
 
-function fakeSystemctl(root: string): { dir: string; calls: () => string[]; env: () => string; set: (file: string, text: string | null) => void } {
+function fakeSystemctl(root: string): {
+  dir: string;
+  calls: () => string[];
+  env: () => string;
+  set: (file: string, text: string | null) => void;
+} {
   const dir = path.join(root, 'fakebin');
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, 'systemctl'), FAKE_SYSTEMCTL, { mode: 0o755 });
   const read = (f: string) => (fs.existsSync(path.join(dir, f)) ? fs.readFileSync(path.join(dir, f), 'utf8') : '');
   return {
     dir,
-    calls: () => read('calls').split('\n').filter((l) => l !== ''),
+    calls: () =>
+      read('calls')
+        .split('\n')
+        .filter((l) => l !== ''),
     env: () => read('env'),
     set: (file, text) => (text === null ? fs.rmSync(path.join(dir, file), { force: true }) : fs.writeFileSync(path.join(dir, file), text)),
   };
@@ -77,15 +85,23 @@ test('service install carries CRON_*, QUANTILICA_* and DATA_DIR into agent.env, 
     assert.equal(plain.code, 0, plain.stderr);
     const written = fs.readFileSync(envFile, 'utf8');
     assert.equal(fs.statSync(envFile).mode & 0o777, 0o600);
-    for (const line of ["CRON_USE_POOLS='true'", `DATA_DIR='${station.dataDir}'`, `QUANTILICA_LOCK_DIR='${station.lockDir}'`, 'QUANTILICA_STATION="it\'s-7"']) {
+    for (const line of [
+      "CRON_USE_POOLS='true'",
+      `DATA_DIR='${station.dataDir}'`,
+      `QUANTILICA_LOCK_DIR='${station.lockDir}'`,
+      'QUANTILICA_STATION="it\'s-7"',
+    ]) {
       assert.ok(written.split('\n').includes(line), `agent.env has ${line}:\n${written}`);
     }
     assert.doesNotMatch(written, /svcsecret|QUANTILICA_DATABASE_URL|GITHUB_TOKEN/, 'no secret without --with-secrets');
     assert.match(plain.stdout, /^ {2}CRON_USE_POOLS=true$/m);
-    assert.match(plain.stdout, /not written: QUANTILICA_DATABASE_URL=postgres:\/\/\*\*\*@127\.0\.0\.1:5432\/telemetry \(a secret; --with-secrets/);
+    assert.match(
+      plain.stdout,
+      /not written: QUANTILICA_DATABASE_URL=postgres:\/\/\*\*\*@127\.0\.0\.1:5432\/telemetry \(a secret; --with-secrets/,
+    );
     assert.match(plain.stdout, /not written: GITHUB_TOKEN=\*\*\* \(a secret/);
     assert.deepEqual(fake.calls(), ['--user daemon-reload', '--user enable --now quantilica-agent.service']);
-    assert.doesNotMatch(fake.env(), /svcsecret|QUANTILICA_|CRON_/, 'systemctl gets none of the agent\'s settings or secrets');
+    assert.doesNotMatch(fake.env(), /svcsecret|QUANTILICA_|CRON_/, "systemctl gets none of the agent's settings or secrets");
 
     // A second install keeps what the operator added by hand and writes the secrets when asked.
     fs.appendFileSync(envFile, 'PYTHONUNBUFFERED=1\n');
@@ -121,13 +137,19 @@ test('service status exits as systemctl is-active (0 active, 3 not, 69 without a
     fake.set('no-manager', '');
     const unreachable = await runCli(env, ['service', 'status']);
     assert.equal(unreachable.code, 69, unreachable.stderr);
-    assert.match(unreachable.stderr, /^quantilica: cannot ask the user's systemd whether quantilica-agent\.service is active: Failed to connect to bus/m);
+    assert.match(
+      unreachable.stderr,
+      /^quantilica: cannot ask the user's systemd whether quantilica-agent\.service is active: Failed to connect to bus/m,
+    );
     fake.set('no-manager', null);
 
     fake.set('fail-disable', '');
     const failed = await runCli(env, ['service', 'uninstall']);
     assert.equal(failed.code, 69, failed.stderr);
-    assert.match(failed.stderr, /^quantilica: systemctl --user disable --now quantilica-agent\.service failed: Failed to disable unit: Access denied$/m);
+    assert.match(
+      failed.stderr,
+      /^quantilica: systemctl --user disable --now quantilica-agent\.service failed: Failed to disable unit: Access denied$/m,
+    );
     fake.set('fail-disable', null);
     assert.equal((await runCli(env, ['service', 'install', '--no-enable'])).code, 0);
     const removed = await runCli(env, ['service', 'uninstall']);
@@ -151,16 +173,26 @@ test('the unit escapes % and $ in its paths, and a path with a control character
     const unitFile = path.join(config, 'systemd', 'user', 'quantilica-agent.service');
     const unit = fs.readFileSync(unitFile, 'utf8').split('\n');
     const exec = unit.find((l) => l.startsWith('ExecStart='));
-    assert.equal(exec, `ExecStart=${process.execPath.replace(/%/g, '%%').replace(/\$/g, '$$$$')} "${path.join(station.root, 'q%%h$$USER', 'agent.js')}" agent`);
+    assert.equal(
+      exec,
+      `ExecStart=${process.execPath.replace(/%/g, '%%').replace(/\$/g, '$$$$')} "${path.join(station.root, 'q%%h$$USER', 'agent.js')}" agent`,
+    );
     assert.ok(unit.includes(`EnvironmentFile=-${path.join(station.root, 'cfg%%u$HOME', 'quantilica', 'agent.env')}`), unit.join('\n'));
     const analyze = spawnSync('systemd-analyze', ['verify', unitFile], { encoding: 'utf8', env: { ...process.env, HOME: station.home } });
     if (analyze.error) t.diagnostic(`systemd-analyze is not available (${analyze.error.message})`);
-    else assert.deepEqual(`${analyze.stdout}${analyze.stderr}`.split('\n').filter((l) => l.includes('quantilica-agent')), []);
+    else
+      assert.deepEqual(
+        `${analyze.stdout}${analyze.stderr}`.split('\n').filter((l) => l.includes('quantilica-agent')),
+        [],
+      );
 
     const newline = path.join(station.root, 'cfg\nExecStartPre=/bin/false');
     const refused = await runCli({ ...station.env, XDG_CONFIG_HOME: newline }, ['service', 'install', '--no-enable']);
     assert.equal(refused.code, 78, refused.stderr);
-    assert.match(refused.stderr, /^quantilica: the environment file's path ".*\\nExecStartPre=\/bin\/false.*" has a control character, which a systemd unit cannot hold/m);
+    assert.match(
+      refused.stderr,
+      /^quantilica: the environment file's path ".*\\nExecStartPre=\/bin\/false.*" has a control character, which a systemd unit cannot hold/m,
+    );
     assert.equal(fs.existsSync(newline), false, 'nothing was written');
   } finally {
     fs.rmSync(station.root, { recursive: true, force: true });

@@ -14,7 +14,9 @@ import { startTestPostgres } from '../support/postgres';
 import { waitFor } from '../support/waitFor';
 
 const stations: TestEnv[] = [];
-after(() => { for (const s of stations) fs.rmSync(s.root, { recursive: true, force: true }); });
+after(() => {
+  for (const s of stations) fs.rmSync(s.root, { recursive: true, force: true });
+});
 function station(extra: Record<string, string> = {}): TestEnv {
   const s = makeTestEnv([{ name: 'marker', pool: 'network-light', argv: ['/bin/sh', '-c', 'echo ran > "$DATA_DIR/marker.out"'] }], extra);
   stations.push(s);
@@ -66,10 +68,15 @@ test('a port in use stops the agent with exit 73 naming QUANTILICA_PORT', async 
 test('a catalog cwd that does not exist is refused at start, every such entry listed', async () => {
   const s = station();
   const catalog = path.join(s.root, 'cwd-catalog.json');
-  fs.writeFileSync(catalog, JSON.stringify({ fetchers: [
-    { name: 'a', pool: 'heavy-io', argv: ['/bin/true'], cwd: path.join(s.root, 'missing-a') },
-    { name: 'b', pool: 'heavy-io', argv: ['/bin/true'], cwd: path.join(s.root, 'missing-b') },
-  ] }));
+  fs.writeFileSync(
+    catalog,
+    JSON.stringify({
+      fetchers: [
+        { name: 'a', pool: 'heavy-io', argv: ['/bin/true'], cwd: path.join(s.root, 'missing-a') },
+        { name: 'b', pool: 'heavy-io', argv: ['/bin/true'], cwd: path.join(s.root, 'missing-b') },
+      ],
+    }),
+  );
   for (const command of [['run', 'a'], ['agent']]) {
     const r = await runCli({ ...s.env, QUANTILICA_CATALOG: catalog }, command, 30_000);
     assert.equal(r.code, 78, r.stderr);
@@ -82,7 +89,10 @@ test('--version prints the version; `quantilica --flush` is `quantilica flush`',
   const s = station();
   const version = await runCli(s, ['--version']);
   assert.equal(version.code, 0, version.stderr);
-  assert.equal(version.stdout.trim(), (JSON.parse(fs.readFileSync(path.join(AGENT_JS, '..', '..', 'package.json'), 'utf8')) as { version: string }).version);
+  assert.equal(
+    version.stdout.trim(),
+    (JSON.parse(fs.readFileSync(path.join(AGENT_JS, '..', '..', 'package.json'), 'utf8')) as { version: string }).version,
+  );
   const flush = await runCli(s, ['--flush']);
   assert.match(flush.stdout, /^flush: 0 sent, 0 remaining/m, flush.stderr);
 });
@@ -105,17 +115,32 @@ test('flush prints its result once', async () => {
 /** Runs a command under a pseudo-terminal (util-linux `script`), as a person at a terminal would. */
 function onTerminal(s: TestEnv, args: string[]) {
   const command = [process.execPath, AGENT_JS, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
-  const child = spawn('script', ['--quiet', '--return', '--command', command, '/dev/null'], { env: s.env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn('script', ['--quiet', '--return', '--command', command, '/dev/null'], {
+    env: s.env,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   let output = '';
-  child.stdout.on('data', (d: Buffer) => { output += d.toString(); });
-  child.stderr.on('data', (d: Buffer) => { output += d.toString(); });
+  child.stdout.on('data', (d: Buffer) => {
+    output += d.toString();
+  });
+  child.stderr.on('data', (d: Buffer) => {
+    output += d.toString();
+  });
   return { child, output: () => output, ended: new Promise<number | null>((resolve) => child.once('exit', resolve)) };
 }
 
 test('a CLI without an agent logs human lines on a terminal, JSON lines otherwise', async () => {
   const s = station({ QUANTILICA_LOG_LEVEL: 'info' });
   // A stale connection file: the CLI says, at level info, that it works in-process.
-  await writeConnectionFile(path.join(s.home, '.quantilica', 'agent.json'), { port: 1, token: 'A'.repeat(43), pid: 999999, protocolVersion: 1, uid: 0, startTime: 1, bootId: 'x' });
+  await writeConnectionFile(path.join(s.home, '.quantilica', 'agent.json'), {
+    port: 1,
+    token: 'A'.repeat(43),
+    pid: 999999,
+    protocolVersion: 1,
+    uid: 0,
+    startTime: 1,
+    bootId: 'x',
+  });
   const tty = onTerminal(s, ['status']);
   assert.equal(await tty.ended, 0, tty.output());
   assert.match(tty.output(), /quantilica: info: the connection file .* working in-process/);
@@ -129,7 +154,11 @@ test('`npm start` on a terminal prints a short summary of where things are', asy
   const s = station();
   const tty = onTerminal(s, ['agent']);
   try {
-    const text = await waitFor(() => (tty.output().includes('Ctrl-C stops the agent') ? tty.output() : null), { what: 'the summary', timeoutMs: 30_000, intervalMs: 100 });
+    const text = await waitFor(() => (tty.output().includes('Ctrl-C stops the agent') ? tty.output() : null), {
+      what: 'the summary',
+      timeoutMs: 30_000,
+      intervalMs: 100,
+    });
     assert.match(text, /Quantilica agent ready \(pid \d+, 127\.0\.0\.1:\d+\)/);
     for (const label of ['pools:', 'data:', 'run logs:', 'spool:', 'connection:']) assert.ok(text.includes(label), label);
     assert.ok(text.includes(s.dataDir));

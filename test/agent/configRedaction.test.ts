@@ -18,9 +18,13 @@ for (const setting of ['QUANTILICA_DATABASE_URL', 'QUANTILICA_SLOT_DATABASE_URL'
       const r = await runCli({ ...s.env, QUANTILICA_SLOT_BACKEND: 'postgres', [setting]: url }, ['status']);
       assert.equal(r.code, 78, `${url}: ${r.stderr}`);
       assert.match(r.stderr, /^quantilica: invalid configuration/m, r.stderr);
-      assert.ok(r.stderr.includes(`${setting}="postgres://***@127.0.0.1:5432/telemetry"`), `the setting is named, its URL redacted: ${r.stderr}`);
+      assert.ok(
+        r.stderr.includes(`${setting}="postgres://***@127.0.0.1:5432/telemetry"`),
+        `the setting is named, its URL redacted: ${r.stderr}`,
+      );
       // No piece of the password: each fragment between its special characters.
-      for (const piece of password.split(/[/#?@ ]/).filter((p) => p !== '')) assert.ok(!(r.stderr + r.stdout).includes(piece), `${JSON.stringify(piece)} of ${url} is not shown: ${r.stderr}`);
+      for (const piece of password.split(/[/#?@ ]/).filter((p) => p !== ''))
+        assert.ok(!(r.stderr + r.stdout).includes(piece), `${JSON.stringify(piece)} of ${url} is not shown: ${r.stderr}`);
     }
   });
 }

@@ -24,9 +24,7 @@ after(() => {
 });
 
 function station(): TestEnv {
-  const s = makeTestEnv([
-    { name: 'marker', pool: 'network-light', argv: ['/bin/sh', '-c', 'echo ran > "$DATA_DIR/marker.out"'] },
-  ]);
+  const s = makeTestEnv([{ name: 'marker', pool: 'network-light', argv: ['/bin/sh', '-c', 'echo ran > "$DATA_DIR/marker.out"'] }]);
   stations.push(s);
   return s;
 }
@@ -59,7 +57,7 @@ async function listenerWithPid(attacker: UnprivilegedUser, pid: number, port: nu
   throw new Error(`could not give the attacker pid ${pid}`);
 }
 
-test('another user holding the dead agent\'s pid and port receives nothing; the run runs in-process', async () => {
+test("another user holding the dead agent's pid and port receives nothing; the run runs in-process", async () => {
   const s = station();
   const agent = await startAgent(s);
   const info = await readConnectionFile(connectionFile(s));
@@ -84,7 +82,10 @@ test('another user holding the dead agent\'s pid and port receives nothing; the 
 
   // The extension (extension/agentTransport.ts reads the file through this) sees "no agent" for the
   // same file, before sending anything.
-  await assert.rejects(readLiveConnectionFile(connectionFile(s)), (err: unknown) => err instanceof ConnectionFileError && err.reason === 'stale');
+  await assert.rejects(
+    readLiveConnectionFile(connectionFile(s)),
+    (err: unknown) => err instanceof ConnectionFileError && err.reason === 'stale',
+  );
   assert.equal(fs.existsSync(capture) ? fs.readFileSync(capture, 'utf8') : '', '');
   listener.kill('SIGKILL');
   fs.rmSync(captureDir, { recursive: true, force: true });

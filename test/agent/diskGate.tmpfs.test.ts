@@ -34,7 +34,9 @@ interface SmallFs {
 function smallFs(t: TestContext): SmallFs {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'diskgate-tmpfs-'));
   const closers: Array<() => Promise<void>> = [];
-  const closeFirst = (close: () => Promise<void>) => { closers.push(close); };
+  const closeFirst = (close: () => Promise<void>) => {
+    closers.push(close);
+  };
   try {
     execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${FS_MB}m`, 'tmpfs', dir], { stdio: 'pipe' });
     t.after(async () => {
@@ -68,10 +70,16 @@ async function fetcherWrites(dataDir: string, fetcher: string, file: string, mb:
 
 function arrive(gate: DiskGate, request: GateRequest) {
   const r = { reasons: [] as WaitReason[], admitted: false, error: null as unknown };
-  gate.waitToStart(request, new AbortController().signal, (reason) => r.reasons.push(reason)).then(
-    () => { r.admitted = true; },
-    (err: unknown) => { r.error = err; },
-  );
+  gate
+    .waitToStart(request, new AbortController().signal, (reason) => r.reasons.push(reason))
+    .then(
+      () => {
+        r.admitted = true;
+      },
+      (err: unknown) => {
+        r.error = err;
+      },
+    );
   return r;
 }
 

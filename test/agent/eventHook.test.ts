@@ -14,7 +14,16 @@ import { memoryLogger } from '../support/memoryLogger';
 import { waitFor } from '../support/waitFor';
 
 const event = (over: Partial<OperatorEvent> = {}): OperatorEvent => ({
-  event: 'failed', at: new Date().toISOString(), runId: 'r-1', fetcher: 'comex', pool: 'heavy-io', exitCode: 3, reason: 'exit-code', attempt: 2, logPath: '/data/logs/r-1.log', ...over,
+  event: 'failed',
+  at: new Date().toISOString(),
+  runId: 'r-1',
+  fetcher: 'comex',
+  pool: 'heavy-io',
+  exitCode: 3,
+  reason: 'exit-code',
+  attempt: 2,
+  logPath: '/data/logs/r-1.log',
+  ...over,
 });
 
 function hookScript(body: string) {
@@ -26,15 +35,23 @@ function hookScript(body: string) {
   return { dir, out, program };
 }
 
-test('a hook gets the event in its environment and nothing of the agent\'s', async () => {
+test("a hook gets the event in its environment and nothing of the agent's", async () => {
   const h = hookScript('env > "$OUT/.$$" && mv "$OUT/.$$" "$OUT/$QUANTILICA_EVENT.env"');
   process.env.QUANTILICA_TEST_SECRET = 'never-in-a-hook';
   const hook = new EventHook({ program: h.program, logger: memoryLogger() });
   try {
     hook.send(event());
     const file = path.join(h.out, 'failed.env');
-    const text = await waitFor(() => fs.existsSync(file) && fs.readFileSync(file, 'utf8'), { what: 'the hook to write its environment', timeoutMs: 10_000 });
-    const env = Object.fromEntries(text.trim().split('\n').map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
+    const text = await waitFor(() => fs.existsSync(file) && fs.readFileSync(file, 'utf8'), {
+      what: 'the hook to write its environment',
+      timeoutMs: 10_000,
+    });
+    const env = Object.fromEntries(
+      text
+        .trim()
+        .split('\n')
+        .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+    );
     assert.equal(env.QUANTILICA_EVENT, 'failed');
     assert.equal(env.QUANTILICA_RUN_ID, 'r-1');
     assert.equal(env.QUANTILICA_FETCHER, 'comex');
@@ -44,8 +61,22 @@ test('a hook gets the event in its environment and nothing of the agent\'s', asy
     assert.equal(env.QUANTILICA_ATTEMPT, '2');
     assert.equal(env.QUANTILICA_LOG_PATH, '/data/logs/r-1.log');
     assert.ok(!text.includes('never-in-a-hook'), 'no variable of the agent reaches the hook');
-    const names = Object.keys(env).filter((k) => !['PWD', 'SHLVL', '_', 'OLDPWD'].includes(k)).sort();
-    assert.deepEqual(names, ['HOME', 'LANG', 'PATH', 'QUANTILICA_ATTEMPT', 'QUANTILICA_EVENT', 'QUANTILICA_EXIT_CODE', 'QUANTILICA_FETCHER', 'QUANTILICA_LOG_PATH', 'QUANTILICA_POOL', 'QUANTILICA_REASON', 'QUANTILICA_RUN_ID']);
+    const names = Object.keys(env)
+      .filter((k) => !['PWD', 'SHLVL', '_', 'OLDPWD'].includes(k))
+      .sort();
+    assert.deepEqual(names, [
+      'HOME',
+      'LANG',
+      'PATH',
+      'QUANTILICA_ATTEMPT',
+      'QUANTILICA_EVENT',
+      'QUANTILICA_EXIT_CODE',
+      'QUANTILICA_FETCHER',
+      'QUANTILICA_LOG_PATH',
+      'QUANTILICA_POOL',
+      'QUANTILICA_REASON',
+      'QUANTILICA_RUN_ID',
+    ]);
   } finally {
     delete process.env.QUANTILICA_TEST_SECRET;
     hook.close();
@@ -61,7 +92,10 @@ test('hooks that hang: at most 4 at once, killed with their children at the time
     const started = Date.now();
     for (let i = 0; i < 10; i += 1) hook.send(event({ runId: `r${i}` }));
     assert.ok(Date.now() - started < 200, 'send never waits for a hook');
-    const first = await waitFor(() => (fs.readdirSync(h.out).length === 4 ? fs.readdirSync(h.out) : null), { what: 'four hooks running', timeoutMs: 10_000 });
+    const first = await waitFor(() => (fs.readdirSync(h.out).length === 4 ? fs.readdirSync(h.out) : null), {
+      what: 'four hooks running',
+      timeoutMs: 10_000,
+    });
     assert.equal(hook.runningCount(), 4);
     assert.deepEqual(first.sort(), ['r0', 'r1', 'r2', 'r3']);
     // Ten sent, four running, three queued: the three oldest waiting were dropped.
@@ -69,9 +103,15 @@ test('hooks that hang: at most 4 at once, killed with their children at the time
     assert.equal(dropped.length, 1, 'the first trouble is logged at once, the rest counted');
     const pids = first.map((f) => fs.readFileSync(path.join(h.out, f), 'utf8').trim().split(' ').map(Number));
     // At the timeout each hook's group (the hook and its sleep) is killed; the queued ones run next.
-    await waitFor(() => pids.every(([pid]) => !groupExists(pid)), { what: 'the hung hooks and their children to be killed', timeoutMs: 15_000 });
+    await waitFor(() => pids.every(([pid]) => !groupExists(pid)), {
+      what: 'the hung hooks and their children to be killed',
+      timeoutMs: 15_000,
+    });
     // Seven have run and three run now: the four killed have all ended.
-    const all = await waitFor(() => (fs.readdirSync(h.out).length === 7 && hook.runningCount() === 3 ? fs.readdirSync(h.out) : null), { what: 'the queued hooks to run', timeoutMs: 15_000 });
+    const all = await waitFor(() => (fs.readdirSync(h.out).length === 7 && hook.runningCount() === 3 ? fs.readdirSync(h.out) : null), {
+      what: 'the queued hooks to run',
+      timeoutMs: 15_000,
+    });
     assert.deepEqual(all.sort(), ['r0', 'r1', 'r2', 'r3', 'r7', 'r8', 'r9']);
     assert.equal(logger.records.filter((r) => r.level === 'warn').length, 1, 'kills within the period are not logged one by one');
   } finally {
@@ -87,7 +127,10 @@ test('QUANTILICA_ON_EVENT must be an executable regular file', () => {
   assert.doesNotThrow(() => checkEventHook(h.program));
   assert.doesNotThrow(() => checkEventHook(null));
   fs.chmodSync(h.program, 0o600);
-  assert.throws(() => checkEventHook(h.program), (err: unknown) => err instanceof ConfigError && /QUANTILICA_ON_EVENT=.*not executable/.test(err.message));
+  assert.throws(
+    () => checkEventHook(h.program),
+    (err: unknown) => err instanceof ConfigError && /QUANTILICA_ON_EVENT=.*not executable/.test(err.message),
+  );
   assert.throws(() => checkEventHook(h.dir), /not a regular file/);
   assert.throws(() => checkEventHook(path.join(h.dir, 'absent')), /ENOENT/);
 });

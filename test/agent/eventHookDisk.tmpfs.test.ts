@@ -15,7 +15,10 @@ test('the disk gate pausing and resuming gives disk-paused and disk-resumed to t
   const env = makeTestEnv([{ name: 'noop', pool: 'network-light', argv: ['/bin/true'] }], {
     DATA_DIR: dataDir,
     // 64 MB: paused under 20 MB free, open again from 40 MB.
-    CRON_DISK_PAUSE_GB: '0.02', CRON_DISK_WARN_GB: '0.03', CRON_DISK_RESUME_GB: '0.04', CRON_DISK_POLL_SECONDS: '0.1',
+    CRON_DISK_PAUSE_GB: '0.02',
+    CRON_DISK_WARN_GB: '0.03',
+    CRON_DISK_RESUME_GB: '0.04',
+    CRON_DISK_POLL_SECONDS: '0.1',
   });
   const out = path.join(env.root, 'hook-out');
   fs.mkdirSync(out);
@@ -26,9 +29,14 @@ test('the disk gate pausing and resuming gives disk-paused and disk-resumed to t
   const events = async () => {
     const r = await runCli(env, ['events', '--json']);
     assert.equal(r.code, 0, r.stderr);
-    return r.stdout.trim().split('\n').filter((l) => l !== '').map((l) => (JSON.parse(l) as NumberedOperatorEvent).event);
+    return r.stdout
+      .trim()
+      .split('\n')
+      .filter((l) => l !== '')
+      .map((l) => (JSON.parse(l) as NumberedOperatorEvent).event);
   };
-  const hooked = () => (fs.existsSync(path.join(out, 'events')) ? fs.readFileSync(path.join(out, 'events'), 'utf8').trim().split('\n') : []);
+  const hooked = () =>
+    fs.existsSync(path.join(out, 'events')) ? fs.readFileSync(path.join(out, 'events'), 'utf8').trim().split('\n') : [];
   try {
     assert.deepEqual(await events(), [], 'an open gate says nothing');
     const filler = path.join(dataDir, 'filler');

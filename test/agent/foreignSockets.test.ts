@@ -46,82 +46,113 @@ function startAttack(user: UnprivilegedUser, port: number, count: number): { chi
   const child = user.spawn(process.execPath, ['-e', ATTACK, String(port), String(count)], { stdio: ['ignore', 'pipe', 'inherit'] });
   attackers.push(child);
   let connected = 0;
-  readline.createInterface({ input: child.stdout! }).on('line', (line) => { const m = /^connected (\d+)$/.exec(line); if (m) connected = Number(m[1]); });
+  readline.createInterface({ input: child.stdout! }).on('line', (line) => {
+    const m = /^connected (\d+)$/.exec(line);
+    if (m) connected = Number(m[1]);
+  });
   return { child, connected: () => connected };
 }
 
-test('another account holding 100 sockets: the operator\'s CLI (status, run) goes through the agent and a protocol client connects', { timeout: 120000 }, async () => {
-  const t = makeTestEnv([{ name: 'quick', pool: 'network-light', argv: ['/bin/true'] }], { QUANTILICA_LOG_LEVEL: 'info' });
-  stations.push(t);
-  const user = createUnprivilegedUser('qtsock');
-  users.push(user);
-  const agent = await startAgent(t);
-  const connectionFile = path.join(t.home, '.quantilica', 'agent.json');
-  const { port } = await readConnectionFile(connectionFile);
-  const attack = startAttack(user, port, 100);
-  try {
-    // Well past the pending cap (64): every one of them accepted by the kernel and closed by the agent.
-    await waitFor(() => attack.connected() >= 300, { what: 'the other account to have opened 300 connections', timeoutMs: 60000, intervalMs: 50 });
-
-    const status = await runCli(t, ['status']);
-    assert.equal(status.code, 0, status.stderr);
-    assert.match(status.stdout, new RegExp(`^agent: running, pid ${agent.child.pid}`), `status is the agent's: ${status.stdout}`);
-
-    // The extension's path: the same WebSocket handshake.
-    const client = await connectAgent(connectionFile, { client: 'beside-the-flood' });
+test(
+  "another account holding 100 sockets: the operator's CLI (status, run) goes through the agent and a protocol client connects",
+  { timeout: 120000 },
+  async () => {
+    const t = makeTestEnv([{ name: 'quick', pool: 'network-light', argv: ['/bin/true'] }], { QUANTILICA_LOG_LEVEL: 'info' });
+    stations.push(t);
+    const user = createUnprivilegedUser('qtsock');
+    users.push(user);
+    const agent = await startAgent(t);
+    const connectionFile = path.join(t.home, '.quantilica', 'agent.json');
+    const { port } = await readConnectionFile(connectionFile);
+    const attack = startAttack(user, port, 100);
     try {
-      const seen: string[] = [];
-      client.onChanged((event) => { if (event.kind === 'change' && event.params.change.kind === 'run') seen.push(event.params.change.run.runId); });
-      const run = await runCli(t, ['run', 'quick', '--json']);
-      assert.equal(run.code, 0, run.stderr);
-      const { runId, status: ended } = JSON.parse(run.stdout) as RunInfo;
-      assert.equal(ended, 'completed');
-      await waitFor(() => seen.includes(runId), { what: 'the agent to publish the CLI\'s run (it ran there, not in-process)', timeoutMs: 10000 });
+      // Well past the pending cap (64): every one of them accepted by the kernel and closed by the agent.
+      await waitFor(() => attack.connected() >= 300, {
+        what: 'the other account to have opened 300 connections',
+        timeoutMs: 60000,
+        intervalMs: 50,
+      });
+
+      const status = await runCli(t, ['status']);
+      assert.equal(status.code, 0, status.stderr);
+      assert.match(status.stdout, new RegExp(`^agent: running, pid ${agent.child.pid}`), `status is the agent's: ${status.stdout}`);
+
+      // The extension's path: the same WebSocket handshake.
+      const client = await connectAgent(connectionFile, { client: 'beside-the-flood' });
+      try {
+        const seen: string[] = [];
+        client.onChanged((event) => {
+          if (event.kind === 'change' && event.params.change.kind === 'run') seen.push(event.params.change.run.runId);
+        });
+        const run = await runCli(t, ['run', 'quick', '--json']);
+        assert.equal(run.code, 0, run.stderr);
+        const { runId, status: ended } = JSON.parse(run.stdout) as RunInfo;
+        assert.equal(ended, 'completed');
+        await waitFor(() => seen.includes(runId), {
+          what: "the agent to publish the CLI's run (it ran there, not in-process)",
+          timeoutMs: 10000,
+        });
+      } finally {
+        await client.close();
+      }
+      assert.ok(attack.connected() >= 300);
     } finally {
-      await client.close();
+      attack.child.kill('SIGKILL');
+      const exited = new Promise((resolve) => agent.child.once('exit', resolve));
+      agent.child.kill('SIGTERM');
+      await exited;
     }
-    assert.ok(attack.connected() >= 300);
-  } finally {
-    attack.child.kill('SIGKILL');
+    const lines = agent
+      .stderr()
+      .split('\n')
+      .filter((l) => l.includes('closed connections of other accounts'));
+    assert.ok(lines.length >= 1, `the other account's connections are logged: ${agent.stderr().slice(-2000)}`);
+    // Once a minute at most (the last one at the stop): a few lines for thousands of connections.
+    assert.ok(lines.length <= 3, `${lines.length} lines`);
+    const counted = lines
+      .map((l) => (JSON.parse(l) as { refused: Record<string, number> }).refused['other-account'] ?? 0)
+      .reduce((a, b) => a + b, 0);
+    assert.ok(counted >= 300, `counted ${counted}`);
+    assert.doesNotMatch(agent.stderr(), /too-many-pending/, "the owner's pending cap never filled");
+  },
+);
+
+test(
+  'with the agent alive but not answering, the CLI tries again, then exits 69 saying why; never in-process',
+  { timeout: 120000 },
+  async () => {
+    const t = makeTestEnv([{ name: 'quick', pool: 'network-light', argv: ['/bin/true'] }]);
+    stations.push(t);
+    const agent = await startAgent(t);
+    const pid = agent.child.pid!;
+    agent.child.kill('SIGSTOP');
+    try {
+      const status = await runCli(t, ['status']);
+      assert.equal(status.code, 69, `${status.stdout}\n${status.stderr}`);
+      assert.match(
+        status.stderr,
+        new RegExp(`^quantilica: the agent is running \\(pid ${pid} holds .*agent\\.flock\\) but did not answer within \\d+ s`, 'm'),
+      );
+      assert.doesNotMatch(status.stdout, /not running/);
+      const run = await runCli(t, ['run', 'quick']);
+      assert.equal(run.code, 69, run.stderr);
+      assert.equal((await runCli({ ...t.env }, ['--version'])).code, 0);
+    } finally {
+      agent.child.kill('SIGCONT');
+    }
+    // Nothing ran in-process meanwhile: the agent, answering again, has no run of `quick`.
+    const runs = await runCli(t, ['runs', '--json']);
+    assert.equal(runs.code, 0, runs.stderr);
+    assert.deepEqual(
+      (JSON.parse(runs.stdout) as { runs: RunInfo[] }).runs.filter((r) => r.fetcher === 'quick'),
+      [],
+    );
     const exited = new Promise((resolve) => agent.child.once('exit', resolve));
     agent.child.kill('SIGTERM');
     await exited;
-  }
-  const lines = agent.stderr().split('\n').filter((l) => l.includes('closed connections of other accounts'));
-  assert.ok(lines.length >= 1, `the other account's connections are logged: ${agent.stderr().slice(-2000)}`);
-  // Once a minute at most (the last one at the stop): a few lines for thousands of connections.
-  assert.ok(lines.length <= 3, `${lines.length} lines`);
-  const counted = lines.map((l) => (JSON.parse(l) as { refused: Record<string, number> }).refused['other-account'] ?? 0).reduce((a, b) => a + b, 0);
-  assert.ok(counted >= 300, `counted ${counted}`);
-  assert.doesNotMatch(agent.stderr(), /too-many-pending/, 'the owner\'s pending cap never filled');
-});
-
-test('with the agent alive but not answering, the CLI tries again, then exits 69 saying why; never in-process', { timeout: 120000 }, async () => {
-  const t = makeTestEnv([{ name: 'quick', pool: 'network-light', argv: ['/bin/true'] }]);
-  stations.push(t);
-  const agent = await startAgent(t);
-  const pid = agent.child.pid!;
-  agent.child.kill('SIGSTOP');
-  try {
-    const status = await runCli(t, ['status']);
-    assert.equal(status.code, 69, `${status.stdout}\n${status.stderr}`);
-    assert.match(status.stderr, new RegExp(`^quantilica: the agent is running \\(pid ${pid} holds .*agent\\.flock\\) but did not answer within \\d+ s`, 'm'));
-    assert.doesNotMatch(status.stdout, /not running/);
-    const run = await runCli(t, ['run', 'quick']);
-    assert.equal(run.code, 69, run.stderr);
-    assert.equal((await runCli({ ...t.env }, ['--version'])).code, 0);
-  } finally {
-    agent.child.kill('SIGCONT');
-  }
-  // Nothing ran in-process meanwhile: the agent, answering again, has no run of `quick`.
-  const runs = await runCli(t, ['runs', '--json']);
-  assert.equal(runs.code, 0, runs.stderr);
-  assert.deepEqual((JSON.parse(runs.stdout) as { runs: RunInfo[] }).runs.filter((r) => r.fetcher === 'quick'), []);
-  const exited = new Promise((resolve) => agent.child.once('exit', resolve));
-  agent.child.kill('SIGTERM');
-  await exited;
-  // With no agent at all, the CLI works in-process at once.
-  const alone = await runCli(t, ['status']);
-  assert.equal(alone.code, 0, alone.stderr);
-  assert.match(alone.stdout, /^agent: not running/);
-});
+    // With no agent at all, the CLI works in-process at once.
+    const alone = await runCli(t, ['status']);
+    assert.equal(alone.code, 0, alone.stderr);
+    assert.match(alone.stdout, /^agent: not running/);
+  },
+);

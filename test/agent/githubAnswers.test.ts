@@ -15,8 +15,12 @@ import { startTestPostgres, type TestPostgres } from '../support/postgres';
 
 const TOKEN = 'ghp_answers_token_never_elsewhere_0123';
 let server: TestPostgres;
-before(async () => { server = await startTestPostgres(); });
-after(async () => { await server?.stop(); });
+before(async () => {
+  server = await startTestPostgres();
+});
+after(async () => {
+  await server?.stop();
+});
 
 const shape = { repos: 3, pullRequestsPerRepo: 6, runsPerRepo: 7, jobsPerRun: 2 };
 
@@ -30,7 +34,13 @@ async function withBed(options: Partial<SimulatorOptions>, fn: (bed: GithubBed) 
 }
 
 function sync(bed: GithubBed, extra: { token?: string | null; logger?: ReturnType<typeof memoryLogger> } = {}): Promise<GithubSyncOutcome> {
-  return runGithubSync({ store: bed.store, client: { baseUrl: bed.url, token: extra.token === undefined ? TOKEN : extra.token, pageSize: 5 }, repos: bed.sim.repoNames, taskTimeoutMs: 60_000, logger: extra.logger });
+  return runGithubSync({
+    store: bed.store,
+    client: { baseUrl: bed.url, token: extra.token === undefined ? TOKEN : extra.token, pageSize: 5 },
+    repos: bed.sim.repoNames,
+    taskTimeoutMs: 60_000,
+    logger: extra.logger,
+  });
 }
 
 function notReached(outcome: GithubSyncOutcome, stage: 'changes' | 'checks'): Array<{ repo: string; reason: string }> {
@@ -40,13 +50,20 @@ function notReached(outcome: GithubSyncOutcome, stage: 'changes' | 'checks'): Ar
 
 test('a Link next on another origin is never requested (with the token or at all) and never stored', { timeout: 120_000 }, async () => {
   const seen: Array<{ url: string; authorization: string | undefined }> = [];
-  const other = http.createServer((req, res) => { seen.push({ url: req.url ?? '', authorization: req.headers.authorization }); res.writeHead(200, { 'content-type': 'application/json' }); res.end('{"total_count":0,"workflow_runs":[]}'); });
+  const other = http.createServer((req, res) => {
+    seen.push({ url: req.url ?? '', authorization: req.headers.authorization });
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end('{"total_count":0,"workflow_runs":[]}');
+  });
   await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
   const foreignOrigin = `http://127.0.0.1:${(other.address() as AddressInfo).port}`;
   try {
     await withBed({ runsNext: { foreignOrigin } }, async (bed) => {
       const outcome = await sync(bed);
-      assert.deepEqual(notReached(outcome, 'checks'), bed.sim.repoNames.map((repo) => ({ repo, reason: 'malformed-answer' })));
+      assert.deepEqual(
+        notReached(outcome, 'checks'),
+        bed.sim.repoNames.map((repo) => ({ repo, reason: 'malformed-answer' })),
+      );
       assert.equal(notReached(outcome, 'changes').length, 0);
       assert.deepEqual(seen, [], 'the other origin got a request');
       const cursors = await bed.store.db.query<{ cursor: string | null }>('SELECT cursor FROM github.checkpoint');
@@ -63,7 +80,10 @@ test('a Link next on another origin is never requested (with the token or at all
 test('a Link next pointing back at a page already followed is a malformed answer, not a loop', { timeout: 120_000 }, async () => {
   await withBed({ runsNext: 'self' }, async (bed) => {
     const outcome = await sync(bed);
-    assert.deepEqual(notReached(outcome, 'checks'), bed.sim.repoNames.map((repo) => ({ repo, reason: 'malformed-answer' })));
+    assert.deepEqual(
+      notReached(outcome, 'checks'),
+      bed.sim.repoNames.map((repo) => ({ repo, reason: 'malformed-answer' })),
+    );
     for (const repo of bed.sim.repoNames) {
       const runs = bed.sim.served.filter((r) => r.repo === repo && /\/actions\/runs(\?|$)/.test(r.path)).length;
       assert.ok(runs <= 2, `${repo}: ${runs} requests of its runs listing`);
@@ -86,19 +106,29 @@ test('a 401 fails the sync at once as unauthorized: one request, no other reposi
   });
 });
 
-test('a 403 that is not a rate limit stays forbidden for that repository; truncated JSON is malformed-answer', { timeout: 120_000 }, async () => {
-  await withBed({
-    faults: {
-      'sim-org/repo-001': { kind: 'forbidden', stage: 'checks' },
-      'sim-org/repo-002': { kind: 'truncated', stage: 'checks' },
-      'sim-org/repo-003': { kind: 'truncated', stage: 'changes' },
-    },
-  }, async (bed) => {
-    const outcome = await sync(bed);
-    assert.deepEqual(notReached(outcome, 'checks'), [{ repo: 'sim-org/repo-001', reason: 'forbidden' }, { repo: 'sim-org/repo-002', reason: 'malformed-answer' }]);
-    assert.deepEqual(notReached(outcome, 'changes'), [{ repo: 'sim-org/repo-003', reason: 'malformed-answer' }]);
-  });
-});
+test(
+  'a 403 that is not a rate limit stays forbidden for that repository; truncated JSON is malformed-answer',
+  { timeout: 120_000 },
+  async () => {
+    await withBed(
+      {
+        faults: {
+          'sim-org/repo-001': { kind: 'forbidden', stage: 'checks' },
+          'sim-org/repo-002': { kind: 'truncated', stage: 'checks' },
+          'sim-org/repo-003': { kind: 'truncated', stage: 'changes' },
+        },
+      },
+      async (bed) => {
+        const outcome = await sync(bed);
+        assert.deepEqual(notReached(outcome, 'checks'), [
+          { repo: 'sim-org/repo-001', reason: 'forbidden' },
+          { repo: 'sim-org/repo-002', reason: 'malformed-answer' },
+        ]);
+        assert.deepEqual(notReached(outcome, 'changes'), [{ repo: 'sim-org/repo-003', reason: 'malformed-answer' }]);
+      },
+    );
+  },
+);
 
 test('an endless answer body is cut at the cap and is a malformed answer; the others complete', { timeout: 120_000 }, async () => {
   await withBed({ faults: { 'sim-org/repo-002': { kind: 'huge', stage: 'checks' } } }, async (bed) => {
@@ -142,7 +172,10 @@ for (const [what, options] of [
       if (outcome.kind !== 'hibernate') return;
       assert.ok(outcome.until <= Date.now() + MAX_RATE_LIMIT_WAIT_MS, `until ${outcome.until - started} ms ahead`);
       assert.ok(outcome.until >= started + 60 * 60_000, `until ${outcome.until - started} ms ahead`);
-      assert.ok(logger.records.some((r) => r.level === 'warn' && /beyond the next hour/.test(r.msg ?? '')), 'not logged');
+      assert.ok(
+        logger.records.some((r) => r.level === 'warn' && /beyond the next hour/.test(r.msg ?? '')),
+        'not logged',
+      );
       // One limited answer per task in flight at most; nothing retried in a loop.
       assert.ok(bed.sim.served.filter((r) => r.limited).length <= 5, `${bed.sim.served.filter((r) => r.limited).length} limited answers`);
     });

@@ -51,14 +51,28 @@ async function onSqlite(mode: 'atomic' | 'rmw'): Promise<number> {
   const store = new GithubStore(db);
   const id = await store.createSync(['a/b']);
   const processes = 5;
-  const outcomes = await Promise.all(Array.from({ length: processes }, () => new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
-    const child = spawn(process.execPath, [path.join(OUT_FIXTURES, 'githubCounterWorker.js'), file, id, String(WORKERS / processes), String(INCREMENTS), mode], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d: Buffer) => { out += d.toString(); });
-    child.stderr.on('data', (d: Buffer) => { err += d.toString(); });
-    child.on('close', (code) => resolve({ code, out, err }));
-  })));
+  const outcomes = await Promise.all(
+    Array.from(
+      { length: processes },
+      () =>
+        new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
+          const child = spawn(
+            process.execPath,
+            [path.join(OUT_FIXTURES, 'githubCounterWorker.js'), file, id, String(WORKERS / processes), String(INCREMENTS), mode],
+            { stdio: ['ignore', 'pipe', 'pipe'] },
+          );
+          let out = '';
+          let err = '';
+          child.stdout.on('data', (d: Buffer) => {
+            out += d.toString();
+          });
+          child.stderr.on('data', (d: Buffer) => {
+            err += d.toString();
+          });
+          child.on('close', (code) => resolve({ code, out, err }));
+        }),
+    ),
+  );
   for (const o of outcomes) assert.equal(o.code, 0, o.err);
   const total = (await store.getSync(id))!.records_collected;
   await db.close();
@@ -91,9 +105,14 @@ test('migrations: applied once, the second time a no-op, on both engines', async
     assert.deepEqual(await migrateGithub(sqlite), []);
     await migrateGithub(pgDb);
     assert.deepEqual(await migrateGithub(pgDb), []);
-    const tables = await pgDb.query<{ t: string }>("SELECT table_name AS t FROM information_schema.tables WHERE table_schema = 'github' ORDER BY 1");
-    assert.deepEqual(tables.map((r) => r.t), ['checkpoint', 'pull_request', 'schema_migration', 'sync', 'workflow_job', 'workflow_run']);
-    assert.equal((fs.statSync(path.join(dir, 'migrate.db')).mode & 0o777), 0o600);
+    const tables = await pgDb.query<{ t: string }>(
+      "SELECT table_name AS t FROM information_schema.tables WHERE table_schema = 'github' ORDER BY 1",
+    );
+    assert.deepEqual(
+      tables.map((r) => r.t),
+      ['checkpoint', 'pull_request', 'schema_migration', 'sync', 'workflow_job', 'workflow_run'],
+    );
+    assert.equal(fs.statSync(path.join(dir, 'migrate.db')).mode & 0o777, 0o600);
   } finally {
     await pgDb.close();
     await sqlite.close();

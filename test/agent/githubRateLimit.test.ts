@@ -11,13 +11,20 @@ import { waitFor } from '../support/waitFor';
 // unfinished, wake at the (skew-corrected) reset, resume without asking again for anything stored.
 
 let server: TestPostgres;
-before(async () => { server = await startTestPostgres(); });
-after(async () => { await server?.stop(); });
+before(async () => {
+  server = await startTestPostgres();
+});
+after(async () => {
+  await server?.stop();
+});
 
 const CONCURRENCY = 5;
 const base: SimulatorOptions = { repos: 8, pullRequestsPerRepo: 12, runsPerRepo: 7, jobsPerRun: 2, latencyMs: 3, windowSeconds: 3 };
 
-interface Legs { outcomes: GithubSyncOutcome[]; hibernatedAt: number[] }
+interface Legs {
+  outcomes: GithubSyncOutcome[];
+  hibernatedAt: number[];
+}
 
 /** Runs a sync and, as its caller must, wakes it at each wake-up time until it ends. */
 async function syncToTheEnd(bed: GithubBed, beforeResume?: (syncId: string) => Promise<void>): Promise<Legs> {
@@ -61,8 +68,11 @@ async function limitInTheChecks(clockOffsetMs: number): Promise<void> {
     let savedExpected = 0;
     const legs = await syncToTheEnd(bed, async (syncId) => {
       // What the resume must not ask again: jobs stored for runs of repositories left without checkpoint.
-      const rows = await bed.store.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM github.workflow_run r WHERE r.jobs_stored_at IS NOT NULL
-        AND NOT EXISTS (SELECT 1 FROM github.checkpoint c WHERE c.sync_id = $1 AND c.repo = r.repo AND c.stage = 'checks' AND c.state = 'done')`, [syncId]);
+      const rows = await bed.store.db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM github.workflow_run r WHERE r.jobs_stored_at IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM github.checkpoint c WHERE c.sync_id = $1 AND c.repo = r.repo AND c.stage = 'checks' AND c.state = 'done')`,
+        [syncId],
+      );
       savedExpected += rows[0].n;
       // No checkpoint for the unfinished, and nothing counted as not reached: they are pending.
       const checks = (await bed.store.checkpoints(syncId)).filter((c) => c.stage === 'checks');
@@ -118,9 +128,13 @@ function graphqlRepeats(bed: GithubBed): number {
   return graphql > 0 ? graphql - 1 : 0;
 }
 
-test('a rate limit in the middle of the checks: hibernate, nothing between limit and reset but what was in flight, the resume completes with zero wasted', { timeout: 180_000 }, async () => {
-  await limitInTheChecks(0);
-});
+test(
+  'a rate limit in the middle of the checks: hibernate, nothing between limit and reset but what was in flight, the resume completes with zero wasted',
+  { timeout: 180_000 },
+  async () => {
+    await limitInTheChecks(0);
+  },
+);
 
 test('the same with the server clock 10 minutes ahead of ours', { timeout: 180_000 }, async () => {
   await limitInTheChecks(10 * 60_000);
@@ -155,34 +169,42 @@ test('the preventive pause: a tiny quota is used up to its last point without Gi
   }
 });
 
-test('a secondary limit without retry-after waits at least 60 s, then backs off exponentially; with retry-after, that long', { timeout: 120_000 }, async () => {
-  const bed = await githubBed(server.url, { ...base, secondaryFrom: { requests: 4, retryAfterSeconds: null } });
-  try {
-    const client = { baseUrl: bed.url, token: null, pageSize: 5 };
-    const t0 = Date.now();
-    const first = await runGithubSync({ store: bed.store, client, repos: bed.sim.repoNames });
-    assert.ok(first.kind === 'hibernate' && first.reason === 'secondary', JSON.stringify(first));
-    if (first.kind !== 'hibernate') return;
-    assert.ok(first.until >= t0 + 60_000 && first.until < Date.now() + 61_000, `${first.until - t0}`);
-    // The caller may wake it early (an operator); still limited, the next wait doubles.
-    const t1 = Date.now();
-    const second = await runGithubSync({ store: bed.store, client, resume: first.syncId });
-    assert.ok(second.kind === 'hibernate' && second.until >= t1 + 120_000, JSON.stringify(second));
-    const sync = (await bed.store.getSync(first.syncId))!;
-    assert.equal(sync.hibernations, 2);
-    assert.equal(sync.status, 'running');
-  } finally {
-    await bed.close();
-  }
-  const withRetry = await githubBed(server.url, { ...base, secondaryFrom: { requests: 4, retryAfterSeconds: 7 } });
-  try {
-    const t0 = Date.now();
-    const o = await runGithubSync({ store: withRetry.store, client: { baseUrl: withRetry.url, token: null }, repos: withRetry.sim.repoNames });
-    assert.ok(o.kind === 'hibernate' && o.until >= t0 + 7_000 && o.until < Date.now() + 8_000, JSON.stringify(o));
-  } finally {
-    await withRetry.close();
-  }
-});
+test(
+  'a secondary limit without retry-after waits at least 60 s, then backs off exponentially; with retry-after, that long',
+  { timeout: 120_000 },
+  async () => {
+    const bed = await githubBed(server.url, { ...base, secondaryFrom: { requests: 4, retryAfterSeconds: null } });
+    try {
+      const client = { baseUrl: bed.url, token: null, pageSize: 5 };
+      const t0 = Date.now();
+      const first = await runGithubSync({ store: bed.store, client, repos: bed.sim.repoNames });
+      assert.ok(first.kind === 'hibernate' && first.reason === 'secondary', JSON.stringify(first));
+      if (first.kind !== 'hibernate') return;
+      assert.ok(first.until >= t0 + 60_000 && first.until < Date.now() + 61_000, `${first.until - t0}`);
+      // The caller may wake it early (an operator); still limited, the next wait doubles.
+      const t1 = Date.now();
+      const second = await runGithubSync({ store: bed.store, client, resume: first.syncId });
+      assert.ok(second.kind === 'hibernate' && second.until >= t1 + 120_000, JSON.stringify(second));
+      const sync = (await bed.store.getSync(first.syncId))!;
+      assert.equal(sync.hibernations, 2);
+      assert.equal(sync.status, 'running');
+    } finally {
+      await bed.close();
+    }
+    const withRetry = await githubBed(server.url, { ...base, secondaryFrom: { requests: 4, retryAfterSeconds: 7 } });
+    try {
+      const t0 = Date.now();
+      const o = await runGithubSync({
+        store: withRetry.store,
+        client: { baseUrl: withRetry.url, token: null },
+        repos: withRetry.sim.repoNames,
+      });
+      assert.ok(o.kind === 'hibernate' && o.until >= t0 + 7_000 && o.until < Date.now() + 8_000, JSON.stringify(o));
+    } finally {
+      await withRetry.close();
+    }
+  },
+);
 
 test('the stuck-sync reconciler fails a running sync without progress, never a hibernating one', { timeout: 60_000 }, async () => {
   const bed = await githubBed(server.url, { repos: 1 });
@@ -194,7 +216,14 @@ test('the stuck-sync reconciler fails a running sync without progress, never a h
     await bed.store.db.query('UPDATE github.sync SET progress_at = progress_at - 600000 WHERE id IN ($1, $2)', [stuck, sleeping]);
     assert.deepEqual(await bed.store.reconcileStuck(300_000), [stuck]);
     const rows = await Promise.all([stuck, sleeping, fresh].map((id) => bed.store.getSync(id)));
-    assert.deepEqual(rows.map((r) => [r!.status, r!.reason]), [['failed', 'stuck-no-progress'], ['running', null], ['running', null]]);
+    assert.deepEqual(
+      rows.map((r) => [r!.status, r!.reason]),
+      [
+        ['failed', 'stuck-no-progress'],
+        ['running', null],
+        ['running', null],
+      ],
+    );
   } finally {
     await bed.close();
   }

@@ -10,7 +10,12 @@ async function turns(n: number): Promise<void> {
 test('during a burst, writers arriving over several event-loop turns share one write; none is acknowledged before it', async () => {
   const writes: number[][] = [];
   // Wide margins, so a loaded machine's slow turns still fall inside the burst and its window.
-  const group = new GroupCommit<number>((items) => { writes.push(items); }, { windowMs: 500, burstGapMs: 60_000 });
+  const group = new GroupCommit<number>(
+    (items) => {
+      writes.push(items);
+    },
+    { windowMs: 500, burstGapMs: 60_000 },
+  );
   // Outside a burst (no write yet): the first write goes on the next turn, alone.
   await group.add(0);
   assert.deepEqual(writes, [[0]]);
@@ -19,7 +24,10 @@ test('during a burst, writers arriving over several event-loop turns share one w
   const pending = [1, 2, 3, 4].map(async (i) => {
     await turns(i);
     await group.add(i);
-    assert.ok(writes.some((w) => w.includes(i)), `writer ${i} is acknowledged only after the write holding it`);
+    assert.ok(
+      writes.some((w) => w.includes(i)),
+      `writer ${i} is acknowledged only after the write holding it`,
+    );
     acknowledged.push(i);
   });
   await turns(2);
@@ -30,7 +38,9 @@ test('during a burst, writers arriving over several event-loop turns share one w
 
 test('flushNow writes what is queued at once and resolves its writers', async () => {
   const writes: string[][] = [];
-  const group = new GroupCommit<string>((items) => { writes.push(items); });
+  const group = new GroupCommit<string>((items) => {
+    writes.push(items);
+  });
   const a = group.add('a');
   const b = group.add('b');
   group.flushNow();

@@ -15,7 +15,18 @@ test('a fetcher flooding its log as fast as it can never gets its log past cap +
   const go = path.join(station.root, 'go');
   const floodMb = 1000;
   const catalog = path.join(station.root, 'flood-catalog.json');
-  fs.writeFileSync(catalog, JSON.stringify({ fetchers: [{ name: 'flood', pool: 'network-light', argv: ['sh', '-c', `while [ ! -e ${go} ]; do sleep 0.05; done; head -c ${floodMb * MB} /dev/zero`] }] }));
+  fs.writeFileSync(
+    catalog,
+    JSON.stringify({
+      fetchers: [
+        {
+          name: 'flood',
+          pool: 'network-light',
+          argv: ['sh', '-c', `while [ ! -e ${go} ]; do sleep 0.05; done; head -c ${floodMb * MB} /dev/zero`],
+        },
+      ],
+    }),
+  );
   station.env.QUANTILICA_CATALOG = catalog;
   station.env.QUANTILICA_LOG_CAP_MB = '1';
   const agent = await startAgent(station);

@@ -36,68 +36,108 @@ function cliAsUser(t: TestEnv, args: string[]): { status: number | null; stdout:
 }
 
 async function startAgentAsUser(t: TestEnv): Promise<{ child: ChildProcess; stderr: () => string }> {
-  const child = spawn('setpriv', asUser([process.execPath, AGENT_JS, 'agent']), { env: t.env, cwd: '/', stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn('setpriv', asUser([process.execPath, AGENT_JS, 'agent']), {
+    env: t.env,
+    cwd: '/',
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stderr = '';
-  child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
+  child.stderr.on('data', (d: Buffer) => {
+    stderr += d.toString();
+  });
   const lines = readline.createInterface({ input: child.stdout });
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`agent not ready within 30 s; stderr: ${stderr}`)), 30000);
-    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`agent exited with ${code} before ready; stderr: ${stderr}`)); });
-    lines.on('line', (line) => { if (line.includes('"ready":true')) { clearTimeout(timer); resolve(); } });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`agent exited with ${code} before ready; stderr: ${stderr}`));
+    });
+    lines.on('line', (line) => {
+      if (line.includes('"ready":true')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
   });
   child.removeAllListeners('exit');
   return { child, stderr: () => stderr };
 }
 
-test('without cgroup access runs still work, memory is sampled, and status says ceilings are not enforced', { timeout: 120000 }, async () => {
-  const dir = makeTestEnv(null).root;
-  // The fetcher (the unprivileged user) must be able to see the release file appear.
-  fs.chmodSync(dir, 0o755);
-  const hold = path.join(dir, 'release');
-  const t = makeTestEnv([{ name: 'alloc', pool: 'network-light', argv: [process.execPath, path.join(OUT_FIXTURES, 'allocateMemory.js'), '120'], env: { ALLOC_HOLD_FILE: hold } }], {
-    QUANTILICA_CGROUP_NAME: uniqueCgroupName('unpriv'),
-    QUANTILICA_HEARTBEAT_SECONDS: '0.2',
-  });
-  execFileSync('chown', ['-R', `${uid}:${gid}`, t.root]);
-  const agent = await startAgentAsUser(t);
-  try {
-    const status = cliAsUser(t, ['status', '--json']);
-    assert.equal(status.status, 0, status.stderr);
-    const snapshot = JSON.parse(status.stdout) as Snapshot;
-    assert.equal(snapshot.agent.memory?.kind, 'not-enforced');
-    assert.match(snapshot.agent.memory?.reason ?? '', /^cgroup-v\d-/, 'the reason is a token naming what was missing');
-    assert.ok(snapshot.pools.every((p) => p.memory?.enforcement === 'not-enforced'), 'every pool says its ceiling is not enforced');
-    const human = cliAsUser(t, ['status']);
-    assert.match(human.stdout, /memory: ceilings NOT ENFORCED \(cgroup-v\d-[a-z-]+\)/);
-    assert.match(agent.stderr(), /MEMORY CEILINGS ARE NOT ENFORCED/, 'the log says so at start');
+test(
+  'without cgroup access runs still work, memory is sampled, and status says ceilings are not enforced',
+  { timeout: 120000 },
+  async () => {
+    const dir = makeTestEnv(null).root;
+    // The fetcher (the unprivileged user) must be able to see the release file appear.
+    fs.chmodSync(dir, 0o755);
+    const hold = path.join(dir, 'release');
+    const t = makeTestEnv(
+      [
+        {
+          name: 'alloc',
+          pool: 'network-light',
+          argv: [process.execPath, path.join(OUT_FIXTURES, 'allocateMemory.js'), '120'],
+          env: { ALLOC_HOLD_FILE: hold },
+        },
+      ],
+      {
+        QUANTILICA_CGROUP_NAME: uniqueCgroupName('unpriv'),
+        QUANTILICA_HEARTBEAT_SECONDS: '0.2',
+      },
+    );
+    execFileSync('chown', ['-R', `${uid}:${gid}`, t.root]);
+    const agent = await startAgentAsUser(t);
+    try {
+      const status = cliAsUser(t, ['status', '--json']);
+      assert.equal(status.status, 0, status.stderr);
+      const snapshot = JSON.parse(status.stdout) as Snapshot;
+      assert.equal(snapshot.agent.memory?.kind, 'not-enforced');
+      assert.match(snapshot.agent.memory?.reason ?? '', /^cgroup-v\d-/, 'the reason is a token naming what was missing');
+      assert.ok(
+        snapshot.pools.every((p) => p.memory?.enforcement === 'not-enforced'),
+        'every pool says its ceiling is not enforced',
+      );
+      const human = cliAsUser(t, ['status']);
+      assert.match(human.stdout, /memory: ceilings NOT ENFORCED \(cgroup-v\d-[a-z-]+\)/);
+      assert.match(agent.stderr(), /MEMORY CEILINGS ARE NOT ENFORCED/, 'the log says so at start');
 
-    const started = cliAsUser(t, ['run', 'alloc', '--detach', '--json']);
-    assert.equal(started.status, 0, started.stderr);
-    const runId = (JSON.parse(started.stdout) as RunInfo).runId;
-    const runOf = (): RunInfo | undefined => {
-      const r = cliAsUser(t, ['runs', '--json']);
-      return (JSON.parse(r.stdout) as { runs: RunInfo[] }).runs.find((x) => x.runId === runId);
-    };
-    // The run holds its 120 MB until the test releases it: the samples must see it.
-    const live = await waitFor(() => {
-      const r = runOf();
-      return r && r.status === 'running' && (r.memoryMb ?? 0) >= 120 ? r : null;
-    }, { what: 'the run\'s sampled memory to show its 120 MB', timeoutMs: 60000, intervalMs: 200 });
-    assert.equal(live.memorySource, 'sampled');
-    fs.writeFileSync(hold, '');
-    const ended = await waitFor(() => {
-      const r = runOf();
-      return r && r.status !== 'running' && r.status !== 'waiting' ? r : null;
-    }, { what: 'the run to end', timeoutMs: 60000, intervalMs: 200 });
-    assert.equal(ended.status, 'completed');
-    assert.equal(ended.memorySource, 'sampled');
-    assert.ok(ended.peakMemoryMb! >= 120, `sampled peak ${ended.peakMemoryMb} MB`);
-    assert.ok(ended.cpuSeconds !== null && ended.cpuSeconds! >= 0);
-    const runs = cliAsUser(t, ['runs']);
-    assert.match(runs.stdout, /~peak \d+/, '`runs` shows the sampled peak, marked');
-  } finally {
-    fs.writeFileSync(hold, '');
-    agent.child.kill('SIGTERM');
-    await new Promise((resolve) => { if (agent.child.exitCode !== null) resolve(null); else agent.child.once('exit', resolve); });
-  }
-});
+      const started = cliAsUser(t, ['run', 'alloc', '--detach', '--json']);
+      assert.equal(started.status, 0, started.stderr);
+      const runId = (JSON.parse(started.stdout) as RunInfo).runId;
+      const runOf = (): RunInfo | undefined => {
+        const r = cliAsUser(t, ['runs', '--json']);
+        return (JSON.parse(r.stdout) as { runs: RunInfo[] }).runs.find((x) => x.runId === runId);
+      };
+      // The run holds its 120 MB until the test releases it: the samples must see it.
+      const live = await waitFor(
+        () => {
+          const r = runOf();
+          return r && r.status === 'running' && (r.memoryMb ?? 0) >= 120 ? r : null;
+        },
+        { what: "the run's sampled memory to show its 120 MB", timeoutMs: 60000, intervalMs: 200 },
+      );
+      assert.equal(live.memorySource, 'sampled');
+      fs.writeFileSync(hold, '');
+      const ended = await waitFor(
+        () => {
+          const r = runOf();
+          return r && r.status !== 'running' && r.status !== 'waiting' ? r : null;
+        },
+        { what: 'the run to end', timeoutMs: 60000, intervalMs: 200 },
+      );
+      assert.equal(ended.status, 'completed');
+      assert.equal(ended.memorySource, 'sampled');
+      assert.ok(ended.peakMemoryMb! >= 120, `sampled peak ${ended.peakMemoryMb} MB`);
+      assert.ok(ended.cpuSeconds !== null && ended.cpuSeconds! >= 0);
+      const runs = cliAsUser(t, ['runs']);
+      assert.match(runs.stdout, /~peak \d+/, '`runs` shows the sampled peak, marked');
+    } finally {
+      fs.writeFileSync(hold, '');
+      agent.child.kill('SIGTERM');
+      await new Promise((resolve) => {
+        if (agent.child.exitCode !== null) resolve(null);
+        else agent.child.once('exit', resolve);
+      });
+    }
+  },
+);

@@ -52,7 +52,10 @@ test('a bad lateAfterMinutes is refused at start with its field named', async ()
 
 test('metrics on an address beyond the loopback are served, with a warning; a port alone means the loopback', async () => {
   const port = await freePort();
-  const t = makeTestEnv([{ name: 'noop', pool: 'network-light', argv: ['/bin/true'] }], { QUANTILICA_METRICS_LISTEN: `0.0.0.0:${port}`, QUANTILICA_LOG_LEVEL: 'info' });
+  const t = makeTestEnv([{ name: 'noop', pool: 'network-light', argv: ['/bin/true'] }], {
+    QUANTILICA_METRICS_LISTEN: `0.0.0.0:${port}`,
+    QUANTILICA_LOG_LEVEL: 'info',
+  });
   const agent = await startAgent(t);
   try {
     await waitFor(() => /beyond the loopback and without a token/.test(agent.stderr()), { what: 'the warning', timeoutMs: 10_000 });
@@ -62,10 +65,16 @@ test('metrics on an address beyond the loopback are served, with a warning; a po
     agent.child.kill('SIGTERM');
     await exited;
   }
-  const loopback = makeTestEnv([{ name: 'noop', pool: 'network-light', argv: ['/bin/true'] }], { QUANTILICA_METRICS_LISTEN: String(port), QUANTILICA_LOG_LEVEL: 'info' });
+  const loopback = makeTestEnv([{ name: 'noop', pool: 'network-light', argv: ['/bin/true'] }], {
+    QUANTILICA_METRICS_LISTEN: String(port),
+    QUANTILICA_LOG_LEVEL: 'info',
+  });
   const second = await startAgent(loopback);
   try {
-    await waitFor(() => new RegExp(`serving http://127\\.0\\.0\\.1:${port}/metrics`).test(second.stderr()), { what: 'the loopback listener', timeoutMs: 10_000 });
+    await waitFor(() => new RegExp(`serving http://127\\.0\\.0\\.1:${port}/metrics`).test(second.stderr()), {
+      what: 'the loopback listener',
+      timeoutMs: 10_000,
+    });
     assert.equal((await fetch(`http://127.0.0.1:${port}/metrics`)).status, 200);
     assert.doesNotMatch(second.stderr(), /beyond the loopback/);
   } finally {

@@ -14,16 +14,19 @@ let s: TestEnv;
 let user: UnprivilegedUser;
 
 before(() => {
-  s = makeTestEnv([
-    { name: 'dump', pool: 'network-light', argv: ['/bin/sh', '-c', DUMP] },
-    { name: 'dump-pass', pool: 'network-light', argv: ['/bin/sh', '-c', DUMP], passEnv: ['GITHUB_TOKEN'] },
-    { name: 'noargs', pool: 'network-light', argv: ['/bin/true'], extraArgs: false },
-    { name: 'years', pool: 'network-light', argv: ['/bin/true'], extraArgs: '[0-9]{4}' },
-  ], {
-    // Reachable by nobody: the flush fails quietly; what matters is who sees the URL.
-    QUANTILICA_DATABASE_URL: 'postgres://quant:hunter2secret@127.0.0.1:1/telemetry',
-    GITHUB_TOKEN: 'ghp_notforfetchers',
-  });
+  s = makeTestEnv(
+    [
+      { name: 'dump', pool: 'network-light', argv: ['/bin/sh', '-c', DUMP] },
+      { name: 'dump-pass', pool: 'network-light', argv: ['/bin/sh', '-c', DUMP], passEnv: ['GITHUB_TOKEN'] },
+      { name: 'noargs', pool: 'network-light', argv: ['/bin/true'], extraArgs: false },
+      { name: 'years', pool: 'network-light', argv: ['/bin/true'], extraArgs: '[0-9]{4}' },
+    ],
+    {
+      // Reachable by nobody: the flush fails quietly; what matters is who sees the URL.
+      QUANTILICA_DATABASE_URL: 'postgres://quant:hunter2secret@127.0.0.1:1/telemetry',
+      GITHUB_TOKEN: 'ghp_notforfetchers',
+    },
+  );
   // Only the agent's own modes protect its files: the station's folders are open to everyone.
   fs.chmodSync(s.root, 0o755);
   fs.chmodSync(s.home, 0o755);
@@ -46,7 +49,7 @@ function readableByOther(file: string): Promise<boolean> {
   });
 }
 
-test('the agent\'s home, state, spool, connection file and run logs are private; the fetcher\'s data keeps the user\'s umask', async () => {
+test("the agent's home, state, spool, connection file and run logs are private; the fetcher's data keeps the user's umask", async () => {
   const agent = await startAgent(s);
   try {
     const r = await runCli(s, ['run', 'dump']);
@@ -64,7 +67,8 @@ test('the agent\'s home, state, spool, connection file and run logs are private;
   for (const file of [path.join(home, 'telemetry_spool.db'), ...runLogs]) {
     assert.equal(mode(file) & 0o077, 0, `${file} is private (mode ${mode(file).toString(8)})`);
   }
-  for (const file of [path.join(home, 'telemetry_spool.db'), ...runLogs]) assert.equal(await readableByOther(file), false, `another user cannot read ${file}`);
+  for (const file of [path.join(home, 'telemetry_spool.db'), ...runLogs])
+    assert.equal(await readableByOther(file), false, `another user cannot read ${file}`);
   const umask = process.umask();
   assert.equal(mode(path.join(s.dataDir, 'dump.data')), 0o666 & ~umask, 'the fetcher wrote with the umask the agent was started with');
 });

@@ -14,7 +14,9 @@ import { GetSnapshot } from '../../shared/protocol';
 import { makeTestEnv, startAgent, type TestEnv } from '../support/harness';
 
 const stations: TestEnv[] = [];
-after(() => { for (const s of stations) fs.rmSync(s.root, { recursive: true, force: true }); });
+after(() => {
+  for (const s of stations) fs.rmSync(s.root, { recursive: true, force: true });
+});
 
 test('an impostor that accepts any upgrade gets a nonce and nothing else', { timeout: 60_000 }, async () => {
   const received: string[] = [];

@@ -15,21 +15,45 @@ import { AGENT_JS, makeTestEnv, startAgent, type TestEnv } from '../support/harn
 import { waitFor } from '../support/waitFor';
 
 const stations: TestEnv[] = [];
-after(() => { for (const s of stations) fs.rmSync(s.root, { recursive: true, force: true }); });
+after(() => {
+  for (const s of stations) fs.rmSync(s.root, { recursive: true, force: true });
+});
 const connectionFile = (s: TestEnv) => path.join(s.home, '.quantilica', 'agent.json');
 
 /** One authenticated connection with the bearer token, opened and closed. */
 async function bearerRoundTrip(port: number, token: string): Promise<void> {
   const ws = new WebSocket(`ws://127.0.0.1:${port}/`, { headers: { Authorization: `Bearer ${token}` } });
-  await new Promise<void>((resolve, reject) => { ws.once('open', () => resolve()); ws.once('error', reject); });
-  await new Promise<void>((resolve) => { ws.once('close', () => resolve()); ws.close(1000); });
+  await new Promise<void>((resolve, reject) => {
+    ws.once('open', () => resolve());
+    ws.once('error', reject);
+  });
+  await new Promise<void>((resolve) => {
+    ws.once('close', () => resolve());
+    ws.close(1000);
+  });
 }
 
 function upgrade(port: number, headers: Record<string, string>): Promise<number> {
   return new Promise((resolve) => {
-    const req = http.request({ host: '127.0.0.1', port, headers: { Connection: 'Upgrade', Upgrade: 'websocket', 'Sec-WebSocket-Version': '13', 'Sec-WebSocket-Key': 'dGhlIHNhbXBsZSBub25jZQ==', ...headers } });
-    req.on('response', (res) => { res.resume(); resolve(res.statusCode ?? 0); });
-    req.on('upgrade', (_res, socket) => { socket.destroy(); resolve(101); });
+    const req = http.request({
+      host: '127.0.0.1',
+      port,
+      headers: {
+        Connection: 'Upgrade',
+        Upgrade: 'websocket',
+        'Sec-WebSocket-Version': '13',
+        'Sec-WebSocket-Key': 'dGhlIHNhbXBsZSBub25jZQ==',
+        ...headers,
+      },
+    });
+    req.on('response', (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('upgrade', (_res, socket) => {
+      socket.destroy();
+      resolve(101);
+    });
     req.on('error', () => resolve(0));
     req.end();
   });
@@ -56,12 +80,15 @@ test('20,000 refused upgrades with a 15 kB Origin leave a few lines of log, coun
   const log = agent.stderr();
   assert.ok(log.length < 20_000, `the log stayed small: ${log.length} bytes`);
   assert.equal(log.includes('xxxxxxxxxx'), false, 'no header value reaches the log');
-  const lines = log.split('\n').filter((l) => l.includes('refused connections')).map((l) => JSON.parse(l) as { refused: Record<string, number> });
+  const lines = log
+    .split('\n')
+    .filter((l) => l.includes('refused connections'))
+    .map((l) => JSON.parse(l) as { refused: Record<string, number> });
   const counted = lines.reduce((sum, l) => sum + Object.values(l.refused).reduce((a, b) => a + b, 0), 0);
   assert.equal(counted, total, `every refusal is counted: ${JSON.stringify(lines.map((l) => l.refused))}`);
 });
 
-test('thousands of idle connections before authentication do not exhaust the agent\'s descriptors', async () => {
+test("thousands of idle connections before authentication do not exhaust the agent's descriptors", async () => {
   const s = makeTestEnv(null);
   stations.push(s);
   const agent = await startAgent(s);
@@ -74,12 +101,32 @@ test('thousands of idle connections before authentication do not exhaust the age
       socket.on('error', () => undefined);
       sockets.push(socket);
     }
-    await Promise.all(sockets.map((socket) => new Promise((resolve) => { socket.once('connect', resolve); socket.once('close', resolve); })));
+    await Promise.all(
+      sockets.map(
+        (socket) =>
+          new Promise((resolve) => {
+            socket.once('connect', resolve);
+            socket.once('close', resolve);
+          }),
+      ),
+    );
     // Each accepted connection beyond the cap is closed at once: the agent's descriptors stay bounded.
-    const fds = await waitFor(() => { const n = fs.readdirSync(`/proc/${pid}/fd`).length; return n < 200 ? n : false; }, { what: 'the agent\'s descriptors to stay bounded', timeoutMs: 20_000 });
+    const fds = await waitFor(
+      () => {
+        const n = fs.readdirSync(`/proc/${pid}/fd`).length;
+        return n < 200 ? n : false;
+      },
+      { what: "the agent's descriptors to stay bounded", timeoutMs: 20_000 },
+    );
     assert.ok(fds < 200, `${fds} descriptors`);
     // The idle ones are closed after the short upgrade timeout; then a new client gets in.
-    await waitFor(async () => { await bearerRoundTrip(port, token); return true; }, { what: 'a new client to connect', timeoutMs: 30_000, intervalMs: 500 });
+    await waitFor(
+      async () => {
+        await bearerRoundTrip(port, token);
+        return true;
+      },
+      { what: 'a new client to connect', timeoutMs: 30_000, intervalMs: 500 },
+    );
   } finally {
     for (const socket of sockets) socket.destroy();
     const exited = new Promise((resolve) => agent.child.once('exit', resolve));
@@ -88,7 +135,7 @@ test('thousands of idle connections before authentication do not exhaust the age
   }
 });
 
-test('the agent\'s log on a file (as the extension starts it) is capped and rotated', async () => {
+test("the agent's log on a file (as the extension starts it) is capped and rotated", async () => {
   const s = makeTestEnv(null, { QUANTILICA_LOG_LEVEL: 'debug', QUANTILICA_AGENT_LOG_CAP_MB: '0.05' });
   stations.push(s);
   const logFile = path.join(s.root, 'agent.log');
@@ -97,14 +144,20 @@ test('the agent\'s log on a file (as the extension starts it) is capped and rota
   fs.closeSync(out);
   try {
     await new Promise<void>((resolve, reject) => {
-      readline.createInterface({ input: child.stdout! }).on('line', (line) => { if (line.includes('"ready":true')) resolve(); });
+      readline.createInterface({ input: child.stdout! }).on('line', (line) => {
+        if (line.includes('"ready":true')) resolve();
+      });
       child.once('exit', (code) => reject(new Error(`agent exited ${code}: ${fs.readFileSync(logFile, 'utf8')}`)));
     });
     // Each connection logs a few lines: enough of them to pass the cap several times over.
     const { port, token } = await readConnectionFile(connectionFile(s));
     for (let i = 0; i < 400; i++) await bearerRoundTrip(port, token);
     await waitFor(() => fs.existsSync(`${logFile}.1`), { what: 'the rotated log', timeoutMs: 20_000, intervalMs: 100 });
-    await waitFor(() => fs.statSync(logFile).size <= 50 * 1024 * 2, { what: 'the log to be back under its cap', timeoutMs: 20_000, intervalMs: 100 });
+    await waitFor(() => fs.statSync(logFile).size <= 50 * 1024 * 2, {
+      what: 'the log to be back under its cap',
+      timeoutMs: 20_000,
+      intervalMs: 100,
+    });
     assert.equal(fs.statSync(`${logFile}.1`).mode & 0o077, 0, 'the rotated log is private');
     assert.match(fs.readFileSync(logFile, 'utf8'), /log rotated/);
   } finally {

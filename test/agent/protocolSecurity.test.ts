@@ -21,7 +21,12 @@ let watcher: AgentClient;
 const connectionFile = () => path.join(env.home, '.quantilica', 'agent.json');
 
 before(async () => {
-  env = makeTestEnv(null, { QUANTILICA_SCHEDULE_CATCH_UP: 'false', QUANTILICA_DEMO_SECONDS: '600', QUANTILICA_DEMO_RATE_MB: '0', QUANTILICA_LOG_LEVEL: 'info' });
+  env = makeTestEnv(null, {
+    QUANTILICA_SCHEDULE_CATCH_UP: 'false',
+    QUANTILICA_DEMO_SECONDS: '600',
+    QUANTILICA_DEMO_RATE_MB: '0',
+    QUANTILICA_LOG_LEVEL: 'info',
+  });
   agent = await startAgent(env);
   info = await readConnectionFile(connectionFile());
   // A well-behaved client connected through every test: it must keep being served.
@@ -96,7 +101,10 @@ test('malformed JSON, an unknown method and invalid params each get their JSON-R
     ws.send(JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'quantilica/rm-rf' }));
     const unknown = await rpc.next();
     assert.equal(unknown.error?.code, -32601);
-    assert.match(unknown.error?.message ?? '', /unknown method "quantilica\/rm-rf"; the agent answers .*quantilica\/hello, quantilica\/snapshot/);
+    assert.match(
+      unknown.error?.message ?? '',
+      /unknown method "quantilica\/rm-rf"; the agent answers .*quantilica\/hello, quantilica\/snapshot/,
+    );
 
     ws.send(JSON.stringify({ jsonrpc: '2.0', id: 4, method: 'quantilica/run', params: { fetcher: 'comex', args: 'rm -rf /' } }));
     const invalid = await rpc.next();
@@ -119,12 +127,18 @@ test('a fetcher name with path characters is refused before the agent looks it u
       return true;
     });
   }
-  await assert.rejects(watcher.run('no-such-fetcher'), { code: ErrorCodes.unknownFetcher, message: /unknown fetcher "no-such-fetcher"; valid names: comex, anac/ });
+  await assert.rejects(watcher.run('no-such-fetcher'), {
+    code: ErrorCodes.unknownFetcher,
+    message: /unknown fetcher "no-such-fetcher"; valid names: comex, anac/,
+  });
   assert.equal(watcher.snapshot.runs.length, 0, 'nothing was enqueued');
 });
 
 test('cancelling an unknown run says no run matches', async () => {
-  await assert.rejects(watcher.cancel({ runId: 'lz0000-deadbeef' }), { code: ErrorCodes.unknownRun, message: /no active or recent run matches "lz0000-deadbeef"/ });
+  await assert.rejects(watcher.cancel({ runId: 'lz0000-deadbeef' }), {
+    code: ErrorCodes.unknownRun,
+    message: /no active or recent run matches "lz0000-deadbeef"/,
+  });
   await assert.rejects(watcher.cancel({}), { code: -32602, message: /give exactly one of runId or fetcher/ });
 });
 
@@ -135,10 +149,14 @@ test('10,000 requests in a burst are all answered, memory stays bounded, others 
     await hello(ws, rpc);
     const baseline = rssMb();
     let peak = baseline;
-    const sampler = setInterval(() => { peak = Math.max(peak, rssMb()); }, 20);
+    const sampler = setInterval(() => {
+      peak = Math.max(peak, rssMb());
+    }, 20);
     const total = 10_000;
     const ids = new Set<number>();
-    const done = rpc.collect(total, (a) => { if (a.error === undefined && typeof a.id === 'number') ids.add(a.id); });
+    const done = rpc.collect(total, (a) => {
+      if (a.error === undefined && typeof a.id === 'number') ids.add(a.id);
+    });
     for (let id = 1; id <= total; id++) {
       // Every tenth asks for the whole snapshot, so the answers outrun the socket at times.
       const method = id % 10 === 0 ? GetSnapshot.method : ListRuns.method;
@@ -165,10 +183,16 @@ test('a client that floods requests and stops reading is dropped; memory bounded
   tcp.pause();
   const baseline = rssMb();
   let peak = baseline;
-  const sampler = setInterval(() => { peak = Math.max(peak, rssMb()); }, 50);
+  const sampler = setInterval(() => {
+    peak = Math.max(peak, rssMb());
+  }, 50);
   for (let id = 1; id <= 20_000; id++) ws.send(JSON.stringify({ jsonrpc: '2.0', id, method: GetSnapshot.method }));
   try {
-    await waitFor(() => /"msg":"client dropped"/.test(agent.stderr()), { what: 'the agent to drop the client that stopped reading', timeoutMs: 30_000, intervalMs: 100 });
+    await waitFor(() => /"msg":"client dropped"/.test(agent.stderr()), {
+      what: 'the agent to drop the client that stopped reading',
+      timeoutMs: 30_000,
+      intervalMs: 100,
+    });
     for (let i = 0; i < 5; i++) await stillServed();
   } finally {
     clearInterval(sampler);
@@ -191,7 +215,9 @@ test('a connection file with mode 0644, a symbolic link or another owner is refu
   const loose = path.join(dir, 'loose.json');
   fs.copyFileSync(connectionFile(), loose);
   fs.chmodSync(loose, 0o644);
-  await assert.rejects(connectAgent(loose, { client: 't' }), { message: /its mode is 0644, it must be 0600 because it holds the agent's token/ });
+  await assert.rejects(connectAgent(loose, { client: 't' }), {
+    message: /its mode is 0644, it must be 0600 because it holds the agent's token/,
+  });
 
   const link = path.join(dir, 'link.json');
   fs.symlinkSync(good, link);
@@ -204,10 +230,16 @@ test('a connection file with mode 0644, a symbolic link or another owner is refu
   fs.chownSync(foreign, 65534, 65534);
   await assert.rejects(connectAgent(foreign, { client: 't' }), { message: /is owned by uid 65534, not by you \(uid 0\)/ });
 
-  await assert.rejects(connectAgent(path.join(dir, 'absent.json'), { client: 't' }), { message: /no agent connection file at .*: the agent is not running/ });
+  await assert.rejects(connectAgent(path.join(dir, 'absent.json'), { client: 't' }), {
+    message: /no agent connection file at .*: the agent is not running/,
+  });
 });
 
-interface Answer { id: number | null; result?: unknown; error?: { code: number; message: string } }
+interface Answer {
+  id: number | null;
+  result?: unknown;
+  error?: { code: number; message: string };
+}
 
 function tryUpgrade(headers: Record<string, string>): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -215,23 +247,40 @@ function tryUpgrade(headers: Record<string, string>): Promise<{ status: number; 
       host: '127.0.0.1',
       port: info.port,
       path: '/',
-      headers: { Connection: 'Upgrade', Upgrade: 'websocket', 'Sec-WebSocket-Version': '13', 'Sec-WebSocket-Key': crypto.randomBytes(16).toString('base64'), ...headers },
+      headers: {
+        Connection: 'Upgrade',
+        Upgrade: 'websocket',
+        'Sec-WebSocket-Version': '13',
+        'Sec-WebSocket-Key': crypto.randomBytes(16).toString('base64'),
+        ...headers,
+      },
     });
     req.on('response', (res) => {
       let body = '';
       res.setEncoding('utf8');
-      res.on('data', (c: string) => { body += c; });
+      res.on('data', (c: string) => {
+        body += c;
+      });
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
     });
-    req.on('upgrade', (_res, socket) => { socket.destroy(); resolve({ status: 101, body: '' }); });
+    req.on('upgrade', (_res, socket) => {
+      socket.destroy();
+      resolve({ status: 101, body: '' });
+    });
     req.on('error', reject);
     req.end();
   });
 }
 
 function rawSocket(): Promise<WebSocket> {
-  const ws = new WebSocket(`ws://127.0.0.1:${info.port}/`, { headers: { Authorization: `Bearer ${info.token}` }, maxPayload: 64 * 1024 * 1024 });
-  return new Promise((resolve, reject) => { ws.once('open', () => resolve(ws)); ws.once('error', reject); });
+  const ws = new WebSocket(`ws://127.0.0.1:${info.port}/`, {
+    headers: { Authorization: `Bearer ${info.token}` },
+    maxPayload: 64 * 1024 * 1024,
+  });
+  return new Promise((resolve, reject) => {
+    ws.once('open', () => resolve(ws));
+    ws.once('error', reject);
+  });
 }
 
 /** Answers (responses, not notifications) in arrival order. */
@@ -246,7 +295,10 @@ function answers(ws: WebSocket) {
   });
   return {
     async next(): Promise<Answer> {
-      while (queue.length === 0) await new Promise<void>((resolve) => { wake = resolve; });
+      while (queue.length === 0)
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+        });
       return queue.shift()!;
     },
     async collect(count: number, each: (a: Answer) => void): Promise<void> {

@@ -19,18 +19,21 @@ function recordOf(pid: number): OwnerRecord {
 /** A detached process (its own group and session), waited until it runs as `uid` or holds `file` when given. */
 async function detached(argv: string[], holds?: string, uid = 0): Promise<ChildProcess> {
   const child = spawn(argv[0], argv.slice(1), { detached: true, stdio: 'ignore' });
-  await waitFor(() => {
-    if (!holds) return processUid(child.pid!) === uid;
-    const st = fs.statSync(holds);
-    return fs.readdirSync(`/proc/${child.pid}/fd`).some((fd) => {
-      try {
-        const s = fs.statSync(`/proc/${child.pid}/fd/${fd}`);
-        return s.ino === st.ino && s.dev === st.dev;
-      } catch {
-        return false;
-      }
-    });
-  }, { what: `${argv.join(' ')} to run`, timeoutMs: 10000 });
+  await waitFor(
+    () => {
+      if (!holds) return processUid(child.pid!) === uid;
+      const st = fs.statSync(holds);
+      return fs.readdirSync(`/proc/${child.pid}/fd`).some((fd) => {
+        try {
+          const s = fs.statSync(`/proc/${child.pid}/fd/${fd}`);
+          return s.ino === st.ino && s.dev === st.dev;
+        } catch {
+          return false;
+        }
+      });
+    },
+    { what: `${argv.join(' ')} to run`, timeoutMs: 10000 },
+  );
   return child;
 }
 

@@ -23,7 +23,7 @@ function leave(file: string, ageDays: number): string {
 
 const id = (n: number) => `mx${String(n).padStart(6, '0')}-0123abcd`;
 
-test('retention removes ended runs\' logs and status files by age and by count, never those of active runs or foreign files', () => {
+test("retention removes ended runs' logs and status files by age and by count, never those of active runs or foreign files", () => {
   const t = makeTestEnv(null);
   const logDir = path.join(t.root, 'logs');
   const statusDir = path.join(t.root, 'runs');
@@ -38,7 +38,10 @@ test('retention removes ended runs\' logs and status files by age and by count, 
   const removed = retention.apply();
   // Logs: the 30-day-old one by age, and sidra 5..7 beyond the newest five.
   assert.deepEqual(removed, { logs: 4, statusFiles: 1, runRows: 0 });
-  assert.deepEqual(logs.map((f) => fs.existsSync(f)), [true, true, true, true, true, false, false, false]);
+  assert.deepEqual(
+    logs.map((f) => fs.existsSync(f)),
+    [true, true, true, true, true, false, false, false],
+  );
   assert.equal(fs.existsSync(old), false);
   assert.ok(fs.existsSync(activeOld), 'an active run keeps its log');
   assert.ok(fs.existsSync(activeStatus), 'an active run keeps its status file');
@@ -52,13 +55,30 @@ function runRow(n: number, fetcher: string, status: StoredRun['status'], ageDays
   const at = new Date(Date.now() - ageDays * DAY).toISOString();
   const ended = status !== 'waiting' && status !== 'running';
   return {
-    runId: id(n), fetcher, pool: 'network-light', status, trigger: 'schedule', args: [], enqueuedAt: at, startedAt: status === 'waiting' ? null : at,
-    finishedAt: ended ? at : null, slot: null, pid: null, exitCode: ended ? 0 : null, signal: null, reason: null, wait: null, logPath: null,
-    startTime: null, statusFile: null, ownerPid: 1, ownerStartTime: 1,
+    runId: id(n),
+    fetcher,
+    pool: 'network-light',
+    status,
+    trigger: 'schedule',
+    args: [],
+    enqueuedAt: at,
+    startedAt: status === 'waiting' ? null : at,
+    finishedAt: ended ? at : null,
+    slot: null,
+    pid: null,
+    exitCode: ended ? 0 : null,
+    signal: null,
+    reason: null,
+    wait: null,
+    logPath: null,
+    startTime: null,
+    statusFile: null,
+    ownerPid: 1,
+    ownerStartTime: 1,
   };
 }
 
-test('retention prunes ended runs\' rows with their logs (by age and count), keeps active runs, each fetcher\'s last run and the telemetry', async () => {
+test("retention prunes ended runs' rows with their logs (by age and count), keeps active runs, each fetcher's last run and the telemetry", async () => {
   const t = makeTestEnv(null);
   const spool = new Spool({ path: path.join(t.root, 'spool.db'), logger: memoryLogger() });
   try {
@@ -76,10 +96,22 @@ test('retention prunes ended runs\' rows with their logs (by age and count), kee
     await store.save({ ...rows[0] }); // the emits reach the file with this commit
     const eventsBefore = spool.withDatabase((db) => (db.prepare('SELECT count(*) AS n FROM event').get() as { n: number }).n);
     // Five ended runs at most, fourteen days: sidra 5 goes by count, anac 11 and ibge 14 by age.
-    const retention = new Retention({ logDir: path.join(t.root, 'logs'), statusDir: path.join(t.root, 'runs'), days: 14, runs: 5, activeRunIds: () => new Set(), runRows: store, logger: memoryLogger() });
+    const retention = new Retention({
+      logDir: path.join(t.root, 'logs'),
+      statusDir: path.join(t.root, 'runs'),
+      days: 14,
+      runs: 5,
+      activeRunIds: () => new Set(),
+      runRows: store,
+      logger: memoryLogger(),
+    });
     const removed = retention.apply();
     const left = new Set(store.recent(100).map((r) => r.runId));
-    assert.deepEqual([...left].sort(), [id(0), id(1), id(2), id(3), id(4), id(10), id(12), id(13)].sort(), `rows left: ${[...left].join(', ')}`);
+    assert.deepEqual(
+      [...left].sort(),
+      [id(0), id(1), id(2), id(3), id(4), id(10), id(12), id(13)].sort(),
+      `rows left: ${[...left].join(', ')}`,
+    );
     assert.equal(removed.runRows, rows.length - left.size);
     assert.equal(store.lastStartedAt('anac')?.toISOString(), rows[6].startedAt, 'each fetcher keeps its last run for the schedule');
     const eventsAfter = spool.withDatabase((db) => (db.prepare('SELECT count(*) AS n FROM event').get() as { n: number }).n);
@@ -87,18 +119,29 @@ test('retention prunes ended runs\' rows with their logs (by age and count), kee
     assert.equal(eventsAfter, eventsBefore, 'telemetry is kept');
     // Applied again, it has nothing more to remove; an id another process runs keeps its row too.
     assert.equal(retention.apply().runRows, 0);
-    const guarded = new Retention({ logDir: path.join(t.root, 'logs'), statusDir: path.join(t.root, 'runs'), days: 0.001, runs: 1, activeRunIds: () => new Set([id(1)]), runRows: store, logger: memoryLogger() });
+    const guarded = new Retention({
+      logDir: path.join(t.root, 'logs'),
+      statusDir: path.join(t.root, 'runs'),
+      days: 0.001,
+      runs: 1,
+      activeRunIds: () => new Set([id(1)]),
+      runRows: store,
+      logger: memoryLogger(),
+    });
     guarded.apply();
     assert.ok(store.get(id(1)), 'an active id keeps its row');
     assert.equal(store.get(id(2)), null, 'an ended row beyond the count is removed');
-    assert.ok(store.get(id(0)), 'sidra\'s newest run stays');
+    assert.ok(store.get(id(0)), "sidra's newest run stays");
   } finally {
     spool.close();
   }
 });
 
 test('the agent applies retention at start (QUANTILICA_RETENTION_DAYS, QUANTILICA_RETENTION_RUNS)', { timeout: 60000 }, async () => {
-  const t = makeTestEnv([{ name: 'quick', pool: 'network-light', argv: ['true'] }], { QUANTILICA_RETENTION_DAYS: '2', QUANTILICA_RETENTION_RUNS: '3' });
+  const t = makeTestEnv([{ name: 'quick', pool: 'network-light', argv: ['true'] }], {
+    QUANTILICA_RETENTION_DAYS: '2',
+    QUANTILICA_RETENTION_RUNS: '3',
+  });
   const logDir = path.join(t.dataDir, 'logs');
   const statusDir = path.join(t.home, '.quantilica', 'runs');
   const stale = [leave(path.join(logDir, `quick-${id(1)}.log`), 3), leave(path.join(statusDir, `${id(1)}.exit`), 3)];
@@ -107,7 +150,10 @@ test('the agent applies retention at start (QUANTILICA_RETENTION_DAYS, QUANTILIC
   try {
     await waitFor(() => stale.every((f) => !fs.existsSync(f)), { what: 'files older than 2 days to be removed' });
     await waitFor(() => !fs.existsSync(recent[3]), { what: 'the fourth-newest log to be removed' });
-    assert.deepEqual(recent.slice(0, 3).map((f) => fs.existsSync(f)), [true, true, true]);
+    assert.deepEqual(
+      recent.slice(0, 3).map((f) => fs.existsSync(f)),
+      [true, true, true],
+    );
   } finally {
     agent.child.kill('SIGTERM');
     await new Promise((resolve) => agent.child.once('exit', resolve));
@@ -121,8 +167,14 @@ test('the demo fetcher keeps the last five data files of its source and removes 
   const other = leave(path.join(dir, 'keep-me.csv'), 0);
   const code = await demoFetch('sidra', 0.2, 0.01, t.dataDir);
   assert.equal(code, 0);
-  const bins = fs.readdirSync(dir).filter((f) => f.endsWith('.bin')).sort();
+  const bins = fs
+    .readdirSync(dir)
+    .filter((f) => f.endsWith('.bin'))
+    .sort();
   assert.equal(bins.length, 5, bins.join(', '));
-  assert.deepEqual(older.map((f) => fs.existsSync(f)), [false, false, true, true, true, true]);
+  assert.deepEqual(
+    older.map((f) => fs.existsSync(f)),
+    [false, false, true, true, true, true],
+  );
   assert.ok(fs.existsSync(other));
 });

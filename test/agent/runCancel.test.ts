@@ -7,14 +7,19 @@ import { FIXTURES, groupMembers, makeTestEnv, openOrchestrator, stopAll } from '
 import { waitFor } from '../support/waitFor';
 
 test('cancel of a group that ignores SIGTERM and has grandchildren: nothing left after grace + 1 s, slot freed, status cancelled', async () => {
-  const t = makeTestEnv([{ name: 'stubborn', pool: 'network-light', argv: [path.join(FIXTURES, 'stubbornGroup.sh')] }], { QUANTILICA_CANCEL_GRACE_SECONDS: '1' });
+  const t = makeTestEnv([{ name: 'stubborn', pool: 'network-light', argv: [path.join(FIXTURES, 'stubbornGroup.sh')] }], {
+    QUANTILICA_CANCEL_GRACE_SECONDS: '1',
+  });
   const { orchestrator, runManager, close } = openOrchestrator(t);
   try {
     const run = await orchestrator.run('stubborn', [], 'cli');
-    const running = await waitFor(() => {
-      const r = runManager.get(run.runId);
-      return r?.status === 'running' && groupMembers(r.pid!).length >= 4 ? r : null;
-    }, { what: 'the wrapper, the fetcher and two grandchildren to run' });
+    const running = await waitFor(
+      () => {
+        const r = runManager.get(run.runId);
+        return r?.status === 'running' && groupMembers(r.pid!).length >= 4 ? r : null;
+      },
+      { what: 'the wrapper, the fetcher and two grandchildren to run' },
+    );
     const pgid = running.pid!;
     const cancelledAt = Date.now();
     runManager.cancel(run.runId);
@@ -22,7 +27,7 @@ test('cancel of a group that ignores SIGTERM and has grandchildren: nothing left
     const ended = await orchestrator.waitRun(run.runId);
     const elapsed = Date.now() - cancelledAt;
     assert.equal(ended.status, 'cancelled');
-    assert.deepEqual(groupMembers(pgid), [], 'no process of the run\'s group is left');
+    assert.deepEqual(groupMembers(pgid), [], "no process of the run's group is left");
     assert.ok(elapsed >= 1000, `the group got its grace period (${elapsed} ms)`);
     assert.ok(elapsed < 2000, `everything was gone within grace + 1 s (${elapsed} ms)`);
     const lock = tryLockSlot(path.join(t.lockDir, 'network-light', `slot_${running.slot}.lock`));
@@ -48,7 +53,9 @@ test('cancelling a waiting run takes it out of the queue', async () => {
     const ended = await orchestrator.waitRun(waiting.runId);
     assert.equal(ended.status, 'cancelled');
     assert.equal(ended.pid, null, 'it never started');
-    await waitFor(() => runManager.get(behind.runId)?.wait?.kind === 'pool' && runManager.get(behind.runId)!.wait, { what: 'the queue to move up' });
+    await waitFor(() => runManager.get(behind.runId)?.wait?.kind === 'pool' && runManager.get(behind.runId)!.wait, {
+      what: 'the queue to move up',
+    });
     assert.deepEqual(runManager.get(behind.runId)!.wait, { kind: 'pool', position: 1 });
     assert.equal(orchestrator.poolStates().find((p) => p.name === 'cpu-analysis')!.waiting, 1);
   } finally {
@@ -59,7 +66,9 @@ test('cancelling a waiting run takes it out of the queue', async () => {
 
 test('a fetcher writing 100 MB to stdout does not block, and its log is capped', { timeout: 60000 }, async () => {
   const capMb = 1;
-  const t = makeTestEnv([{ name: 'flood', pool: 'network-light', argv: ['head', '-c', String(100 * 1024 * 1024), '/dev/zero'] }], { QUANTILICA_LOG_CAP_MB: String(capMb) });
+  const t = makeTestEnv([{ name: 'flood', pool: 'network-light', argv: ['head', '-c', String(100 * 1024 * 1024), '/dev/zero'] }], {
+    QUANTILICA_LOG_CAP_MB: String(capMb),
+  });
   const { orchestrator, close } = openOrchestrator(t);
   try {
     const run = await orchestrator.run('flood', [], 'cli');
@@ -82,14 +91,44 @@ test('exit codes and signals are recorded as the fetcher ended', async () => {
   ]);
   const { orchestrator, close } = openOrchestrator(t);
   try {
-    const [fails, ok, missing] = await Promise.all(['fails', 'ok', 'missing'].map(async (f) => orchestrator.waitRun((await orchestrator.run(f, [], 'cli')).runId)));
+    const [fails, ok, missing] = await Promise.all(
+      ['fails', 'ok', 'missing'].map(async (f) => orchestrator.waitRun((await orchestrator.run(f, [], 'cli')).runId)),
+    );
     assert.equal(fails.status, 'failed');
     assert.equal(fails.exitCode, 7);
     assert.equal(fs.readFileSync(fails.logPath!, 'utf8'), 'failing\n');
     assert.equal(ok.status, 'completed');
     // The documented RunInfo shape, and nothing of the agent's internal bookkeeping.
     // (The memory fields: peak memory and CPU of the run, its ceiling, the OOM kills its cgroup counted.)
-    assert.deepEqual(Object.keys(ok).sort(), ['args', 'attempt', 'attempts', 'cpuSeconds', 'deadline', 'enqueuedAt', 'exitCode', 'fetcher', 'finishedAt', 'logGrewAt', 'logPath', 'memoryLimitMb', 'memoryMb', 'memorySource', 'oomKills', 'peakMemoryMb', 'pid', 'pool', 'reason', 'runId', 'signal', 'slot', 'stalledSince', 'startedAt', 'status', 'trigger', 'wait']);
+    assert.deepEqual(Object.keys(ok).sort(), [
+      'args',
+      'attempt',
+      'attempts',
+      'cpuSeconds',
+      'deadline',
+      'enqueuedAt',
+      'exitCode',
+      'fetcher',
+      'finishedAt',
+      'logGrewAt',
+      'logPath',
+      'memoryLimitMb',
+      'memoryMb',
+      'memorySource',
+      'oomKills',
+      'peakMemoryMb',
+      'pid',
+      'pool',
+      'reason',
+      'runId',
+      'signal',
+      'slot',
+      'stalledSince',
+      'startedAt',
+      'status',
+      'trigger',
+      'wait',
+    ]);
     assert.deepEqual(Object.keys(orchestrator.listRuns(10)[0]).sort(), Object.keys(ok).sort());
     assert.equal(missing.status, 'failed');
     assert.equal(missing.exitCode, 127);
@@ -99,7 +138,9 @@ test('exit codes and signals are recorded as the fetcher ended', async () => {
 });
 
 test('waiting runs of a pool are served first come, first served', async () => {
-  const t = makeTestEnv([{ name: 'until-file', pool: 'cpu-analysis', argv: [path.join(FIXTURES, 'exitWhenFileExists.sh')] }], { CRON_POOL_CPU_ANALYSIS_SLOTS: '1' });
+  const t = makeTestEnv([{ name: 'until-file', pool: 'cpu-analysis', argv: [path.join(FIXTURES, 'exitWhenFileExists.sh')] }], {
+    CRON_POOL_CPU_ANALYSIS_SLOTS: '1',
+  });
   const { orchestrator, runManager, close } = openOrchestrator(t);
   try {
     const go = path.join(t.root, 'go');
@@ -113,7 +154,10 @@ test('waiting runs of a pool are served first come, first served', async () => {
     fs.writeFileSync(go, '');
     await Promise.all(queued.map((r) => orchestrator.waitRun(r.runId)));
     stop();
-    assert.deepEqual(started, queued.map((r) => r.runId));
+    assert.deepEqual(
+      started,
+      queued.map((r) => r.runId),
+    );
   } finally {
     await stopAll(orchestrator, runManager);
     await close();

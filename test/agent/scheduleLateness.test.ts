@@ -27,9 +27,26 @@ function station() {
   const record = (fetcher: string, status: RunInfo['status'], start: Date, end: Date) => {
     n += 1;
     const run: StoredRun = {
-      runId: `run-${n}`, fetcher, pool: 'heavy-io', status, trigger: 'schedule', args: [], enqueuedAt: start.toISOString(), startedAt: start.toISOString(),
-      finishedAt: end.toISOString(), slot: 0, pid: 1000 + n, exitCode: status === 'completed' ? 0 : 1, signal: null, reason: status === 'failed' ? 'exit-code' : null,
-      wait: null, logPath: null, startTime: 1, statusFile: null, ownerPid: process.pid, ownerStartTime: 1,
+      runId: `run-${n}`,
+      fetcher,
+      pool: 'heavy-io',
+      status,
+      trigger: 'schedule',
+      args: [],
+      enqueuedAt: start.toISOString(),
+      startedAt: start.toISOString(),
+      finishedAt: end.toISOString(),
+      slot: 0,
+      pid: 1000 + n,
+      exitCode: status === 'completed' ? 0 : 1,
+      signal: null,
+      reason: status === 'failed' ? 'exit-code' : null,
+      wait: null,
+      logPath: null,
+      startTime: 1,
+      statusFile: null,
+      ownerPid: process.pid,
+      ownerStartTime: 1,
     };
     return store.save(run);
   };
@@ -40,7 +57,9 @@ function station() {
 function target(store: RunStore, due: string[]): ScheduleTarget {
   return {
     isActive: () => false,
-    enqueue: (fetcher) => { due.push(fetcher); },
+    enqueue: (fetcher) => {
+      due.push(fetcher);
+    },
     recordSkipped: () => undefined,
     lastStartedAt: (f) => store.lastStartedAt(f),
     lastSucceededAt: (f) => store.lastSucceededAt(f),
@@ -54,7 +73,11 @@ function openSchedule(s: ReturnType<typeof station>, clock: ManualClock, due: st
       { name: 'comex', schedule: '0 * * * *', timezone: 'UTC', lateAfterMinutes: 10 },
       { name: 'ibge', schedule: '30 * * * *', timezone: 'UTC' },
     ],
-    target: target(s.store, due), logger: s.logger, homeDir: s.root, catchUp: false, clock,
+    target: target(s.store, due),
+    logger: s.logger,
+    homeDir: s.root,
+    catchUp: false,
+    clock,
     hub: { publish: (change) => changes.push(change) },
   });
 }
@@ -93,7 +116,10 @@ test('a due time without a completed run within lateAfterMinutes makes the entry
     // The deadline falls: the schedule's own timer publishes it (no run ended meanwhile).
     clock.advanceTo(new Date(at('10:10').getTime() + 1000));
     assert.equal(entry(schedule).lateSince, at('10:10').toISOString());
-    assert.deepEqual(lateEvents(changes).map((e) => [e.fetcher, e.at]), [['comex', at('10:10').toISOString()]]);
+    assert.deepEqual(
+      lateEvents(changes).map((e) => [e.fetcher, e.at]),
+      [['comex', at('10:10').toISOString()]],
+    );
 
     // A success (a run by hand at 10:20) clears it.
     clock.advanceTo(at('10:21'));
@@ -101,7 +127,10 @@ test('a due time without a completed run within lateAfterMinutes makes the entry
     schedule.refresh();
     assert.equal(entry(schedule).lateSince, null);
     const last = changes.at(-1);
-    assert.ok(last?.kind === 'schedule' && last.schedule.entries.find((e) => e.fetcher === 'comex')?.lateSince === null, 'the cleared lateness is published');
+    assert.ok(
+      last?.kind === 'schedule' && last.schedule.entries.find((e) => e.fetcher === 'comex')?.lateSince === null,
+      'the cleared lateness is published',
+    );
     // The 11:00 due time then counts: one run at 11:05 in time keeps it clear.
     clock.advanceTo(at('11:05'));
     await s.record('comex', 'completed', at('11:00'), at('11:05'));
@@ -130,7 +159,11 @@ test('an agent down across the due time: the next agent finds the entry late fro
     const next = openSchedule(s, clock, [], changes);
     next.start();
     assert.equal(entry(next).lateSince, at('10:10').toISOString(), 'late since the 10:00 due time + 10 min');
-    assert.deepEqual(lateEvents(changes).map((e) => e.at), [at('10:10').toISOString()], 'its first publication says late');
+    assert.deepEqual(
+      lateEvents(changes).map((e) => e.at),
+      [at('10:10').toISOString()],
+      'its first publication says late',
+    );
 
     // A paused entry is not late (the operator stopped it); resumed, it is late again.
     next.setPaused(true, 'comex');
@@ -158,8 +191,17 @@ test('an entry that never completed counts from its first recorded run; lateAfte
     // First run recorded 08:00; first due time after it 09:00; late since 09:10.
     assert.equal(entry(schedule).lateSince, at('09:10').toISOString());
     assert.equal(entry(schedule).lastSuccessAt ?? null, null);
-    assert.throws(() => new Schedule({ fetchers: [{ name: 'x', lateAfterMinutes: 5 }], target: target(s.store, []), logger: s.logger, homeDir: s.root, catchUp: false }),
-      /fetcher x: lateAfterMinutes needs a schedule/);
+    assert.throws(
+      () =>
+        new Schedule({
+          fetchers: [{ name: 'x', lateAfterMinutes: 5 }],
+          target: target(s.store, []),
+          logger: s.logger,
+          homeDir: s.root,
+          catchUp: false,
+        }),
+      /fetcher x: lateAfterMinutes needs a schedule/,
+    );
   } finally {
     s.spool.close();
   }

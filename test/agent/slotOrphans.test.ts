@@ -10,7 +10,8 @@ import { groupExists, makeTestEnv, openOrchestrator, stopAll } from '../support/
 import { waitFor } from '../support/waitFor';
 
 // `sleep 600` is the fetcher here (a stand-in for a long download), not the test waiting.
-const station = () => makeTestEnv([{ name: 'long', pool: 'cpu-analysis', argv: ['sleep', '600'] }], { CRON_POOL_CPU_ANALYSIS_TIMEOUT: '60' });
+const station = () =>
+  makeTestEnv([{ name: 'long', pool: 'cpu-analysis', argv: ['sleep', '600'] }], { CRON_POOL_CPU_ANALYSIS_TIMEOUT: '60' });
 
 async function fillPool({ orchestrator, runManager }: Pick<ReturnType<typeof openOrchestrator>, 'orchestrator' | 'runManager'>) {
   const runs = [await orchestrator.run('long', [], 'cli'), await orchestrator.run('long', [], 'cli')];
@@ -69,7 +70,14 @@ test('a record whose PID is alive with another start time is not the holder: the
   process.kill(stranger.pid!, 'SIGSTOP');
   await waitFor(() => readProcInfo(stranger.pid!)?.state === 'T', { what: 'the stranger to stop' });
   const info = readProcInfo(stranger.pid!)!;
-  const stale = formatOwnerRecord({ pid: stranger.pid!, startTime: info.startTime - 1, fetcher: 'long', runId: 'gone-00000000', since: '2026-01-01T00:00:00Z', agentPid: 1 });
+  const stale = formatOwnerRecord({
+    pid: stranger.pid!,
+    startTime: info.startTime - 1,
+    fetcher: 'long',
+    runId: 'gone-00000000',
+    since: '2026-01-01T00:00:00Z',
+    agentPid: 1,
+  });
   fs.writeFileSync(path.join(dir, 'slot_0.lock'), stale, { mode: 0o600 });
   fs.writeFileSync(path.join(dir, 'slot_1.lock'), stale, { mode: 0o600 });
   // Slot 1 is really held by a live, running process whose record is that stale one.
@@ -122,7 +130,11 @@ test('lowering the pool size while a higher slot is held never over-books', asyn
   const high = a.slot === 1 ? b : a;
   await first.orchestrator.cancel({ runId: high.runId });
   await first.orchestrator.waitRun(high.runId);
-  const shrunk = makeTestEnv([{ name: 'long', pool: 'cpu-analysis', argv: ['sleep', '600'] }], { CRON_POOL_CPU_ANALYSIS_SLOTS: '1', CRON_POOL_CPU_ANALYSIS_TIMEOUT: '1' }, { lockDir: t.lockDir });
+  const shrunk = makeTestEnv(
+    [{ name: 'long', pool: 'cpu-analysis', argv: ['sleep', '600'] }],
+    { CRON_POOL_CPU_ANALYSIS_SLOTS: '1', CRON_POOL_CPU_ANALYSIS_TIMEOUT: '1' },
+    { lockDir: t.lockDir },
+  );
   const second = openOrchestrator(shrunk);
   try {
     const run = await second.orchestrator.run('long', [], 'cli');

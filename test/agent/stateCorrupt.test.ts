@@ -14,26 +14,30 @@ function asideOf(file: string): string[] {
   return fs.readdirSync(path.dirname(file)).filter((f) => f.startsWith(`${path.basename(file)}.corrupt-`) && !/-(wal|shm)$/.test(f));
 }
 
-test('a state.db of garbage: moved aside with a timestamp, a new one started, the command works and names the file', { timeout: 120_000 }, async (t) => {
-  const station = makeTestEnv([{ name: 'quick', pool: 'network-light', argv: ['/bin/true'] }]);
-  t.after(() => fs.rmSync(station.root, { recursive: true, force: true }));
-  const stateDb = path.join(station.home, '.quantilica', 'state.db');
-  fs.mkdirSync(path.dirname(stateDb), { recursive: true, mode: 0o700 });
-  const garbage = crypto.randomBytes(32 * 1024);
-  fs.writeFileSync(stateDb, garbage, { mode: 0o600 });
+test(
+  'a state.db of garbage: moved aside with a timestamp, a new one started, the command works and names the file',
+  { timeout: 120_000 },
+  async (t) => {
+    const station = makeTestEnv([{ name: 'quick', pool: 'network-light', argv: ['/bin/true'] }]);
+    t.after(() => fs.rmSync(station.root, { recursive: true, force: true }));
+    const stateDb = path.join(station.home, '.quantilica', 'state.db');
+    fs.mkdirSync(path.dirname(stateDb), { recursive: true, mode: 0o700 });
+    const garbage = crypto.randomBytes(32 * 1024);
+    fs.writeFileSync(stateDb, garbage, { mode: 0o600 });
 
-  const ran = await runCli(station, ['run', 'quick']);
-  assert.equal(ran.code, 0, ran.stderr);
-  assert.match(ran.stdout, /completed/);
-  assert.ok(ran.stderr.includes(stateDb), `the message names the file: ${ran.stderr}`);
-  assert.match(ran.stderr, /corrupt.*moved aside/);
-  const aside = asideOf(stateDb);
-  assert.equal(aside.length, 1);
-  assert.deepEqual(fs.readFileSync(path.join(path.dirname(stateDb), aside[0])), garbage, 'the bad file is kept for a post-mortem');
-  const runs = await runCli(station, ['runs']);
-  assert.equal(runs.code, 0, runs.stderr);
-  assert.match(runs.stdout, /quick/);
-});
+    const ran = await runCli(station, ['run', 'quick']);
+    assert.equal(ran.code, 0, ran.stderr);
+    assert.match(ran.stdout, /completed/);
+    assert.ok(ran.stderr.includes(stateDb), `the message names the file: ${ran.stderr}`);
+    assert.match(ran.stderr, /corrupt.*moved aside/);
+    const aside = asideOf(stateDb);
+    assert.equal(aside.length, 1);
+    assert.deepEqual(fs.readFileSync(path.join(path.dirname(stateDb), aside[0])), garbage, 'the bad file is kept for a post-mortem');
+    const runs = await runCli(station, ['runs']);
+    assert.equal(runs.code, 0, runs.stderr);
+    assert.match(runs.stdout, /quick/);
+  },
+);
 
 test('a state.db with a valid header and damaged pages ("malformed") is found at open and moved aside', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'quantilica-state-'));
@@ -73,9 +77,26 @@ test('a state.db of an earlier version is moved into the spool once: its runs ar
     old.exec(`CREATE TABLE runs (run_id TEXT PRIMARY KEY, fetcher TEXT NOT NULL, status TEXT NOT NULL, enqueued_at TEXT NOT NULL,
       owner_pid INTEGER NOT NULL, owner_start_time INTEGER NOT NULL, body TEXT NOT NULL)`);
     const run: StoredRun = {
-      runId: 'r-old', fetcher: 'f', pool: 'heavy-io', status: 'running', trigger: 'cli', args: [], enqueuedAt: '2026-01-01T00:00:00.000Z',
-      startedAt: '2026-01-01T00:00:01.000Z', finishedAt: null, slot: 0, pid: 123, exitCode: null, signal: null, reason: null, wait: null,
-      logPath: null, startTime: 9, statusFile: '/x/r-old.exit', ownerPid: 1, ownerStartTime: 2,
+      runId: 'r-old',
+      fetcher: 'f',
+      pool: 'heavy-io',
+      status: 'running',
+      trigger: 'cli',
+      args: [],
+      enqueuedAt: '2026-01-01T00:00:00.000Z',
+      startedAt: '2026-01-01T00:00:01.000Z',
+      finishedAt: null,
+      slot: 0,
+      pid: 123,
+      exitCode: null,
+      signal: null,
+      reason: null,
+      wait: null,
+      logPath: null,
+      startTime: 9,
+      statusFile: '/x/r-old.exit',
+      ownerPid: 1,
+      ownerStartTime: 2,
     };
     old.prepare(`INSERT INTO runs VALUES (@runId, @fetcher, @status, @enqueuedAt, @ownerPid, @ownerStartTime, @body)`).run(toRunRow(run));
     old.close();
@@ -84,7 +105,10 @@ test('a state.db of an earlier version is moved into the spool once: its runs ar
     try {
       const store = new RunStore(spool, file, memoryLogger());
       assert.equal(store.health().recovered, null);
-      assert.deepEqual(store.active().map((r) => [r.runId, r.status, r.pid]), [['r-old', 'running', 123]]);
+      assert.deepEqual(
+        store.active().map((r) => [r.runId, r.status, r.pid]),
+        [['r-old', 'running', 123]],
+      );
       assert.equal(fs.existsSync(file), false);
       assert.ok(fs.existsSync(`${file}.migrated`));
       // A second start finds nothing to move and keeps what it has.

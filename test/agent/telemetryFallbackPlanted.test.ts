@@ -19,11 +19,16 @@ let base = '';
 /** Stands for /tmp: world-writable with the sticky bit. */
 let sharedTmp = '';
 
-const asAttacker = (script: string) => execFileSync('setpriv', ['--reuid', String(uid), '--regid', String(gid), '--clear-groups', 'sh', '-c', script], { stdio: 'pipe' });
-const listing = (dir: string) => fs.readdirSync(dir).sort().map((f) => {
-  const st = fs.lstatSync(path.join(dir, f));
-  return `${f}:${st.uid}:${(st.mode & 0o7777).toString(8)}:${st.size}:${st.mtimeMs}`;
-});
+const asAttacker = (script: string) =>
+  execFileSync('setpriv', ['--reuid', String(uid), '--regid', String(gid), '--clear-groups', 'sh', '-c', script], { stdio: 'pipe' });
+const listing = (dir: string) =>
+  fs
+    .readdirSync(dir)
+    .sort()
+    .map((f) => {
+      const st = fs.lstatSync(path.join(dir, f));
+      return `${f}:${st.uid}:${(st.mode & 0o7777).toString(8)}:${st.size}:${st.mtimeMs}`;
+    });
 
 before(() => {
   execFileSync('useradd', ['--no-create-home', '--shell', '/usr/sbin/nologin', ATTACKER]);
@@ -43,30 +48,36 @@ after(() => {
 /** The attacker makes the victim's fallback folder first, open to all, with a FIFO and a link in it. */
 function plant(): string {
   const dir = path.join(sharedTmp, `quantilica-${process.getuid?.() ?? 0}`);
-  asAttacker(`mkdir -m 777 ${dir} && mkfifo -m 666 ${dir}/quantilica_telemetry_spool.db && ln -s /etc/hostname ${dir}/quantilica_telemetry_spool.db-wal`);
+  asAttacker(
+    `mkdir -m 777 ${dir} && mkfifo -m 666 ${dir}/quantilica_telemetry_spool.db && ln -s /etc/hostname ${dir}/quantilica_telemetry_spool.db-wal`,
+  );
   return dir;
 }
 
-test('the CLI refuses a fallback folder planted by another user in the shared tmp dir: nothing written there, no hang, a clear message', { timeout: 120_000 }, async (t) => {
-  const planted = plant();
-  t.after(() => fs.rmSync(planted, { recursive: true, force: true }));
-  const before = listing(planted);
-  const station = makeTestEnv(null);
-  t.after(() => fs.rmSync(station.root, { recursive: true, force: true }));
-  // A folder where the spool file should be: its parent passes the start-up check, the file itself
-  // cannot be opened, so the fallback would be used; TMPDIR stands for /tmp.
-  const blocker = path.join(station.root, 'spool.db');
-  fs.mkdirSync(blocker);
-  const env: NodeJS.ProcessEnv = { ...station.env, TMPDIR: sharedTmp, QUANTILICA_TELEMETRY_SPOOL: blocker };
-  delete env.XDG_RUNTIME_DIR;
-  const started = Date.now();
-  const r = await runCli(env, ['telemetry', 'emit', 'start', '--task', 'secret-args']);
-  assert.ok(Date.now() - started < 60_000, 'no hang on the FIFO');
-  assert.equal(r.code, 1, r.stdout + r.stderr);
-  assert.match(r.stderr, /LOST/);
-  assert.match(r.stderr, new RegExp(`${planted}.*owned by uid ${uid}, not by us`));
-  assert.deepEqual(listing(planted), before, 'nothing in the planted folder changed');
-});
+test(
+  'the CLI refuses a fallback folder planted by another user in the shared tmp dir: nothing written there, no hang, a clear message',
+  { timeout: 120_000 },
+  async (t) => {
+    const planted = plant();
+    t.after(() => fs.rmSync(planted, { recursive: true, force: true }));
+    const before = listing(planted);
+    const station = makeTestEnv(null);
+    t.after(() => fs.rmSync(station.root, { recursive: true, force: true }));
+    // A folder where the spool file should be: its parent passes the start-up check, the file itself
+    // cannot be opened, so the fallback would be used; TMPDIR stands for /tmp.
+    const blocker = path.join(station.root, 'spool.db');
+    fs.mkdirSync(blocker);
+    const env: NodeJS.ProcessEnv = { ...station.env, TMPDIR: sharedTmp, QUANTILICA_TELEMETRY_SPOOL: blocker };
+    delete env.XDG_RUNTIME_DIR;
+    const started = Date.now();
+    const r = await runCli(env, ['telemetry', 'emit', 'start', '--task', 'secret-args']);
+    assert.ok(Date.now() - started < 60_000, 'no hang on the FIFO');
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stderr, /LOST/);
+    assert.match(r.stderr, new RegExp(`${planted}.*owned by uid ${uid}, not by us`));
+    assert.deepEqual(listing(planted), before, 'nothing in the planted folder changed');
+  },
+);
 
 test('a Spool never uses a fallback folder of another user, nor one open to others; events wait in memory instead', (t) => {
   const planted = plant();
@@ -76,7 +87,12 @@ test('a Spool never uses a fallback folder of another user, nor one open to othe
   fs.writeFileSync(blocker, '');
   t.after(() => fs.rmSync(blocker, { force: true }));
   const logger = memoryLogger();
-  const spool = new Spool({ path: path.join(blocker, 'spool.db'), fallbackPath: path.join(planted, 'quantilica_telemetry_spool.db'), logger, closeWaitMs: 0 });
+  const spool = new Spool({
+    path: path.join(blocker, 'spool.db'),
+    fallbackPath: path.join(planted, 'quantilica_telemetry_spool.db'),
+    logger,
+    closeWaitMs: 0,
+  });
   try {
     assert.ok(spool.emit({ runId: 'r', event: 'start', task: 't', pool: 'p', payload: { argv: ['--token', 'secret'] } }) !== null);
     const status = spool.status();
@@ -143,7 +159,28 @@ test('a FIFO or a symlink where a spool file should be is refused at once; our o
   const store = new RunStore(s3, null);
   try {
     s3.emit({ runId: 'r', event: 'start', task: 't', pool: 'p', payload: {} });
-    await store.save({ runId: 'r', fetcher: 'f', pool: 'p', status: 'running', trigger: 'cli', args: [], enqueuedAt: new Date().toISOString(), startedAt: null, finishedAt: null, slot: null, pid: null, exitCode: null, signal: null, reason: null, wait: null, logPath: null, startTime: null, statusFile: null, ownerPid: process.pid, ownerStartTime: 0 });
+    await store.save({
+      runId: 'r',
+      fetcher: 'f',
+      pool: 'p',
+      status: 'running',
+      trigger: 'cli',
+      args: [],
+      enqueuedAt: new Date().toISOString(),
+      startedAt: null,
+      finishedAt: null,
+      slot: null,
+      pid: null,
+      exitCode: null,
+      signal: null,
+      reason: null,
+      wait: null,
+      logPath: null,
+      startTime: null,
+      statusFile: null,
+      ownerPid: process.pid,
+      ownerStartTime: 0,
+    });
     assert.equal(store.get('r')?.status, 'running', 'the run state is in the spool file');
     for (const f of ['spool.db', 'spool.db-wal', 'spool.db-shm', 'spool.db.flush-lock']) {
       assert.equal(fs.statSync(path.join(dir, 'own', f)).mode & 0o777, 0o600, `${f} is 0600`);

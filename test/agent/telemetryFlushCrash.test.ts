@@ -25,17 +25,32 @@ test(`kill -9 of the flushing process at every step, ${ROUNDS * PARALLEL} times:
       // Crash in the first batch of a flush, or in the second after one batch went through whole.
       const nth = 1 + (Math.floor(round / STEPS.length) % 2);
       for (let i = 0; i < EVENTS_PER_ROUND; i += 1) {
-        const id = bed.spool.emit({ runId: `run-${round}-${i % 3}`, event: i % 3 === 0 ? 'start' : 'heartbeat', task: 'crashy', pool: 'heavy-io', payload: { round, i } });
+        const id = bed.spool.emit({
+          runId: `run-${round}-${i % 3}`,
+          event: i % 3 === 0 ? 'start' : 'heartbeat',
+          task: 'crashy',
+          pool: 'heavy-io',
+          payload: { round, i },
+        });
         assert.ok(id !== null);
         made.add(id);
       }
       // Several flushers at once: they queue on the spool's flush lock, and each one that gets it is killed.
-      const children = Array.from({ length: PARALLEL }, () => spawnFlushOnce({
-        TEST_SPOOL: bed.spoolPath, TEST_DATABASE_URL: pgdb.url, TEST_BATCH_SIZE: String(BATCH), QUANTILICA_FLUSH_CRASH_AT: `${step}:${nth}`,
-      }));
+      const children = Array.from({ length: PARALLEL }, () =>
+        spawnFlushOnce({
+          TEST_SPOOL: bed.spoolPath,
+          TEST_DATABASE_URL: pgdb.url,
+          TEST_BATCH_SIZE: String(BATCH),
+          QUANTILICA_FLUSH_CRASH_AT: `${step}:${nth}`,
+        }),
+      );
       const exits = await Promise.all(children.map((c) => c.exit));
       for (const exit of exits) {
-        assert.equal(exit.signal, 'SIGKILL', `round ${round} (${step}:${nth}): the child must die at the crash point; it ended with ${exit.code}: ${exit.stderr}`);
+        assert.equal(
+          exit.signal,
+          'SIGKILL',
+          `round ${round} (${step}:${nth}): the child must die at the crash point; it ended with ${exit.code}: ${exit.stderr}`,
+        );
       }
 
       // After every round: spool ∪ PostgreSQL is everything made. They overlap by exactly the batch
@@ -49,7 +64,11 @@ test(`kill -9 of the flushing process at every step, ${ROUNDS * PARALLEL} times:
       const overlap = inSpool.filter((id) => inPg.has(id)).length;
       const expected = step === 'after-commit' ? BATCH : nth === 2 ? 0 : overlapBefore;
       assert.equal(overlap, expected, `round ${round} (${step}:${nth}): overlap`);
-      assert.deepEqual(inSpool.slice(0, overlap).filter((id) => inPg.has(id)).length, overlap, 'the overlap is the oldest batch in the spool');
+      assert.deepEqual(
+        inSpool.slice(0, overlap).filter((id) => inPg.has(id)).length,
+        overlap,
+        'the overlap is the oldest batch in the spool',
+      );
       overlapBefore = overlap;
     }
 

@@ -21,20 +21,34 @@ test('migrations: four processes migrating at once apply each version once, in o
   try {
     const applied = await Promise.all(clients.map((c) => migrate(c, memoryLogger())));
     // Exactly one of them did the work; the others waited on the advisory lock and found it done.
-    assert.deepEqual(applied.filter((a) => a.length > 0), [MIGRATIONS.map((m) => m.version)]);
+    assert.deepEqual(
+      applied.filter((a) => a.length > 0),
+      [MIGRATIONS.map((m) => m.version)],
+    );
     const rows = await clients[0].query<{ version: number }>('SELECT version FROM core.schema_migration ORDER BY version');
-    assert.deepEqual(rows.rows.map((r) => r.version), MIGRATIONS.map((m) => m.version));
+    assert.deepEqual(
+      rows.rows.map((r) => r.version),
+      MIGRATIONS.map((m) => m.version),
+    );
     assert.deepEqual(await migrate(clients[0], memoryLogger()), []);
-    const tables = await clients[0].query<{ t: string }>("SELECT table_name AS t FROM information_schema.tables WHERE table_schema = 'core' ORDER BY 1");
+    const tables = await clients[0].query<{ t: string }>(
+      "SELECT table_name AS t FROM information_schema.tables WHERE table_schema = 'core' ORDER BY 1",
+    );
     // pool, slot_holder, slot_waiter: the postgres slot backend.
-    assert.deepEqual(tables.rows.map((r) => r.t), ['pool', 'run_cancel', 'schema_migration', 'slot_holder', 'slot_waiter', 'task_run', 'task_run_log']);
+    assert.deepEqual(
+      tables.rows.map((r) => r.t),
+      ['pool', 'run_cancel', 'schema_migration', 'slot_holder', 'slot_waiter', 'task_run', 'task_run_log'],
+    );
   } finally {
     await Promise.all(clients.map((c) => c.end()));
   }
 });
 
 test('a failing migration leaves nothing behind: the whole set is one transaction', async () => {
-  const broken = [...MIGRATIONS, { version: MIGRATIONS.length + 1, name: 'broken', sql: 'CREATE TABLE core.half_done (x int); SELECT no_such_function();' }];
+  const broken = [
+    ...MIGRATIONS,
+    { version: MIGRATIONS.length + 1, name: 'broken', sql: 'CREATE TABLE core.half_done (x int); SELECT no_such_function();' },
+  ];
   const client: pg.Client = await connect(db.url);
   try {
     await assert.rejects(migrate(client, memoryLogger(), broken), /no_such_function/);

@@ -27,8 +27,14 @@ test('PostgreSQL down while 50 runs make 5,000 events, then up: all arrive once,
   const bed = tempSpool();
   await proxy.down();
   const flusher = new Flusher({
-    spool: bed.spool, databaseUrl: proxy.urlFor(db.url), logger: bed.logger,
-    batchSize: 700, debounceMs: 20, retryInitialMs: 50, retryMaxMs: 400, connectTimeoutMs: 2_000,
+    spool: bed.spool,
+    databaseUrl: proxy.urlFor(db.url),
+    logger: bed.logger,
+    batchSize: 700,
+    debounceMs: 20,
+    retryInitialMs: 50,
+    retryMaxMs: 400,
+    connectTimeoutMs: 2_000,
   });
   try {
     flusher.start();
@@ -37,10 +43,13 @@ test('PostgreSQL down while 50 runs make 5,000 events, then up: all arrive once,
     assert.equal(ids.length, 5_000);
 
     // The automatic flush tried and failed: events wait in the spool and status says why.
-    const down = await waitFor(() => {
-      const s = bed.spool.status();
-      return s.lastFlushError !== null ? s : null;
-    }, { what: 'a failed automatic flush', timeoutMs: 20_000 });
+    const down = await waitFor(
+      () => {
+        const s = bed.spool.status();
+        return s.lastFlushError !== null ? s : null;
+      },
+      { what: 'a failed automatic flush', timeoutMs: 20_000 },
+    );
     assert.equal(down.database, 'down');
     assert.equal(down.pending, 5_000);
     assert.match(down.lastFlushError ?? '', /unreachable/);
@@ -49,10 +58,13 @@ test('PostgreSQL down while 50 runs make 5,000 events, then up: all arrive once,
 
     // Back up: no emit, no flushNow: the backoff timer alone must bring everything over.
     await proxy.up();
-    const upStatus = await waitFor(() => {
-      const s = bed.spool.status();
-      return s.pending === 0 && s.database === 'connected' ? s : null;
-    }, { what: 'the spool to drain', timeoutMs: 30_000 });
+    const upStatus = await waitFor(
+      () => {
+        const s = bed.spool.status();
+        return s.pending === 0 && s.database === 'connected' ? s : null;
+      },
+      { what: 'the spool to drain', timeoutMs: 30_000 },
+    );
     assert.equal(upStatus.lastFlushError, null);
     assert.notEqual(upStatus.lastFlushAt, null);
 
@@ -68,16 +80,33 @@ test('PostgreSQL down while 50 runs make 5,000 events, then up: all arrive once,
       assert.equal(row.events.length, 100);
       assert.equal(row.events[0], 'start', row.run_id);
       assert.equal(row.events[99], 'finish', row.run_id);
-      assert.ok(row.events.slice(1, 99).every((e) => e === 'heartbeat'), row.run_id);
+      assert.ok(
+        row.events.slice(1, 99).every((e) => e === 'heartbeat'),
+        row.run_id,
+      );
       for (let i = 1; i < 100; i += 1) {
         assert.ok(row.ats[i].getTime() > row.ats[i - 1].getTime(), `${row.run_id}: time order at ${i}`);
         assert.ok(BigInt(row.seqs[i]) > BigInt(row.seqs[i - 1]), `${row.run_id}: spool order at ${i}`);
       }
     }
 
-    const taskRuns = await client.query<{ run_id: string; task: string; pool: string; status: string; exit_code: number | null; signal: string | null;
-      started_at: Date; finished_at: Date; duration_seconds: number; last_heartbeat_at: Date; event_count: string; host: string; pid: number; slot: number; argv: string[] }>(
-      'SELECT * FROM core.task_run');
+    const taskRuns = await client.query<{
+      run_id: string;
+      task: string;
+      pool: string;
+      status: string;
+      exit_code: number | null;
+      signal: string | null;
+      started_at: Date;
+      finished_at: Date;
+      duration_seconds: number;
+      last_heartbeat_at: Date;
+      event_count: string;
+      host: string;
+      pid: number;
+      slot: number;
+      argv: string[];
+    }>('SELECT * FROM core.task_run');
     assert.equal(taskRuns.rows.length, 50);
     const byId = new Map(taskRuns.rows.map((r) => [r.run_id, r]));
     for (const run of runs) {
@@ -104,9 +133,17 @@ test('PostgreSQL down while 50 runs make 5,000 events, then up: all arrive once,
     const result = await flusher.flushNow();
     assert.equal(result.error, null);
     const after = await client.query<{ status: string; exit_code: number; finished_at: Date; started_at: Date; event_count: string }>(
-      'SELECT status, exit_code, finished_at, started_at, event_count FROM core.task_run WHERE run_id = $1', [late.runId]);
+      'SELECT status, exit_code, finished_at, started_at, event_count FROM core.task_run WHERE run_id = $1',
+      [late.runId],
+    );
     assert.deepEqual(
-      [after.rows[0].status, after.rows[0].exit_code, after.rows[0].finished_at.getTime(), after.rows[0].started_at.getTime(), Number(after.rows[0].event_count)],
+      [
+        after.rows[0].status,
+        after.rows[0].exit_code,
+        after.rows[0].finished_at.getTime(),
+        after.rows[0].started_at.getTime(),
+        Number(after.rows[0].event_count),
+      ],
       [late.status, late.exitCode, late.startMs + 99_000, late.startMs, 102],
     );
   } finally {

@@ -35,9 +35,18 @@ test('a core schema that already exists, owned by another role, is refused with 
     await client.query("INSERT INTO core.schema_migration VALUES (1, 'core_telemetry', now())");
     await client.query(`ALTER TABLE core.schema_migration OWNER TO ${OTHER}`);
 
-    await assert.rejects(migrate(client, memoryLogger()), new RegExp(`schema "core" exists and is owned by role "${OTHER}", not by "postgres"`));
-    const tables = await client.query<{ t: string }>("SELECT table_name AS t FROM information_schema.tables WHERE table_schema = 'core' ORDER BY 1");
-    assert.deepEqual(tables.rows.map((r) => r.t), ['schema_migration'], 'nothing was created in it');
+    await assert.rejects(
+      migrate(client, memoryLogger()),
+      new RegExp(`schema "core" exists and is owned by role "${OTHER}", not by "postgres"`),
+    );
+    const tables = await client.query<{ t: string }>(
+      "SELECT table_name AS t FROM information_schema.tables WHERE table_schema = 'core' ORDER BY 1",
+    );
+    assert.deepEqual(
+      tables.rows.map((r) => r.t),
+      ['schema_migration'],
+      'nothing was created in it',
+    );
 
     // The flush says the same and sends nothing.
     const bed = tempSpool();

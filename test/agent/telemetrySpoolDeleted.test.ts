@@ -44,6 +44,7 @@ test('spool files deleted under a running agent: detected, reopened, and no even
   const rows = spoolRowsIn(spoolPath);
   const starts = countByRun(rows, 'start');
   const finishes = countByRun(rows, 'finish');
-  for (const id of [...before, ...after]) assert.deepEqual([starts.get(id), finishes.get(id)], [1, 1], `run ${id}: one start and one finish in the spool`);
+  for (const id of [...before, ...after])
+    assert.deepEqual([starts.get(id), finishes.get(id)], [1, 1], `run ${id}: one start and one finish in the spool`);
   assert.equal(new Set(rows.map((r) => r.eventId)).size, rows.length, 'no event twice');
 });

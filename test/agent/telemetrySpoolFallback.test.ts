@@ -42,7 +42,13 @@ test('spool path unwritable: the fallback path is used, and status says so', () 
 
 test('both paths unwritable and no room in memory (heldMax 0): emit still returns, every loss is counted, shown in status and logged', () => {
   const logger = memoryLogger();
-  const spool = new Spool({ path: path.join(blocker, 'spool.db'), fallbackPath: path.join(blocker, 'fallback.db'), logger, lostLogEvery: 10, heldMax: 0 });
+  const spool = new Spool({
+    path: path.join(blocker, 'spool.db'),
+    fallbackPath: path.join(blocker, 'fallback.db'),
+    logger,
+    lostLogEvery: 10,
+    heldMax: 0,
+  });
   try {
     for (let i = 0; i < 25; i += 1) assert.equal(spool.emit(event(i)), null);
     const status = spool.status();
@@ -52,7 +58,10 @@ test('both paths unwritable and no room in memory (heldMax 0): emit still return
     assert.match(status.error ?? '', /cannot be written/);
     const lossLogs = logger.records.filter((r) => r.level === 'error' && /event lost/.test(r.msg ?? ''));
     // Loudly, not once per event: the first loss, then every tenth.
-    assert.deepEqual(lossLogs.map((r) => (r.obj as { lost: number }).lost), [1, 10, 20]);
+    assert.deepEqual(
+      lossLogs.map((r) => (r.obj as { lost: number }).lost),
+      [1, 10, 20],
+    );
   } finally {
     spool.close();
   }

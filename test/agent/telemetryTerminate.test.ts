@@ -9,7 +9,9 @@ const pgdb = usePostgres();
 
 async function backendsOf(app: string, extra = ''): Promise<number[]> {
   const result = await pgdb.client.query<{ pid: number }>(
-    `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1 ${extra}`, [app]);
+    `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1 ${extra}`,
+    [app],
+  );
   return result.rows.map((r) => r.pid);
 }
 
@@ -25,10 +27,13 @@ test('pg_terminate_backend on the flushing connection mid-flush: no crash, the n
     await locker.query('BEGIN');
     await locker.query('LOCK TABLE core.task_run_log IN SHARE MODE');
     const flushing = flusher.flushNow();
-    const [pid] = await waitFor(async () => {
-      const pids = await backendsOf(app, "AND wait_event_type = 'Lock'");
-      return pids.length === 1 ? pids : null;
-    }, { what: 'the flush to wait inside its INSERT', timeoutMs: 20_000 });
+    const [pid] = await waitFor(
+      async () => {
+        const pids = await backendsOf(app, "AND wait_event_type = 'Lock'");
+        return pids.length === 1 ? pids : null;
+      },
+      { what: 'the flush to wait inside its INSERT', timeoutMs: 20_000 },
+    );
     const killed = await pgdb.client.query<{ ok: boolean }>('SELECT pg_terminate_backend($1) AS ok', [pid]);
     assert.equal(killed.rows[0].ok, true);
     await waitFor(async () => !(await backendsOf(app)).includes(pid), { what: 'the terminated backend to go', timeoutMs: 20_000 });
@@ -62,7 +67,10 @@ test('pg_terminate_backend on idle pooled clients: the pool error is handled, th
     assert.ok(idle.length >= 1, 'the pool keeps an idle pgdb.client after a flush');
     await pgdb.client.query('SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid', [idle]);
     // The idle pgdb.client learns of it asynchronously; an unhandled 'error' event would end this process.
-    await waitFor(() => bed.logger.records.some((r) => r.msg === 'idle telemetry database connection lost'), { what: 'the idle connection loss to be logged', timeoutMs: 20_000 });
+    await waitFor(() => bed.logger.records.some((r) => r.msg === 'idle telemetry database connection lost'), {
+      what: 'the idle connection loss to be logged',
+      timeoutMs: 20_000,
+    });
     const ids = emitInterleaved(bed.spool, planRuns(3, 10, Date.parse('2025-04-01T00:00:00Z')));
     const next = await flusher.flushNow();
     assert.equal(next.error, null);

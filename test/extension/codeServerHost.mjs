@@ -32,33 +32,51 @@ export function freePort() {
 export function writeUserSettings(userDataDir) {
   const dir = path.join(userDataDir, 'User');
   fs.mkdirSync(dir, { recursive: true });
-  fs.writeFileSync(path.join(dir, 'settings.json'), JSON.stringify({
-    'chat.disableAIFeatures': true,
-    'chat.commandCenter.enabled': false,
-    'workbench.secondarySideBar.defaultVisibility': 'hidden',
-    'workbench.startupEditor': 'none',
-    'workbench.tips.enabled': false,
-    'workbench.enableExperiments': false,
-    'git.enabled': false,
-    'git.autoRepositoryDetection': false,
-    'update.mode': 'none',
-    'telemetry.telemetryLevel': 'off',
-    'extensions.autoUpdate': false,
-    'extensions.autoCheckUpdates': false,
-    'extensions.ignoreRecommendations': true,
-    'security.workspace.trust.enabled': false,
-  }, null, 2));
+  fs.writeFileSync(
+    path.join(dir, 'settings.json'),
+    JSON.stringify(
+      {
+        'chat.disableAIFeatures': true,
+        'chat.commandCenter.enabled': false,
+        'workbench.secondarySideBar.defaultVisibility': 'hidden',
+        'workbench.startupEditor': 'none',
+        'workbench.tips.enabled': false,
+        'workbench.enableExperiments': false,
+        'git.enabled': false,
+        'git.autoRepositoryDetection': false,
+        'update.mode': 'none',
+        'telemetry.telemetryLevel': 'off',
+        'extensions.autoUpdate': false,
+        'extensions.autoCheckUpdates': false,
+        'extensions.ignoreRecommendations': true,
+        'security.workspace.trust.enabled': false,
+      },
+      null,
+      2,
+    ),
+  );
 }
 
 /** `code-server --install-extension`, the way a user installs a .vsix. */
 export function installExtension({ hostDir, vsix, userDataDir, extensionsDir, configFile, env }) {
   const { node, entry } = hostPaths(hostDir);
   return new Promise((resolve, reject) => {
-    const child = spawn(node, [entry, '--config', configFile, '--user-data-dir', userDataDir, '--extensions-dir', extensionsDir, '--install-extension', vsix], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(
+      node,
+      [entry, '--config', configFile, '--user-data-dir', userDataDir, '--extensions-dir', extensionsDir, '--install-extension', vsix],
+      { env, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     let output = '';
-    child.stdout.on('data', (d) => { output += d; });
-    child.stderr.on('data', (d) => { output += d; });
-    const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`--install-extension did not finish in 120 s:\n${output}`)); }, 120_000);
+    child.stdout.on('data', (d) => {
+      output += d;
+    });
+    child.stderr.on('data', (d) => {
+      output += d;
+    });
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`--install-extension did not finish in 120 s:\n${output}`));
+    }, 120_000);
     child.on('exit', (code) => {
       clearTimeout(timer);
       if (code === 0) resolve(output);
@@ -73,27 +91,43 @@ export async function startCodeServer({ hostDir, env, userDataDir, extensionsDir
   const port = await freePort();
   fs.writeFileSync(configFile, 'auth: none\ncert: false\n');
   const log = fs.openSync(logFile, 'a');
-  const child = spawn(node, [
-    entry,
-    '--bind-addr', `127.0.0.1:${port}`,
-    '--config', configFile,
-    '--auth', 'none',
-    '--disable-telemetry',
-    '--disable-update-check',
-    '--disable-workspace-trust',
-    '--user-data-dir', userDataDir,
-    '--extensions-dir', extensionsDir,
-    // Without it a built workbench silently ignores the test payload.
-    '--vscode-option', 'enable-smoke-test-driver',
-  ], { env, stdio: ['ignore', 'pipe', log], detached: true });
+  const child = spawn(
+    node,
+    [
+      entry,
+      '--bind-addr',
+      `127.0.0.1:${port}`,
+      '--config',
+      configFile,
+      '--auth',
+      'none',
+      '--disable-telemetry',
+      '--disable-update-check',
+      '--disable-workspace-trust',
+      '--user-data-dir',
+      userDataDir,
+      '--extensions-dir',
+      extensionsDir,
+      // Without it a built workbench silently ignores the test payload.
+      '--vscode-option',
+      'enable-smoke-test-driver',
+    ],
+    { env, stdio: ['ignore', 'pipe', log], detached: true },
+  );
   fs.closeSync(log);
   const lines = readline.createInterface({ input: child.stdout });
   await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`code-server did not listen within 60 s; see ${logFile}`)), 60_000);
-    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`code-server exited with ${code}; see ${logFile}`)); });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`code-server exited with ${code}; see ${logFile}`));
+    });
     lines.on('line', (line) => {
       fs.appendFileSync(logFile, `${line}\n`);
-      if (line.includes('HTTP server listening on')) { clearTimeout(timer); resolve(); }
+      if (line.includes('HTTP server listening on')) {
+        clearTimeout(timer);
+        resolve();
+      }
     });
   });
   child.removeAllListeners('exit');
@@ -102,8 +136,18 @@ export async function startCodeServer({ hostDir, env, userDataDir, extensionsDir
     port,
     stop: async () => {
       // Only the group we started: code-server, its extension host and whatever they spawned.
-      try { process.kill(-child.pid, 'SIGTERM'); } catch { return; }
-      const timer = setTimeout(() => { try { process.kill(-child.pid, 'SIGKILL'); } catch { /* gone */ } }, 5000);
+      try {
+        process.kill(-child.pid, 'SIGTERM');
+      } catch {
+        return;
+      }
+      const timer = setTimeout(() => {
+        try {
+          process.kill(-child.pid, 'SIGKILL');
+        } catch {
+          /* gone */
+        }
+      }, 5000);
       await exited;
       clearTimeout(timer);
     },
@@ -125,13 +169,23 @@ export async function runSuite({ port, workspace, developmentPath, testsPath, ti
   const url = `http://127.0.0.1:${port}/?folder=${encodeURIComponent(workspace)}&payload=${encodeURIComponent(JSON.stringify(payload))}`;
   const browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
   });
   let watcher = null;
   try {
     const page = await browser.newPage({ viewport: { width: 1400, height: 860 } });
     let finish;
-    const exitCode = new Promise((resolve) => { finish = resolve; });
+    const exitCode = new Promise((resolve) => {
+      finish = resolve;
+    });
     // The extension host sends console arguments unformatted (mocha's '%s' templates).
     await page.exposeFunction('codeAutomationLog', (_level, args) => log(Array.isArray(args) ? format(...args) : String(args)));
     await page.exposeFunction('codeAutomationExit', (code) => finish(Number(code)));
@@ -147,16 +201,28 @@ export async function runSuite({ port, workspace, developmentPath, testsPath, ti
         const shot = name.slice(0, -'.request'.length);
         const target = screenshots.files[shot] ?? path.join(screenshots.dir, `${shot}.png`);
         fs.mkdirSync(path.dirname(target), { recursive: true });
-        widenSideBar(page).then(() => page.screenshot({ path: target })).then(
-          () => { fs.rmSync(path.join(screenshots.dir, name), { force: true }); fs.writeFileSync(path.join(screenshots.dir, `${shot}.done`), target); log(`screenshot ${shot} → ${target}`); },
-          (err) => log(`screenshot ${shot} failed: ${err.message}`),
-        ).finally(() => taking.delete(name));
+        widenSideBar(page)
+          .then(() => page.screenshot({ path: target }))
+          .then(
+            () => {
+              fs.rmSync(path.join(screenshots.dir, name), { force: true });
+              fs.writeFileSync(path.join(screenshots.dir, `${shot}.done`), target);
+              log(`screenshot ${shot} → ${target}`);
+            },
+            (err) => log(`screenshot ${shot} failed: ${err.message}`),
+          )
+          .finally(() => taking.delete(name));
       });
     }
     // Under load (several suites on two cores) the workbench can take longer than playwright's 30 s.
     await page.goto(url, { timeout: 180_000 });
     let timer;
-    const timeout = new Promise((resolve) => { timer = setTimeout(() => { log(`the suite did not finish within ${timeoutMs / 1000} s`); resolve(124); }, timeoutMs); });
+    const timeout = new Promise((resolve) => {
+      timer = setTimeout(() => {
+        log(`the suite did not finish within ${timeoutMs / 1000} s`);
+        resolve(124);
+      }, timeoutMs);
+    });
     const code = await Promise.race([exitCode, timeout]);
     clearTimeout(timer);
     return code;
@@ -189,18 +255,25 @@ function answerQuery(page, dir, name, busy) {
   const pressed = press ? page.keyboard.press(press) : Promise.resolve();
   const ready = pressed.then(() => (waitText ? target.waitFor({ state: 'visible', timeout: timeoutMs ?? 20_000 }) : undefined));
   const read = () => (html ? locator.evaluateAll((els) => els.map((e) => e.outerHTML)) : locator.allInnerTexts());
-  ready.then(() => (click ? target.click({ timeout: 10_000 }).then(() => read().catch(() => [])) : read())).then(
-    (texts) => JSON.stringify({ texts }),
-    (err) => JSON.stringify({ error: err.message }),
-  ).then((json) => {
-    fs.writeFileSync(`${answer}.tmp`, json);
-    fs.renameSync(`${answer}.tmp`, answer);
-  }).finally(() => busy.delete(name));
+  ready
+    .then(() => (click ? target.click({ timeout: 10_000 }).then(() => read().catch(() => [])) : read()))
+    .then(
+      (texts) => JSON.stringify({ texts }),
+      (err) => JSON.stringify({ error: err.message }),
+    )
+    .then((json) => {
+      fs.writeFileSync(`${answer}.tmp`, json);
+      fs.renameSync(`${answer}.tmp`, answer);
+    })
+    .finally(() => busy.delete(name));
 }
 
 /** Drags the side bar's edge so tree lines show whole in the picture (a fresh profile is narrow). */
 async function widenSideBar(page, width = 640) {
-  const box = await page.locator('.part.sidebar').boundingBox().catch(() => null);
+  const box = await page
+    .locator('.part.sidebar')
+    .boundingBox()
+    .catch(() => null);
   if (!box) return;
   const y = box.y + box.height / 2;
   await page.mouse.move(box.x + box.width + 1, y);

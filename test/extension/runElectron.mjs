@@ -32,18 +32,26 @@ async function main() {
       extensionTestsPath: path.join(root, 'out', 'test', 'extension', 'suite', 'index.js'),
       launchArgs: [workspace, '--disable-extensions', '--disable-workspace-trust', '--user-data-dir', path.join(tmp, 'user-data')],
       extensionTestsEnv: env,
-    }).then(() => 0, () => 1);
+    }).then(
+      () => 0,
+      () => 1,
+    );
   } finally {
     try {
       const { pid } = JSON.parse(fs.readFileSync(path.join(home, '.quantilica', 'agent.json'), 'utf8'));
       process.kill(pid, 'SIGTERM');
-    } catch { /* no agent left */ }
+    } catch {
+      /* no agent left */
+    }
     await postgres.stop();
     fs.rmSync(tmp, { recursive: true, force: true });
   }
 }
 
-main().then((status) => process.exit(status), (err) => {
-  process.stderr.write(`${err.stack ?? err.message}\n`);
-  process.exit(1);
-});
+main().then(
+  (status) => process.exit(status),
+  (err) => {
+    process.stderr.write(`${err.stack ?? err.message}\n`);
+    process.exit(1);
+  },
+);

@@ -32,7 +32,11 @@ function step(what, command, args) {
 
 /** The offline host: installs it on a fresh machine, finds the cached one otherwise. */
 function installHost() {
-  const output = execFileSync('bash', [path.join(root, 'test', 'extension', 'installHost.sh')], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  const output = execFileSync('bash', [path.join(root, 'test', 'extension', 'installHost.sh')], {
+    cwd: root,
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   return output.trim().split('\n').at(-1);
 }
 
@@ -41,7 +45,9 @@ function stopAgentOf(home) {
   try {
     const { pid } = JSON.parse(fs.readFileSync(path.join(home, '.quantilica', 'agent.json'), 'utf8'));
     process.kill(pid, 'SIGTERM');
-  } catch { /* none left */ }
+  } catch {
+    /* none left */
+  }
 }
 
 /** `git status` of the tree (null outside a git checkout): a test run must leave it as it found it. */
@@ -67,7 +73,11 @@ async function main() {
     if (status === 0 && only !== 'dev') status = await installedVsixSuite(hostDir, tmp, postgres.url, cleanups);
   } finally {
     for (const cleanup of cleanups.reverse()) {
-      try { await cleanup(); } catch (err) { log(`cleanup: ${err.message}`); }
+      try {
+        await cleanup();
+      } catch (err) {
+        log(`cleanup: ${err.message}`);
+      }
     }
     if (status === 0) fs.rmSync(tmp, { recursive: true, force: true });
     else log(`kept ${tmp} (logs of code-server and the agents)`);
@@ -90,9 +100,17 @@ async function developmentSuite(hostDir, tmp, databaseUrl, cleanups) {
   fs.mkdirSync(workspace, { recursive: true });
   writeUserSettings(userDataDir);
   const server = await startCodeServer({
-    hostDir, env, userDataDir, extensionsDir: path.join(dir, 'extensions'), configFile: path.join(dir, 'code-server.yaml'), logFile: path.join(dir, 'code-server.log'),
+    hostDir,
+    env,
+    userDataDir,
+    extensionsDir: path.join(dir, 'extensions'),
+    configFile: path.join(dir, 'code-server.yaml'),
+    logFile: path.join(dir, 'code-server.log'),
   });
-  cleanups.push(() => server.stop(), () => stopAgentOf(home));
+  cleanups.push(
+    () => server.stop(),
+    () => stopAgentOf(home),
+  );
   log(`code-server on port ${server.port}; running the suite`);
   return runSuite({
     port: server.port,
@@ -100,7 +118,12 @@ async function developmentSuite(hostDir, tmp, databaseUrl, cleanups) {
     developmentPath: root,
     testsPath: path.join(root, 'out', 'test', 'extension', 'suite', 'index.js'),
     timeoutMs: SUITE_TIMEOUT_MS,
-    screenshots: { dir: env.QUANTILICA_TEST_SCREENSHOTS, files: Object.fromEntries(['workbench', 'runs', 'run-log', 'schedule', 'station'].map((name) => [name, path.join(screenshotDir, `${name}.png`)])) },
+    screenshots: {
+      dir: env.QUANTILICA_TEST_SCREENSHOTS,
+      files: Object.fromEntries(
+        ['workbench', 'runs', 'run-log', 'schedule', 'station'].map((name) => [name, path.join(screenshotDir, `${name}.png`)]),
+      ),
+    },
     log,
   });
 }
@@ -121,11 +144,24 @@ async function installedVsixSuite(hostDir, tmp, databaseUrl, cleanups) {
   // installed copy from the .vsix.
   const probe = path.join(dir, 'probe-extension');
   fs.mkdirSync(probe, { recursive: true });
-  fs.writeFileSync(path.join(probe, 'package.json'), JSON.stringify({ name: 'vsix-probe', publisher: 'quantilica-test', version: '0.0.0', engines: { vscode: '*' } }));
+  fs.writeFileSync(
+    path.join(probe, 'package.json'),
+    JSON.stringify({ name: 'vsix-probe', publisher: 'quantilica-test', version: '0.0.0', engines: { vscode: '*' } }),
+  );
   const workspace = path.join(dir, 'workspace');
   fs.mkdirSync(workspace, { recursive: true });
-  const server = await startCodeServer({ hostDir, env: { ...env, QUANTILICA_TEST_EXTENSIONS_DIR: extensionsDir }, userDataDir, extensionsDir, configFile, logFile: path.join(dir, 'code-server.log') });
-  cleanups.push(() => server.stop(), () => stopAgentOf(home));
+  const server = await startCodeServer({
+    hostDir,
+    env: { ...env, QUANTILICA_TEST_EXTENSIONS_DIR: extensionsDir },
+    userDataDir,
+    extensionsDir,
+    configFile,
+    logFile: path.join(dir, 'code-server.log'),
+  });
+  cleanups.push(
+    () => server.stop(),
+    () => stopAgentOf(home),
+  );
   log(`installed ${path.basename(file)}; code-server on port ${server.port}; checking it activates`);
   return runSuite({
     port: server.port,

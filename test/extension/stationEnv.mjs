@@ -28,4 +28,3 @@ export function stationEnv(dir, databaseUrl) {
     },
   };
 }
-

@@ -35,11 +35,20 @@ export async function githubBed(serverUrl: string, options: SimulatorOptions): P
   const db = new PostgresGithubDb({ url: await newDatabase(serverUrl), logger: memoryLogger() });
   await migrateGithub(db);
   const store = new GithubStore(db);
-  return { sim, store, url, close: async () => { await sim.stop(); await db.close(); } };
+  return {
+    sim,
+    store,
+    url,
+    close: async () => {
+      await sim.stop();
+      await db.close();
+    },
+  };
 }
 
 /** Rows stored, per table. */
 export async function storedCounts(store: GithubStore): Promise<{ pullRequests: number; runs: number; jobs: number }> {
-  const count = async (table: string) => Number((await store.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM github.${table}`))[0].n);
+  const count = async (table: string) =>
+    Number((await store.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM github.${table}`))[0].n);
   return { pullRequests: await count('pull_request'), runs: await count('workflow_run'), jobs: await count('workflow_job') };
 }

@@ -116,11 +116,21 @@ export function runCli(t: TestEnv | NodeJS.ProcessEnv, args: string[], timeoutMs
     const child = spawn(process.execPath, [AGENT_JS, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d: Buffer) => { stdout += d.toString(); });
-    child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
-    const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`quantilica ${args.join(' ')} did not end within ${timeoutMs} ms; stderr: ${stderr}`)); }, timeoutMs);
+    child.stdout.on('data', (d: Buffer) => {
+      stdout += d.toString();
+    });
+    child.stderr.on('data', (d: Buffer) => {
+      stderr += d.toString();
+    });
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`quantilica ${args.join(' ')} did not end within ${timeoutMs} ms; stderr: ${stderr}`));
+    }, timeoutMs);
     child.on('error', reject);
-    child.on('close', (code, signal) => { clearTimeout(timer); resolve({ code, signal, stdout, stderr }); });
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
   });
 }
 
@@ -128,13 +138,21 @@ export function runCli(t: TestEnv | NodeJS.ProcessEnv, args: string[], timeoutMs
 export async function startAgent(t: TestEnv, extraArgs: string[] = []): Promise<{ child: ChildProcess; stderr: () => string }> {
   const child = spawn(process.execPath, [AGENT_JS, 'agent', ...extraArgs], { env: t.env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
-  child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
+  child.stderr.on('data', (d: Buffer) => {
+    stderr += d.toString();
+  });
   const lines = readline.createInterface({ input: child.stdout });
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`agent not ready within 30 s; stderr: ${stderr}`)), 30000);
-    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`agent exited with ${code} before ready; stderr: ${stderr}`)); });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`agent exited with ${code} before ready; stderr: ${stderr}`));
+    });
     lines.on('line', (line) => {
-      if (line.includes('"ready":true')) { clearTimeout(timer); resolve(); }
+      if (line.includes('"ready":true')) {
+        clearTimeout(timer);
+        resolve();
+      }
     });
   });
   child.removeAllListeners('exit');

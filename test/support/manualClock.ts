@@ -29,7 +29,11 @@ export class ManualClock implements Clock {
   setTimer(fn: () => void, ms: number): Timer {
     const p: Pending = { at: this.elapsed + Math.max(0, ms), seq: this.seq++, fn, cancelled: false };
     this.pending.push(p);
-    return { cancel: () => { p.cancelled = true; } };
+    return {
+      cancel: () => {
+        p.cancelled = true;
+      },
+    };
   }
 
   /** Lets `ms` pass, running each timer at its own time, in order (timers set meanwhile included). */
@@ -38,7 +42,8 @@ export class ManualClock implements Clock {
     for (;;) {
       this.pending = this.pending.filter((p) => !p.cancelled);
       let next: Pending | null = null;
-      for (const p of this.pending) if (p.at <= end && (next === null || p.at < next.at || (p.at === next.at && p.seq < next.seq))) next = p;
+      for (const p of this.pending)
+        if (p.at <= end && (next === null || p.at < next.at || (p.at === next.at && p.seq < next.seq))) next = p;
       if (next === null) break;
       this.pending.splice(this.pending.indexOf(next), 1);
       this.elapsed = next.at;

@@ -12,9 +12,13 @@ export function holdCatalog(logFile: string, pool: FetcherSpec['pool'] = 'heavy-
 }
 
 export function pgStation(url: string, station: string, fetchers: FetcherSpec[], extra: Record<string, string> = {}): TestEnv {
-  return makeTestEnv(fetchers, { QUANTILICA_SLOT_BACKEND: 'postgres', QUANTILICA_SLOT_DATABASE_URL: url, QUANTILICA_STATION: station, ...extra });
+  return makeTestEnv(fetchers, {
+    QUANTILICA_SLOT_BACKEND: 'postgres',
+    QUANTILICA_SLOT_DATABASE_URL: url,
+    QUANTILICA_STATION: station,
+    ...extra,
+  });
 }
-
 
 /**
  * An observer independent of the agents: its own connection, polling PostgreSQL's lock table for the
@@ -27,7 +31,10 @@ export class SlotObserver {
   private loop: Promise<void> | null = null;
   private readonly client: pg.Client;
 
-  constructor(url: string, private readonly pool: string) {
+  constructor(
+    url: string,
+    private readonly pool: string,
+  ) {
     this.client = new pg.Client({ connectionString: url });
     this.client.on('error', () => {});
   }
@@ -46,8 +53,11 @@ export class SlotObserver {
 
   /** The pool's advisory locks held now, from pg_locks (what PostgreSQL itself counts). */
   async locks(): Promise<number> {
-    const r = await this.client.query<{ n: string }>(`SELECT count(*) AS n FROM pg_locks l JOIN core.pool p ON l.classid = p.lock_key::oid
-      WHERE p.name = $1 AND l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted`, [this.pool]);
+    const r = await this.client.query<{ n: string }>(
+      `SELECT count(*) AS n FROM pg_locks l JOIN core.pool p ON l.classid = p.lock_key::oid
+      WHERE p.name = $1 AND l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted`,
+      [this.pool],
+    );
     return Number(r.rows[0].n);
   }
 

@@ -67,7 +67,11 @@ async function freshDatabase(serverUrl: string, stopServer: () => Promise<void>)
 }
 
 async function admin(serverUrl: string, sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: serverUrl, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, query_timeout: QUERY_TIMEOUT_MS });
+  const client = new pg.Client({
+    connectionString: serverUrl,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    query_timeout: QUERY_TIMEOUT_MS,
+  });
   client.on('error', () => {});
   await client.connect();
   try {
@@ -109,15 +113,22 @@ async function startEmbeddedCluster(durable: boolean, maxConnections = 200): Pro
     createPostgresUser: isRoot,
     initdbFlags: ['--encoding=UTF8', '--no-sync'],
     postgresFlags: [
-      '-c', 'listen_addresses=127.0.0.1',
+      '-c',
+      'listen_addresses=127.0.0.1',
       // TCP only: no socket file in a directory the postgres user may not own.
-      '-c', 'unix_socket_directories=',
-      '-c', `max_connections=${maxConnections}`,
+      '-c',
+      'unix_socket_directories=',
+      '-c',
+      `max_connections=${maxConnections}`,
       ...(maxConnections < 200 ? ['-c', 'superuser_reserved_connections=0'] : []),
       ...(durable ? [] : ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off']),
     ],
-    onLog: (message: string) => { log.push(message); },
-    onError: (message: unknown) => { log.push(String(message)); },
+    onLog: (message: string) => {
+      log.push(message);
+    },
+    onError: (message: unknown) => {
+      log.push(String(message));
+    },
   });
   try {
     await server.initialise();

@@ -60,30 +60,49 @@ export interface RunningPrometheus {
 export async function startPrometheus(tools: PrometheusTools, target: string, dir: string): Promise<RunningPrometheus> {
   const port = await freePort();
   const config = path.join(dir, 'prometheus.yml');
-  fs.writeFileSync(config, [
-    'global:', '  scrape_interval: 1s', '  scrape_timeout: 1s',
-    'scrape_configs:', '  - job_name: quantilica', '    static_configs:', `      - targets: ['${target}']`, '',
-  ].join('\n'));
-  const child: ChildProcess = spawn(tools.prometheus, [
-    `--config.file=${config}`, `--storage.tsdb.path=${path.join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`,
-  ], { stdio: ['ignore', 'ignore', 'pipe'] });
+  fs.writeFileSync(
+    config,
+    [
+      'global:',
+      '  scrape_interval: 1s',
+      '  scrape_timeout: 1s',
+      'scrape_configs:',
+      '  - job_name: quantilica',
+      '    static_configs:',
+      `      - targets: ['${target}']`,
+      '',
+    ].join('\n'),
+  );
+  const child: ChildProcess = spawn(
+    tools.prometheus,
+    [`--config.file=${config}`, `--storage.tsdb.path=${path.join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
   let log = '';
-  child.stderr?.on('data', (d: Buffer) => { log = (log + d.toString()).slice(-20_000); });
+  child.stderr?.on('data', (d: Buffer) => {
+    log = (log + d.toString()).slice(-20_000);
+  });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const url = `http://127.0.0.1:${port}`;
-  await waitFor(async () => {
-    if (child.exitCode !== null) throw new Error(`prometheus exited ${child.exitCode}: ${log}`);
-    try {
-      return (await fetch(`${url}/-/ready`)).status === 200;
-    } catch {
-      return false;
-    }
-  }, { what: 'prometheus to be ready (/-/ready)', timeoutMs: 60_000, intervalMs: 100 });
+  await waitFor(
+    async () => {
+      if (child.exitCode !== null) throw new Error(`prometheus exited ${child.exitCode}: ${log}`);
+      try {
+        return (await fetch(`${url}/-/ready`)).status === 200;
+      } catch {
+        return false;
+      }
+    },
+    { what: 'prometheus to be ready (/-/ready)', timeoutMs: 60_000, intervalMs: 100 },
+  );
   return {
     url,
     query: async (expr) => {
       const res = await fetch(`${url}/api/v1/query?query=${encodeURIComponent(expr)}`);
-      const body = await res.json() as { status: string; data?: { result: Array<{ metric: Record<string, string>; value: [number, string] }> } };
+      const body = (await res.json()) as {
+        status: string;
+        data?: { result: Array<{ metric: Record<string, string>; value: [number, string] }> };
+      };
       if (body.status !== 'success' || !body.data) throw new Error(`query ${expr}: ${JSON.stringify(body)}`);
       return body.data.result;
     },

@@ -18,7 +18,10 @@ import type { NewTelemetryEvent } from '../../agent/telemetry/telemetrySink';
 export function deferred<T>(): { promise: Promise<T>; resolve(value: T): void; reject(err: unknown): void } {
   let resolve!: (value: T) => void;
   let reject!: (err: unknown) => void;
-  const promise = new Promise<T>((res, rej) => { resolve = res; reject = rej; });
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
   return { promise, resolve, reject };
 }
 
@@ -35,11 +38,20 @@ export class FakeGate implements StartGate {
   waitToStart(request: GateRequest, signal: AbortSignal): Promise<void> {
     return new Promise((resolve, reject) => {
       signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true });
-      this.waiting.set(request.runId, { open: () => { this.waiting.delete(request.runId); resolve(); } });
+      this.waiting.set(request.runId, {
+        open: () => {
+          this.waiting.delete(request.runId);
+          resolve();
+        },
+      });
     });
   }
-  runStarted(request: GateRequest): void { this.started.push(request.runId); }
-  runEnded(runId: string): void { this.ended.push(runId); }
+  runStarted(request: GateRequest): void {
+    this.started.push(request.runId);
+  }
+  runEnded(runId: string): void {
+    this.ended.push(runId);
+  }
 }
 
 /** A pool whose slots the test grants; records what was handed back. */
@@ -54,20 +66,35 @@ export class FakeSlots implements SlotSource {
         onPosition,
         grant: (index: number): HeldSlot => {
           this.waiters.splice(this.waiters.indexOf(waiter), 1);
-          const slot: HeldSlot = { index, lock: { fd: 100 + index, writeRecord: () => {}, closeOwnCopy: () => { this.closed.push(index); } } };
+          const slot: HeldSlot = {
+            index,
+            lock: {
+              fd: 100 + index,
+              writeRecord: () => {},
+              closeOwnCopy: () => {
+                this.closed.push(index);
+              },
+            },
+          };
           resolve(slot);
           return slot;
         },
       };
-      signal.addEventListener('abort', () => {
-        const i = this.waiters.indexOf(waiter);
-        if (i >= 0) this.waiters.splice(i, 1);
-        reject(signal.reason as Error);
-      }, { once: true });
+      signal.addEventListener(
+        'abort',
+        () => {
+          const i = this.waiters.indexOf(waiter);
+          if (i >= 0) this.waiters.splice(i, 1);
+          reject(signal.reason as Error);
+        },
+        { once: true },
+      );
       this.waiters.push(waiter);
     });
   }
-  released(): void { this.releasedCount += 1; }
+  released(): void {
+    this.releasedCount += 1;
+  }
   /** Tells every queued run its position, `ahead` places behind where it is (as after grants elsewhere). */
   reportPositions(ahead = 0): void {
     this.waiters.forEach((w, i) => w.onPosition(i + 1 + ahead));
@@ -79,7 +106,12 @@ export class FakeSlots implements SlotSource {
   }
 }
 
-interface FakeProcess { pid: number; opts: SpawnOptions; exit(info: ExitInfo): void; signals: NodeJS.Signals[] }
+interface FakeProcess {
+  pid: number;
+  opts: SpawnOptions;
+  exit(info: ExitInfo): void;
+  signals: NodeJS.Signals[];
+}
 
 /** Processes that exist only here: spawns wait for `holdSpawns`, exits and signals are the test's. */
 export class FakeSpawner implements RunSpawner {
@@ -97,7 +129,11 @@ export class FakeSpawner implements RunSpawner {
     this.processes.push({ pid, opts, exit: (info) => ended.resolve(info), signals: [] });
     return { pid, startTime: 42, exited: ended.promise };
   }
-  watch(group: { pgid: number; runId: string }, statusFile: string, exited: Promise<ExitInfo> | null): { ended: Promise<ExitInfo>; stop(): void } {
+  watch(
+    group: { pgid: number; runId: string },
+    statusFile: string,
+    exited: Promise<ExitInfo> | null,
+  ): { ended: Promise<ExitInfo>; stop(): void } {
     const adopted = deferred<ExitInfo>();
     if (exited === null) {
       const recorded = this.statusFiles.get(statusFile);
@@ -112,13 +148,19 @@ export class FakeSpawner implements RunSpawner {
     proc?.signals.push(signal);
     return proc !== undefined;
   }
-  members(): number[] { return []; }
+  members(): number[] {
+    return [];
+  }
   findGroup(runId: string): { runId: string; pgid: number; startTime: number } | null {
     const pgid = this.groups.get(runId);
     return pgid === undefined ? null : { runId, pgid, startTime: 7 };
   }
-  ownerAlive(run: StoredRun): boolean { return this.liveOwners.has(run.ownerPid); }
-  readStatus(statusFile: string): ExitInfo { return this.statusFiles.get(statusFile) ?? { exitCode: null, signal: null, unknown: true }; }
+  ownerAlive(run: StoredRun): boolean {
+    return this.liveOwners.has(run.ownerPid);
+  }
+  readStatus(statusFile: string): ExitInfo {
+    return this.statusFiles.get(statusFile) ?? { exitCode: null, signal: null, unknown: true };
+  }
   of(runId: string): FakeProcess {
     const proc = this.processes.find((p) => p.opts.env.QUANTILICA_RUN_ID === runId);
     if (!proc) throw new Error(`run ${runId} was not spawned`);
@@ -132,7 +174,9 @@ export class FakeJournal implements RunJournal {
   readonly commits: Array<{ run: StoredRun; event: NewTelemetryEvent | null }> = [];
   readonly events: NewTelemetryEvent[] = [];
   private held: Array<() => void> | null = null;
-  hold(): void { this.held ??= []; }
+  hold(): void {
+    this.held ??= [];
+  }
   release(): void {
     const held = this.held ?? [];
     this.held = null;
@@ -146,18 +190,33 @@ export class FakeJournal implements RunJournal {
     });
   }
   record(event: NewTelemetryEvent): Promise<void> {
-    return this.later(() => { this.events.push(event); });
+    return this.later(() => {
+      this.events.push(event);
+    });
   }
-  get(runId: string): StoredRun | null { return this.runs.get(runId) ?? null; }
-  active(): StoredRun[] { return [...this.runs.values()].filter((r) => r.status === 'waiting' || r.status === 'running'); }
-  statesOf(runId: string): string[] { return this.commits.filter((c) => c.run.runId === runId).map((c) => c.run.status + (c.run.reason ? `(${c.run.reason})` : '')); }
-  eventsOf(runId: string): string[] { return this.events.filter((e) => e.runId === runId).map((e) => e.event); }
+  get(runId: string): StoredRun | null {
+    return this.runs.get(runId) ?? null;
+  }
+  active(): StoredRun[] {
+    return [...this.runs.values()].filter((r) => r.status === 'waiting' || r.status === 'running');
+  }
+  statesOf(runId: string): string[] {
+    return this.commits.filter((c) => c.run.runId === runId).map((c) => c.run.status + (c.run.reason ? `(${c.run.reason})` : ''));
+  }
+  eventsOf(runId: string): string[] {
+    return this.events.filter((e) => e.runId === runId).map((e) => e.event);
+  }
   private later(write: () => void): Promise<void> {
     if (this.held === null) {
       write();
       return Promise.resolve();
     }
-    return new Promise((resolve) => this.held!.push(() => { write(); resolve(); }));
+    return new Promise((resolve) =>
+      this.held!.push(() => {
+        write();
+        resolve();
+      }),
+    );
   }
 }
 
@@ -188,8 +247,20 @@ export function managerBed(): ManagerBed {
   const journal = new FakeJournal();
   const published: RunInfo[] = [];
   const manager = new RunManager({
-    config: { logDir: path.join(root, 'logs'), dataDir: root, homeDir: root, heartbeatSeconds: 3600, cancelGraceSeconds: 3600, logCapBytes: 1 << 20 },
-    catalog: { resolve: (name) => { if (name !== 'fetch') throw new Error(`unknown ${name}`); return ENTRY; } },
+    config: {
+      logDir: path.join(root, 'logs'),
+      dataDir: root,
+      homeDir: root,
+      heartbeatSeconds: 3600,
+      cancelGraceSeconds: 3600,
+      logCapBytes: 1 << 20,
+    },
+    catalog: {
+      resolve: (name) => {
+        if (name !== 'fetch') throw new Error(`unknown ${name}`);
+        return ENTRY;
+      },
+    },
     pools: new Map([['heavy-io', slots]]),
     poolOf: (entry) => entry.pool,
     gate,
@@ -217,5 +288,15 @@ export function managerBed(): ManagerBed {
     await settle();
     return run;
   };
-  return { manager, pastGate, running, gate, slots, spawner, journal, published, close: () => fs.rmSync(root, { recursive: true, force: true }) };
+  return {
+    manager,
+    pastGate,
+    running,
+    gate,
+    slots,
+    spawner,
+    journal,
+    published,
+    close: () => fs.rmSync(root, { recursive: true, force: true }),
+  };
 }

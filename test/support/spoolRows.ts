@@ -1,7 +1,11 @@
 import Database from 'better-sqlite3';
 import * as fs from 'node:fs';
 
-export interface SpoolRowSeen { eventId: string; runId: string; event: string }
+export interface SpoolRowSeen {
+  eventId: string;
+  runId: string;
+  event: string;
+}
 
 /** Every event in a spool file, read with a plain read-only SQLite connection (as an operator would). */
 export function spoolRowsIn(file: string): SpoolRowSeen[] {

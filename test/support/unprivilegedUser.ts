@@ -21,10 +21,11 @@ export function createUnprivilegedUser(prefix: string): UnprivilegedUser {
     name,
     uid,
     gid,
-    spawn: (command, args, options = {}) => spawn('setpriv', ['--reuid', String(uid), '--regid', String(gid), '--clear-groups', '--', command, ...args], {
-      ...options,
-      env: { PATH: process.env.PATH, HOME: '/', ...options.env },
-    }),
+    spawn: (command, args, options = {}) =>
+      spawn('setpriv', ['--reuid', String(uid), '--regid', String(gid), '--clear-groups', '--', command, ...args], {
+        ...options,
+        env: { PATH: process.env.PATH, HOME: '/', ...options.env },
+      }),
     /** The caller ends the processes it spawned (by their pid) first. */
     remove: () => execFileSync('userdel', [name], { stdio: 'ignore' }),
   };

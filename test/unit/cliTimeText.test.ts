@@ -33,7 +33,14 @@ const schedule: ScheduleStatus = {
   paused: false,
   catchUp: false,
   entries: [
-    { fetcher: 'comex', cron: '15 18 * * *', timezone: null, nextDue: '2026-12-01T18:15:00Z', paused: false, lastRunAt: '2026-11-30T18:15:00Z' },
+    {
+      fetcher: 'comex',
+      cron: '15 18 * * *',
+      timezone: null,
+      nextDue: '2026-12-01T18:15:00Z',
+      paused: false,
+      lastRunAt: '2026-11-30T18:15:00Z',
+    },
     { fetcher: 'anac', cron: '0 1 * * *', timezone: 'UTC', nextDue: '2026-12-02T01:00:00Z', paused: true, lastRunAt: null },
     { fetcher: 'sidra', cron: null, timezone: null, nextDue: null, paused: false, lastRunAt: null },
   ],
@@ -47,7 +54,10 @@ test('the schedule shows moments in NEXT and LAST, spans in IN and AGO, and a fo
   assert.match(table, /^2026-12-01 15:15 -03\s+15 min\s+2026-11-30 15:15 -03\s+23 h 45 min\s+comex\s+15 18 \* \* \*$/m);
   assert.match(table, /^paused\s+-\s+never\s+-\s+anac\s+0 1 \* \* \* \(UTC\)$/m);
   assert.match(table, /^not scheduled\s+-\s+never\s+-\s+sidra\s+-$/m);
-  assert.match(table, /\n3 fetchers: 1 will run at their NEXT time, 1 paused, 1 without a schedule \(run by hand only\); catch-up off: times missed while no agent ran are skipped\.\n$/);
+  assert.match(
+    table,
+    /\n3 fetchers: 1 will run at their NEXT time, 1 paused, 1 without a schedule \(run by hand only\); catch-up off: times missed while no agent ran are skipped\.\n$/,
+  );
   assert.doesNotMatch(table, /\d{4}-\d\d-\d\dT|\bago\b|\bPM\b|\bAM\b/, 'no ISO time, no "ago", no 12-hour clock');
 
   const whole = formatScheduleTable({ ...schedule, paused: true, catchUp: true }, NOW);
@@ -57,9 +67,22 @@ test('the schedule shows moments in NEXT and LAST, spans in IN and AGO, and a fo
 
 test('runs show when they started as a moment, in the zone of the machine', () => {
   const run: RunInfo = {
-    runId: 'r1', fetcher: 'comex', pool: 'heavy-io', status: 'completed', trigger: 'schedule', args: [],
-    enqueuedAt: '2026-12-01T17:59:00Z', startedAt: '2026-12-01T17:59:20Z', finishedAt: '2026-12-01T17:59:50Z',
-    slot: 0, pid: 1, exitCode: 0, signal: null, reason: null, wait: null, logPath: null,
+    runId: 'r1',
+    fetcher: 'comex',
+    pool: 'heavy-io',
+    status: 'completed',
+    trigger: 'schedule',
+    args: [],
+    enqueuedAt: '2026-12-01T17:59:00Z',
+    startedAt: '2026-12-01T17:59:20Z',
+    finishedAt: '2026-12-01T17:59:50Z',
+    slot: 0,
+    pid: 1,
+    exitCode: 0,
+    signal: null,
+    reason: null,
+    wait: null,
+    logPath: null,
   };
   process.env.TZ = 'UTC';
   assert.match(formatRunsTable([run], false, NOW), /^r1\s+comex\s+heavy-io\s+completed\s+0\s+2026-12-01 17:59 UTC\s+30 s\s+schedule/m);

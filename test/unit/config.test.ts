@@ -18,11 +18,14 @@ test('defaults follow the seed', () => {
 });
 
 test('a bad value names the variable, the value and what is allowed', () => {
-  assert.throws(() => loadConfig({ ...base, CRON_POOL_HEAVY_IO_SLOTS: 'three' }), (err: unknown) => {
-    assert.ok(err instanceof ConfigError);
-    assert.match(err.message, /CRON_POOL_HEAVY_IO_SLOTS="three": allowed: a whole number from 1 to 256/);
-    return true;
-  });
+  assert.throws(
+    () => loadConfig({ ...base, CRON_POOL_HEAVY_IO_SLOTS: 'three' }),
+    (err: unknown) => {
+      assert.ok(err instanceof ConfigError);
+      assert.match(err.message, /CRON_POOL_HEAVY_IO_SLOTS="three": allowed: a whole number from 1 to 256/);
+      return true;
+    },
+  );
   assert.throws(() => loadConfig({ ...base, CRON_USE_POOLS: 'maybe' }), /CRON_USE_POOLS="maybe": allowed: true, false/);
   assert.throws(() => loadConfig({ ...base, DATA_DIR: 'relative/dir' }), /DATA_DIR="relative\/dir": allowed: an absolute path/);
 });

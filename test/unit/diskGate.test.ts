@@ -28,19 +28,29 @@ function tempDir(t: { after(fn: () => void): void }): string {
 /** A run at the gate, recording what the gate told it and how it ended. */
 function arrive(gate: DiskGate, request: GateRequest, signal = new AbortController().signal) {
   const run = { reasons: [] as WaitReason[], admitted: false, refused: null as unknown, done: Promise.resolve() };
-  run.done = gate.waitToStart(request, signal, (r) => run.reasons.push(r)).then(
-    () => { run.admitted = true; },
-    (err: unknown) => { run.refused = err; },
-  );
+  run.done = gate
+    .waitToStart(request, signal, (r) => run.reasons.push(r))
+    .then(
+      () => {
+        run.admitted = true;
+      },
+      (err: unknown) => {
+        run.refused = err;
+      },
+    );
   return run;
 }
 
 const req = (runId: string, fetcher: string, expectedBytes: number | null = null): GateRequest => ({ runId, fetcher, expectedBytes });
 
 function hubRecorder() {
-  const hub = new StateHub(() => { throw new Error('snapshot not used in this test'); });
+  const hub = new StateHub(() => {
+    throw new Error('snapshot not used in this test');
+  });
   const disk: DiskStatus[] = [];
-  hub.onChange((p: ChangedParams) => { if (p.change.kind === 'disk') disk.push(p.change.disk); });
+  hub.onChange((p: ChangedParams) => {
+    if (p.change.kind === 'disk') disk.push(p.change.disk);
+  });
   return { hub, disk };
 }
 
@@ -107,7 +117,10 @@ test('a run that can never fit fails at once with admission-impossible and the n
   await big.done;
   assert.ok(big.refused instanceof RunRefusedError, `refused with ${String(big.refused)}`);
   assert.equal(big.refused.reason, 'admission-impossible');
-  assert.match(big.refused.message, /run expects [\d.]+ GB .*holds [\d.]+ GB in total and the gate keeps 0.001 GB free \(CRON_DISK_PAUSE_GB\): at most [\d.]+ GB can ever be admitted/);
+  assert.match(
+    big.refused.message,
+    /run expects [\d.]+ GB .*holds [\d.]+ GB in total and the gate keeps 0.001 GB free \(CRON_DISK_PAUSE_GB\): at most [\d.]+ GB can ever be admitted/,
+  );
   await waitFor(() => next.admitted, { what: 'the next run to start' });
   assert.equal(gate.waiting(), 0);
 });
@@ -171,9 +184,18 @@ test('a flag left from before is removed when a fresh measurement says ok, and w
 test('disk changes are published on a change that matters, not on every identical poll', async (t) => {
   let free = 50 * BYTES_PER_GB;
   let calls = 0;
-  const probe: DiskProbe = () => { calls += 1; return Promise.resolve({ freeBytes: free, totalBytes: 100 * BYTES_PER_GB }); };
+  const probe: DiskProbe = () => {
+    calls += 1;
+    return Promise.resolve({ freeBytes: free, totalBytes: 100 * BYTES_PER_GB });
+  };
   const { hub, disk } = hubRecorder();
-  const gate = new DiskGate({ dataDir: tempDir(t), disk: { ...tiny, warnGb: 25, pauseGb: 10, resumeGb: 35 }, logger: memoryLogger(), hub, probe });
+  const gate = new DiskGate({
+    dataDir: tempDir(t),
+    disk: { ...tiny, warnGb: 25, pauseGb: 10, resumeGb: 35 },
+    logger: memoryLogger(),
+    hub,
+    probe,
+  });
   t.after(() => gate.close());
   await gate.start();
   await waitFor(() => calls >= 5, { what: 'five polls' });

@@ -18,14 +18,21 @@ test('at most N at once, outcomes in completion order, a throwing task is an out
   // Released in reverse order, so completion order differs from start order.
   const gates = new Map<number, () => void>();
   const items = [1, 2, 3, 4, 5, 6, 7];
-  const done = runBounded(items, { concurrency: 3, timeoutMs: 10_000, mayStart: () => true }, async (n) => {
-    live += 1;
-    peak = Math.max(peak, live);
-    await new Promise<void>((resolve) => gates.set(n, resolve));
-    live -= 1;
-    if (n === 2) throw new Error('boom');
-    return n * 10;
-  }, (n, outcome) => { order.push([n, outcome.kind]); });
+  const done = runBounded(
+    items,
+    { concurrency: 3, timeoutMs: 10_000, mayStart: () => true },
+    async (n) => {
+      live += 1;
+      peak = Math.max(peak, live);
+      await new Promise<void>((resolve) => gates.set(n, resolve));
+      live -= 1;
+      if (n === 2) throw new Error('boom');
+      return n * 10;
+    },
+    (n, outcome) => {
+      order.push([n, outcome.kind]);
+    },
+  );
   for (let released = 0; released < items.length;) {
     await new Promise((resolve) => setImmediate(resolve));
     const open = [...gates.keys()].sort((a, b) => b - a)[0];
@@ -37,28 +44,66 @@ test('at most N at once, outcomes in completion order, a throwing task is an out
   await done;
   assert.equal(peak, 3);
   assert.deepEqual(order.map(([n]) => n).sort(), items);
-  assert.notDeepEqual(order.map(([n]) => n), items);
-  assert.deepEqual(order.find(([n]) => n === 2), [2, 'failed']);
+  assert.notDeepEqual(
+    order.map(([n]) => n),
+    items,
+  );
+  assert.deepEqual(
+    order.find(([n]) => n === 2),
+    [2, 'failed'],
+  );
   assert.equal(order.filter(([, k]) => k === 'done').length, 6);
 });
 
 test('stop: when mayStart turns false, started tasks finish and the rest are reported not started', async () => {
   let stop = false;
   const outcomes = new Map<number, string>();
-  await runBounded([1, 2, 3, 4, 5, 6], { concurrency: 2, timeoutMs: 10_000, mayStart: () => !stop }, async (n) => {
-    if (n === 2) stop = true; // task 2 meets the rate limit while task 1 is still in flight
-    else await new Promise((resolve) => setTimeout(resolve, 20));
-    return n;
-  }, (n, outcome) => { outcomes.set(n, outcome.kind); });
-  assert.deepEqual([...outcomes.entries()].sort((a, b) => a[0] - b[0]), [[1, 'done'], [2, 'done'], [3, 'not-started'], [4, 'not-started'], [5, 'not-started'], [6, 'not-started']]);
+  await runBounded(
+    [1, 2, 3, 4, 5, 6],
+    { concurrency: 2, timeoutMs: 10_000, mayStart: () => !stop },
+    async (n) => {
+      if (n === 2)
+        stop = true; // task 2 meets the rate limit while task 1 is still in flight
+      else await new Promise((resolve) => setTimeout(resolve, 20));
+      return n;
+    },
+    (n, outcome) => {
+      outcomes.set(n, outcome.kind);
+    },
+  );
+  assert.deepEqual(
+    [...outcomes.entries()].sort((a, b) => a[0] - b[0]),
+    [
+      [1, 'done'],
+      [2, 'done'],
+      [3, 'not-started'],
+      [4, 'not-started'],
+      [5, 'not-started'],
+      [6, 'not-started'],
+    ],
+  );
 });
 
 test('a task past its timeout is aborted and reported timed out', async () => {
   let aborted = false;
   const outcomes: Array<TaskOutcome<number>> = [];
-  await runBounded([1], { concurrency: 1, timeoutMs: 50, mayStart: () => true }, (_n, signal) => new Promise<number>((_resolve, reject) => {
-    signal.addEventListener('abort', () => { aborted = true; reject(new Error('aborted')); });
-  }), (_n, o) => { outcomes.push(o); });
+  await runBounded(
+    [1],
+    { concurrency: 1, timeoutMs: 50, mayStart: () => true },
+    (_n, signal) =>
+      new Promise<number>((_resolve, reject) => {
+        signal.addEventListener('abort', () => {
+          aborted = true;
+          reject(new Error('aborted'));
+        });
+      }),
+    (_n, o) => {
+      outcomes.push(o);
+    },
+  );
   assert.equal(aborted, true);
-  assert.deepEqual(outcomes.map((o) => ({ kind: o.kind, timedOut: o.kind === 'failed' && o.timedOut })), [{ kind: 'failed', timedOut: true }]);
+  assert.deepEqual(
+    outcomes.map((o) => ({ kind: o.kind, timedOut: o.kind === 'failed' && o.timedOut })),
+    [{ kind: 'failed', timedOut: true }],
+  );
 });

@@ -4,7 +4,11 @@ import { BudgetTracker } from '../../agent/github/budgetTracker';
 import { RateLimitedError, secondaryBackoffMs } from '../../agent/github/rateLimited';
 
 const headers = (remaining: number, reset: number, resource = 'core', date?: string) => ({
-  'x-ratelimit-remaining': String(remaining), 'x-ratelimit-limit': '5000', 'x-ratelimit-reset': String(reset), 'x-ratelimit-resource': resource, ...(date ? { date } : {}),
+  'x-ratelimit-remaining': String(remaining),
+  'x-ratelimit-limit': '5000',
+  'x-ratelimit-reset': String(reset),
+  'x-ratelimit-resource': resource,
+  ...(date ? { date } : {}),
 });
 
 test('the preventive pause: below 2 x cost the budget refuses to send, until its reset', () => {
@@ -14,7 +18,10 @@ test('the preventive pause: below 2 x cost the budget refuses to send, until its
   t.observe(headers(3, reset));
   t.reserve('core'); // 3 left: sends, 2 left
   t.reserve('core'); // 2 left: sends, 1 left
-  assert.throws(() => t.reserve('core'), (e: unknown) => e instanceof RateLimitedError && e.kind === 'preventive' && e.until === reset * 1000);
+  assert.throws(
+    () => t.reserve('core'),
+    (e: unknown) => e instanceof RateLimitedError && e.kind === 'preventive' && e.until === reset * 1000,
+  );
   t.reserve('graphql'); // another budget is not affected
   now = reset * 1000 + 1;
   t.reserve('core');

@@ -11,7 +11,7 @@ import { SpawnerExit } from '../../agent/helperExitCodes';
 const REPO = path.resolve(__dirname, '..', '..', '..');
 const read = (file: string) => fs.readFileSync(path.join(REPO, file), 'utf8');
 
-test('the native spawner\'s exit codes have the same names and values in the C file and in agent/helperExitCodes.ts', () => {
+test("the native spawner's exit codes have the same names and values in the C file and in agent/helperExitCodes.ts", () => {
   const c = read('agent/native/quantilica-spawner.c');
   const defined = Object.fromEntries([...c.matchAll(/^#define SPAWNER_EXIT_([A-Z_]+) (\d+)\b/gm)].map((m) => [m[1], Number(m[2])]));
   const named = Object.fromEntries(Object.entries(SpawnerExit).map(([k, v]) => [k.replace(/[A-Z]/g, (ch) => `_${ch}`).toUpperCase(), v]));
@@ -19,10 +19,14 @@ test('the native spawner\'s exit codes have the same names and values in the C f
   assert.deepEqual(defined, named);
 });
 
-test('the spawner, the slot keeper and the agent\'s side of the spawner give exit codes by name only', () => {
+test("the spawner, the slot keeper and the agent's side of the spawner give exit codes by name only", () => {
   const c = read('agent/native/quantilica-spawner.c');
   const main = c.slice(c.indexOf('int main(void)'));
-  assert.deepEqual([...main.matchAll(/return (\d+);/g)].map((m) => m[1]).filter((code) => code !== '0'), [], 'main returns a SPAWNER_EXIT_ name');
+  assert.deepEqual(
+    [...main.matchAll(/return (\d+);/g)].map((m) => m[1]).filter((code) => code !== '0'),
+    [],
+    'main returns a SPAWNER_EXIT_ name',
+  );
   assert.doesNotMatch(c, /_exit\(\d/);
   assert.doesNotMatch(c, /child_fail\([^,]+, \d/);
   assert.doesNotMatch(read('agent/slots/pgSlotKeeper.ts'), /process\.exit\(\d/);

@@ -10,7 +10,18 @@ import { readLogBytes } from '../../agent/server/logFollow';
 import { ManualClock } from '../support/manualClock';
 
 function disk(freeGb: number): DiskStatus {
-  return { state: 'ok', path: '/data', freeGb, totalGb: 100, warnGb: 10, pauseGb: 5, resumeGb: 8, next: null, error: null, checkedAt: new Date(0).toISOString() };
+  return {
+    state: 'ok',
+    path: '/data',
+    freeGb,
+    totalGb: 100,
+    warnGb: 10,
+    pauseGb: 5,
+    resumeGb: 8,
+    next: null,
+    error: null,
+    checkedAt: new Date(0).toISOString(),
+  };
 }
 
 test('disk samples stay within their retention over 3 simulated days (a sample every poll)', () => {
@@ -34,7 +45,10 @@ test('disk samples stay within their retention over 3 simulated days (a sample e
   assert.equal(maxCount, perRetention + 1, 'the bound was reached and held');
   const day = store.diskSamples(clock.now().getTime() - 24 * 3600_000);
   assert.equal(day.length, 24 * 60 + 1);
-  assert.ok(day.every((s, i) => i === 0 || s.at > (day[i - 1]?.at ?? '')), 'oldest first');
+  assert.ok(
+    day.every((s, i) => i === 0 || s.at > (day[i - 1]?.at ?? '')),
+    'oldest first',
+  );
   stop();
   store.close();
   assert.equal(fs.statSync(path.join(dir, 'history.db')).mode & 0o777, 0o600);

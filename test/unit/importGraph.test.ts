@@ -13,10 +13,15 @@ import ts from 'typescript';
 const REPO = path.resolve(__dirname, '..', '..', '..');
 const ROOTS = ['agent', 'extension', 'shared'];
 
-interface Edge { from: string; to: string; specifier: string }
+interface Edge {
+  from: string;
+  to: string;
+  specifier: string;
+}
 
 function sources(dir: string): string[] {
-  return fs.readdirSync(path.join(REPO, dir), { recursive: true, encoding: 'utf8' })
+  return fs
+    .readdirSync(path.join(REPO, dir), { recursive: true, encoding: 'utf8' })
     .filter((f) => /\.(ts|mts|mjs)$/.test(f) && !f.endsWith('.d.ts') && !f.split(path.sep).includes('node_modules'))
     .map((f) => path.join(dir, f));
 }
@@ -45,13 +50,15 @@ const RULES: Record<string, (e: Edge) => boolean> = {
   'agent/slots imports nothing of agent/telemetry': (e) => inside(e.from, 'agent/slots') && inside(e.to, 'agent/telemetry'),
   // The one PostgreSQL schema: agent/db runs the migrations and lists them in order; each part owns its
   // own, which are plain data that know only their type.
-  'agent/db imports of the agent only agent/log and the parts\' migrations': (e) =>
+  "agent/db imports of the agent only agent/log and the parts' migrations": (e) =>
     inside(e.from, 'agent/db') && otherAgentFolder(e.to, 'agent/db', 'agent/log', 'agent/telemetry/migrations', 'agent/slots/migrations'),
-  'a part\'s migrations import only agent/db/migration': (e) =>
-    (inside(e.from, 'agent/telemetry/migrations') || inside(e.from, 'agent/slots/migrations')) && relative(e) && e.to !== 'agent/db/migration',
+  "a part's migrations import only agent/db/migration": (e) =>
+    (inside(e.from, 'agent/telemetry/migrations') || inside(e.from, 'agent/slots/migrations')) &&
+    relative(e) &&
+    e.to !== 'agent/db/migration',
   'agent/memory imports nothing of agent/runs': (e) => inside(e.from, 'agent/memory') && inside(e.to, 'agent/runs'),
   // Process groups and kernel flocks: the leaves that runs, memory, slots, station and telemetry share.
-  'agent/process and agent/flock import nothing of the agent\'s other folders': (e) =>
+  "agent/process and agent/flock import nothing of the agent's other folders": (e) =>
     (inside(e.from, 'agent/process') || inside(e.from, 'agent/flock')) && otherAgentFolder(e.to, 'agent/process', 'agent/flock'),
   'agent/station imports nothing of agent/runs': (e) => inside(e.from, 'agent/station') && inside(e.to, 'agent/runs'),
   'agent/github imports nothing of agent/cli': (e) => inside(e.from, 'agent/github') && inside(e.to, 'agent/cli'),
@@ -61,11 +68,14 @@ const RULES: Record<string, (e: Edge) => boolean> = {
   'extension/ imports of the repository only shared/': (e) =>
     inside(e.from, 'extension') && relative(e) && !inside(e.to, 'extension') && !inside(e.to, 'shared'),
   'shared/ imports nothing of agent/, extension/ or vscode': (e) =>
-    inside(e.from, 'shared') && (inside(e.to, 'agent') || inside(e.to, 'extension') || e.to === 'vscode' || e.to.startsWith('vscode-languageclient')),
+    inside(e.from, 'shared') &&
+    (inside(e.to, 'agent') || inside(e.to, 'extension') || e.to === 'vscode' || e.to.startsWith('vscode-languageclient')),
   // shared/node/ holds the Node-side client helpers (connection file, socket); the rest of shared/ is
   // the pure protocol, usable anywhere.
   'shared/ outside shared/node imports no Node-only module': (e) =>
-    inside(e.from, 'shared') && !inside(e.from, 'shared/node') && (e.to.startsWith('node:') || e.to === 'ws' || inside(e.to, 'shared/node')),
+    inside(e.from, 'shared') &&
+    !inside(e.from, 'shared/node') &&
+    (e.to.startsWith('node:') || e.to === 'ws' || inside(e.to, 'shared/node')),
 };
 
 function violations(edges: Edge[]): string[] {
@@ -145,7 +155,10 @@ function readGraph() {
 
 test('the import graph of agent/, extension/ and shared/ points one way', () => {
   const { edges } = readGraph();
-  assert.ok(edges.some((e) => e.from === 'agent/cli/agentCommand.ts' && inside(e.to, 'agent')), 'relative imports were not resolved');
+  assert.ok(
+    edges.some((e) => e.from === 'agent/cli/agentCommand.ts' && inside(e.to, 'agent')),
+    'relative imports were not resolved',
+  );
   assert.deepEqual(violations(edges), []);
 });
 
@@ -160,7 +173,8 @@ test('no import cycle under agent/, extension/ or shared/', () => {
   for (const e of edges.filter(relative)) {
     const target = resolveSource(e.to, known);
     if (target !== null) graph.get(e.from)!.push(target);
-    else if (ROOTS.some((root) => inside(e.to, root)) && !fs.existsSync(path.join(REPO, e.to))) unresolved.push(`${e.from} imports '${e.specifier}'`);
+    else if (ROOTS.some((root) => inside(e.to, root)) && !fs.existsSync(path.join(REPO, e.to)))
+      unresolved.push(`${e.from} imports '${e.specifier}'`);
   }
   // An import the reader cannot follow would hide the cycles that go through it.
   assert.deepEqual(unresolved, [], 'relative imports that name no file');
@@ -189,9 +203,15 @@ test('the rules catch each kind of wrong import', () => {
     { from: 'shared/protocol.ts', to: 'node:fs', specifier: 'node:fs' },
   ];
   // Each wrong edge is caught by at least one rule (an old and a new one may both name the same edge).
-  assert.deepEqual(wrong.filter((e) => violations([e]).length === 0), []);
+  assert.deepEqual(
+    wrong.filter((e) => violations([e]).length === 0),
+    [],
+  );
   // And each rule catches one of them: no rule that cannot fail.
-  assert.deepEqual(Object.keys(RULES).filter((rule) => !wrong.some(RULES[rule])), []);
+  assert.deepEqual(
+    Object.keys(RULES).filter((rule) => !wrong.some(RULES[rule])),
+    [],
+  );
   const right: Edge[] = [
     { from: 'agent/runs/runManager.ts', to: 'agent/slots/slotPool', specifier: '../slots/slotPool' },
     { from: 'agent/memory/groupSampler.ts', to: 'agent/process/runGroup', specifier: '../process/runGroup' },
@@ -218,5 +238,14 @@ test('the cycle finder names each loop, and none in a graph without one', () => 
     ['e.ts', ['e.ts']],
   ]);
   assert.deepEqual(cycles(graph), ['a.ts -> b.ts -> c.ts -> a.ts', 'e.ts -> e.ts']);
-  assert.deepEqual(cycles(new Map([['a.ts', ['b.ts', 'c.ts']], ['b.ts', ['c.ts']], ['c.ts', []]])), []);
+  assert.deepEqual(
+    cycles(
+      new Map([
+        ['a.ts', ['b.ts', 'c.ts']],
+        ['b.ts', ['c.ts']],
+        ['c.ts', []],
+      ]),
+    ),
+    [],
+  );
 });

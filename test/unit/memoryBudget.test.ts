@@ -7,13 +7,25 @@ import { memoryBudgetWarning } from '../../agent/memory/memoryBudget';
 
 const base = { HOME: '/home/op', QUANTILICA_CONFIG: undefined };
 
-test('memory settings: the seed\'s ceilings and reserve by default; bad values refused with the variable named', () => {
+test("memory settings: the seed's ceilings and reserve by default; bad values refused with the variable named", () => {
   const config = loadConfig({ ...base });
-  assert.deepEqual(Object.values(config.pools).map((p) => p.memoryMb), [12 * 1024, 12 * 1024, 3 * 1024]);
+  assert.deepEqual(
+    Object.values(config.pools).map((p) => p.memoryMb),
+    [12 * 1024, 12 * 1024, 3 * 1024],
+  );
   assert.deepEqual(config.memory, { reserveMb: 5 * 1024, cgroupName: null, enforce: true });
   assert.equal(loadConfig({ ...base, CRON_POOL_NETWORK_LIGHT_MEMORY_GB: '0.25' }).pools['network-light'].memoryMb, 256);
-  for (const [name, value] of [['CRON_POOL_HEAVY_IO_MEMORY_GB', 'lots'], ['CRON_POOL_CPU_ANALYSIS_MEMORY_GB', '0'], ['QUANTILICA_MEMORY_RESERVE_GB', '-1'], ['QUANTILICA_CGROUP_NAME', '../escape']]) {
-    assert.throws(() => loadConfig({ ...base, [name]: value }), (err: unknown) => err instanceof ConfigError && err.message.includes(name), `${name}=${value}`);
+  for (const [name, value] of [
+    ['CRON_POOL_HEAVY_IO_MEMORY_GB', 'lots'],
+    ['CRON_POOL_CPU_ANALYSIS_MEMORY_GB', '0'],
+    ['QUANTILICA_MEMORY_RESERVE_GB', '-1'],
+    ['QUANTILICA_CGROUP_NAME', '../escape'],
+  ]) {
+    assert.throws(
+      () => loadConfig({ ...base, [name]: value }),
+      (err: unknown) => err instanceof ConfigError && err.message.includes(name),
+      `${name}=${value}`,
+    );
   }
 });
 

@@ -17,7 +17,11 @@ test('openAgent: the hub exists before the parts, so their first changes reach i
     await agent.start();
     const disk = seen.find((p) => p.change.kind === 'disk');
     assert.ok(disk, `the gate's first reading was published (saw ${seen.map((p) => p.change.kind).join(', ') || 'nothing'})`);
-    assert.deepEqual(seen.map((p) => p.version), seen.map((_, i) => i + 1), 'versions start at 1 and have no gap');
+    assert.deepEqual(
+      seen.map((p) => p.version),
+      seen.map((_, i) => i + 1),
+      'versions start at 1 and have no gap',
+    );
     const snapshot = agent.control.hub.snapshot();
     assert.notEqual(snapshot.disk, null);
     assert.notEqual(snapshot.spool, null);

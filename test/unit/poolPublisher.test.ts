@@ -8,13 +8,25 @@ import { ManualClock } from '../support/manualClock';
 function publisher(listening = true) {
   const clock = new ManualClock(new Date('2026-01-01T00:00:00Z'));
   const start = clock.now().getTime();
-  const hub = { listening, published: [] as Change[], hasListeners() { return this.listening; }, publish(change: Change) { this.published.push(change); } };
+  const hub = {
+    listening,
+    published: [] as Change[],
+    hasListeners() {
+      return this.listening;
+    },
+    publish(change: Change) {
+      this.published.push(change);
+    },
+  };
   const readings: string[][] = [];
   const statesOf = (names: string[]): PoolState[] => {
     readings.push(names);
     return names.filter((n) => n !== 'gone').map((name) => ({ name, size: 1, used: 0, waiting: 0, waitTimeoutSeconds: 60, slots: [] }));
   };
-  const pools = new PoolPublisher(hub, statesOf, { elapsed: () => clock.now().getTime() - start, setTimer: (fn, ms) => clock.setTimer(fn, ms) });
+  const pools = new PoolPublisher(hub, statesOf, {
+    elapsed: () => clock.now().getTime() - start,
+    setTimer: (fn, ms) => clock.setTimer(fn, ms),
+  });
   const names = () => hub.published.map((c) => (c.kind === 'pool' ? c.pool.name : c.kind));
   return { clock, hub, pools, readings, names };
 }

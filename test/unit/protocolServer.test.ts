@@ -21,12 +21,30 @@ class TestControl implements AgentControl {
   readonly runs = new Map<string, RunInfo>();
   pending = 3;
   readonly hub = new StateHub(() => ({
-    agent: { pid: process.pid, host: 'test', startedAt: new Date(0).toISOString(), protocolVersion: 1, mode: 'pools', dataDir: '/d', lockDir: '/l' },
+    agent: {
+      pid: process.pid,
+      host: 'test',
+      startedAt: new Date(0).toISOString(),
+      protocolVersion: 1,
+      mode: 'pools',
+      dataDir: '/d',
+      lockDir: '/l',
+    },
     catalog: [{ name: 'alpha', pool: 'heavy-io', aliases: [], demo: true }],
     pools: [{ name: 'heavy-io', size: 1, used: 0, waiting: 0, waitTimeoutSeconds: 60, slots: [] }],
     runs: [...this.runs.values()],
     disk: null,
-    spool: { path: null, fallback: false, pending: this.pending, oldestAgeSeconds: null, lastFlushAt: null, lastFlushError: null, lost: 0, database: 'connected', error: null },
+    spool: {
+      path: null,
+      fallback: false,
+      pending: this.pending,
+      oldestAgeSeconds: null,
+      lastFlushAt: null,
+      lastFlushError: null,
+      lost: 0,
+      database: 'connected',
+      error: null,
+    },
     schedule: null,
   }));
   private seq = 0;
@@ -35,8 +53,22 @@ class TestControl implements AgentControl {
     await Promise.resolve();
     if (fetcher !== 'alpha') throw new UnknownFetcherError(fetcher, ['alpha']);
     const run: RunInfo = {
-      runId: `r${++this.seq}`, fetcher, pool: 'heavy-io', status: 'waiting', trigger: 'protocol', args, enqueuedAt: new Date().toISOString(),
-      startedAt: null, finishedAt: null, slot: null, pid: null, exitCode: null, signal: null, reason: null, wait: { kind: 'pool', position: 1 }, logPath: null,
+      runId: `r${++this.seq}`,
+      fetcher,
+      pool: 'heavy-io',
+      status: 'waiting',
+      trigger: 'protocol',
+      args,
+      enqueuedAt: new Date().toISOString(),
+      startedAt: null,
+      finishedAt: null,
+      slot: null,
+      pid: null,
+      exitCode: null,
+      signal: null,
+      reason: null,
+      wait: { kind: 'pool', position: 1 },
+      logPath: null,
     };
     this.runs.set(run.runId, run);
     this.hub.publish({ kind: 'run', run });
@@ -90,7 +122,12 @@ before(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'quantilica-protocol-'));
   control = new TestControl();
   server = await startAgentServer(control, {
-    port: 0, connectionFile: connectionFile(), logger, pingIntervalMs: 200, stallTimeoutMs: 300, sendBufferCapBytes: 256 * 1024,
+    port: 0,
+    connectionFile: connectionFile(),
+    logger,
+    pingIntervalMs: 200,
+    stallTimeoutMs: 300,
+    sendBufferCapBytes: 256 * 1024,
   });
 });
 
@@ -113,11 +150,16 @@ test('changes reach every client in version order, and hello comes first', async
   const b = await connectAgent(connectionFile(), { client: 'b' });
   try {
     const seen: number[] = [];
-    a.onChanged((e) => { if (e.kind === 'change') seen.push(e.params.version); });
+    a.onChanged((e) => {
+      if (e.kind === 'change') seen.push(e.params.version);
+    });
     const start = a.snapshot.version;
     for (let i = 0; i < 20; i++) await b.run('alpha', [`n=${i}`]);
     await waitFor(() => seen.length === 20, { what: '20 changes at client a' });
-    assert.deepEqual(seen, Array.from({ length: 20 }, (_, i) => start + i + 1));
+    assert.deepEqual(
+      seen,
+      Array.from({ length: 20 }, (_, i) => start + i + 1),
+    );
     assert.equal(a.snapshot.runs.length, b.snapshot.runs.length);
     assert.deepEqual(a.snapshot, b.snapshot, 'both copies of the state agree');
 
@@ -141,9 +183,16 @@ test('flush reports work-done progress with sent and remaining', async () => {
     const result = await client.flush((p) => progress.push(p));
     assert.deepEqual(result, { sent: 3, remaining: 0, error: null });
     await waitFor(() => progress.at(-1)?.kind === 'end', { what: 'the end of the progress' });
-    assert.deepEqual(progress.map((p) => [p.kind, p.sent, p.remaining]), [
-      ['begin', 0, 3], ['report', 1, 2], ['report', 2, 1], ['report', 3, 0], ['end', 3, 0],
-    ]);
+    assert.deepEqual(
+      progress.map((p) => [p.kind, p.sent, p.remaining]),
+      [
+        ['begin', 0, 3],
+        ['report', 1, 2],
+        ['report', 2, 1],
+        ['report', 3, 0],
+        ['end', 3, 0],
+      ],
+    );
   } finally {
     await client.close();
   }
@@ -166,7 +215,10 @@ test('a request before hello is refused with handshakeRequired', async () => {
 test('a client that does not answer pings is dropped', async () => {
   const ws = await rawSocket(server, { autoPong: false });
   const closed = new Promise<void>((resolve) => ws.once('close', () => resolve()));
-  await waitFor(() => logger.records.some((r) => r.msg === 'client dropped' && /no pong/.test(JSON.stringify(r.obj))), { what: 'the ping eviction', timeoutMs: 3000 });
+  await waitFor(() => logger.records.some((r) => r.msg === 'client dropped' && /no pong/.test(JSON.stringify(r.obj))), {
+    what: 'the ping eviction',
+    timeoutMs: 3000,
+  });
   await closed;
 });
 
@@ -175,7 +227,9 @@ test('a client whose requests the agent stopped reading (too many in flight) is 
   // Rounds of 400 ms: the test process is both agent and client, and a loaded machine can hold its
   // event loop for longer than a shorter round, which drops a client whose pong was only late.
   let open!: () => void;
-  const gate = new Promise<void>((resolve) => { open = resolve; });
+  const gate = new Promise<void>((resolve) => {
+    open = resolve;
+  });
   const slow = new (class extends TestControl {
     override async run(fetcher: string, args: string[]): Promise<RunInfo> {
       await gate;
@@ -189,16 +243,24 @@ test('a client whose requests the agent stopped reading (too many in flight) is 
   const watcher = await rawSocket(ownServer);
   try {
     let closed = false;
-    busy.onClose(() => { closed = true; });
+    busy.onClose(() => {
+      closed = true;
+    });
     // More than the agent's 256 requests in flight: it stops reading this client's socket.
     const answers = Promise.all(Array.from({ length: 300 }, () => busy.run('alpha')));
     let pings = 0;
-    watcher.on('ping', () => { pings += 1; });
+    watcher.on('ping', () => {
+      pings += 1;
+    });
     await waitFor(() => pings >= 5, { what: 'five ping rounds while the busy client waits', timeoutMs: 20_000 });
     open();
     assert.equal((await answers).length, 300);
     assert.equal(closed, false);
-    assert.equal(ownLog.records.some((r) => r.msg === 'client dropped'), false, 'no client dropped');
+    assert.equal(
+      ownLog.records.some((r) => r.msg === 'client dropped'),
+      false,
+      'no client dropped',
+    );
   } finally {
     watcher.terminate();
     await busy.close();
@@ -211,7 +273,14 @@ test('a subscribed client that stops reading is dropped; the others get every ch
   const own = new TestControl();
   const ownLog = memoryLogger();
   const file = path.join(dir, 'own', 'agent.json');
-  const ownServer = await startAgentServer(own, { port: 0, connectionFile: file, logger: ownLog, pingIntervalMs: 60_000, stallTimeoutMs: 300, sendBufferCapBytes: 256 * 1024 });
+  const ownServer = await startAgentServer(own, {
+    port: 0,
+    connectionFile: file,
+    logger: ownLog,
+    pingIntervalMs: 60_000,
+    stallTimeoutMs: 300,
+    sendBufferCapBytes: 256 * 1024,
+  });
   const slow = await connectAgent(file, { client: 'slow' });
   const fast = await connectAgent(file, { client: 'fast' });
   try {
@@ -248,11 +317,21 @@ test('close removes the connection file and says going away', async () => {
   assert.equal(fs.existsSync(connectionFile()), false);
 });
 
-interface Answer { id: number | null; result?: unknown; error?: { code: number; message: string } }
+interface Answer {
+  id: number | null;
+  result?: unknown;
+  error?: { code: number; message: string };
+}
 
 function rawSocket(target: AgentServer, opts: { autoPong?: boolean } = {}): Promise<WebSocket> {
-  const ws = new WebSocket(`ws://127.0.0.1:${target.port}/`, { headers: { Authorization: `Bearer ${target.token}` }, autoPong: opts.autoPong ?? true });
-  return new Promise((resolve, reject) => { ws.once('open', () => resolve(ws)); ws.once('error', reject); });
+  const ws = new WebSocket(`ws://127.0.0.1:${target.port}/`, {
+    headers: { Authorization: `Bearer ${target.token}` },
+    autoPong: opts.autoPong ?? true,
+  });
+  return new Promise((resolve, reject) => {
+    ws.once('open', () => resolve(ws));
+    ws.once('error', reject);
+  });
 }
 
 function request(ws: WebSocket, message: object): Promise<Answer> {
@@ -266,5 +345,9 @@ function request(ws: WebSocket, message: object): Promise<Answer> {
 function tcp(client: AgentClient): { pause(): void; resume(): void } {
   return (client as unknown as { ws: { _socket: { pause(): void; resume(): void } } }).ws._socket;
 }
-function pauseSocket(client: AgentClient): void { tcp(client).pause(); }
-function resumeSocket(client: AgentClient): void { tcp(client).resume(); }
+function pauseSocket(client: AgentClient): void {
+  tcp(client).pause();
+}
+function resumeSocket(client: AgentClient): void {
+  tcp(client).resume();
+}

@@ -22,8 +22,22 @@ function pool(name: string, used: number): PoolState {
 
 function run(runId: string, status: RunInfo['status']): RunInfo {
   return {
-    runId, fetcher: 'f', pool: 'heavy-io', status, trigger: 'protocol', args: [], enqueuedAt: '2026-01-01T00:00:00Z',
-    startedAt: null, finishedAt: null, slot: null, pid: null, exitCode: null, signal: null, reason: null, wait: null, logPath: null,
+    runId,
+    fetcher: 'f',
+    pool: 'heavy-io',
+    status,
+    trigger: 'protocol',
+    args: [],
+    enqueuedAt: '2026-01-01T00:00:00Z',
+    startedAt: null,
+    finishedAt: null,
+    slot: null,
+    pid: null,
+    exitCode: null,
+    signal: null,
+    reason: null,
+    wait: null,
+    logPath: null,
   };
 }
 
@@ -45,7 +59,10 @@ test('applyChange upserts runs and keeps only the most recent finished ones', ()
     s = applyChange(s, { version: i + 2, change: { kind: 'run', run: run(`done-${i}`, 'completed') } });
   }
   assert.equal(s.runs.length, MAX_FINISHED_RUNS + 1);
-  assert.ok(s.runs.some((r) => r.runId === 'active'), 'an active run is never trimmed');
+  assert.ok(
+    s.runs.some((r) => r.runId === 'active'),
+    'an active run is never trimmed',
+  );
   assert.equal(s.runs[0]?.runId, `done-${MAX_FINISHED_RUNS + 4}`);
   s = applyChange(s, { version: 999, change: { kind: 'run', run: run('active', 'completed') } });
   assert.equal(s.runs.filter((r) => r.runId === 'active').length, 1);
@@ -55,7 +72,10 @@ test('the tracker applies in order, ignores duplicates and reports a gap once', 
   const tracker = new StateTracker();
   assert.deepEqual(tracker.apply(change(1, 1)), { kind: 'held' }, 'before any snapshot changes are held');
   const reset = tracker.reset(snapshot(0));
-  assert.deepEqual(reset.applied.map((p) => p.version), [1]);
+  assert.deepEqual(
+    reset.applied.map((p) => p.version),
+    [1],
+  );
   assert.equal(tracker.snapshot?.pools[0]?.used, 1);
 
   assert.equal(tracker.apply(change(2, 2)).kind, 'applied');
@@ -69,7 +89,10 @@ test('the tracker applies in order, ignores duplicates and reports a gap once', 
   // The snapshot fetched for the gap is at version 4: change 4 is in it, change 5 is applied on top.
   const resync = tracker.reset({ ...snapshot(4), pools: [pool('heavy-io', 4)] });
   assert.equal(resync.gap, false);
-  assert.deepEqual(resync.applied.map((p) => p.version), [5]);
+  assert.deepEqual(
+    resync.applied.map((p) => p.version),
+    [5],
+  );
   assert.equal(tracker.snapshot?.version, 5);
   assert.equal(tracker.snapshot?.pools[0]?.used, 5);
 });
@@ -81,9 +104,15 @@ test('held changes that skip a version ask for another snapshot and keep the res
   tracker.apply(change(8, 8));
   const first = tracker.reset(snapshot(2));
   assert.equal(first.gap, true);
-  assert.deepEqual(first.applied.map((p) => p.version), [3]);
+  assert.deepEqual(
+    first.applied.map((p) => p.version),
+    [3],
+  );
   const second = tracker.reset(snapshot(6));
   assert.equal(second.gap, false);
-  assert.deepEqual(second.applied.map((p) => p.version), [7, 8]);
+  assert.deepEqual(
+    second.applied.map((p) => p.version),
+    [7, 8],
+  );
   assert.equal(tracker.snapshot?.version, 8);
 });

@@ -9,7 +9,14 @@ function throttled(costMs = 1) {
   const start = clock.now().getTime();
   const elapsed = () => clock.now().getTime() - start;
   const published: number[] = [];
-  const throttle = new PublishThrottle(() => { published.push(elapsed()); return costMs; }, { elapsed, setTimer: (fn, ms) => clock.setTimer(fn, ms) }, { windowMs: 50, costShare: 10 });
+  const throttle = new PublishThrottle(
+    () => {
+      published.push(elapsed());
+      return costMs;
+    },
+    { elapsed, setTimer: (fn, ms) => clock.setTimer(fn, ms) },
+    { windowMs: 50, costShare: 10 },
+  );
   return { clock, throttle, published };
 }
 
@@ -41,7 +48,11 @@ test('a burst is coalesced: one leading publication, then at most one per window
   }
   clock.advance(200);
   assert.equal(published[0], 0, 'the first change went out at once');
-  assert.deepEqual(published, [0, 50, 100, 150, 200, 250, 300], 'one trailing publication per 50 ms window, the last at the end of the burst');
+  assert.deepEqual(
+    published,
+    [0, 50, 100, 150, 200, 250, 300],
+    'one trailing publication per 50 ms window, the last at the end of the burst',
+  );
   // Nothing left pending once the burst is over.
   assert.equal(clock.timers(), 0);
 });

@@ -70,7 +70,9 @@ test('cancel while the spawn is under way: the process is recorded running, then
   const bed = managerBed();
   t.after(() => bed.close());
   let letSpawn!: () => void;
-  bed.spawner.spawnGate = new Promise((resolve) => { letSpawn = resolve; });
+  bed.spawner.spawnGate = new Promise((resolve) => {
+    letSpawn = resolve;
+  });
   const run = await bed.pastGate();
   bed.slots.grantNext(1);
   await settle();
@@ -124,5 +126,8 @@ test('a run that starts at once: one state per move, start and finish events, pu
   assert.equal(done.reason, 'exit-code');
   assert.deepEqual(bed.journal.statesOf(run.runId), ['waiting', 'waiting(starting)', 'running', 'failed(exit-code)']);
   assert.deepEqual(bed.journal.eventsOf(run.runId), ['start', 'finish']);
-  assert.deepEqual(bed.published.map((r) => r.status), ['waiting', 'waiting', 'running', 'failed']);
+  assert.deepEqual(
+    bed.published.map((r) => r.status),
+    ['waiting', 'waiting', 'running', 'failed'],
+  );
 });

@@ -7,9 +7,27 @@ import { waitFor } from '../support/waitFor';
 
 function leftover(fields: Partial<StoredRun>): StoredRun {
   return {
-    runId: 'r-left', fetcher: 'fetch', pool: 'heavy-io', status: 'waiting', trigger: 'schedule', args: [], enqueuedAt: '2026-01-01T00:00:00.000Z',
-    startedAt: null, finishedAt: null, slot: null, pid: null, exitCode: null, signal: null, reason: null, wait: null, logPath: null,
-    startTime: null, statusFile: null, ownerPid: 999_999, ownerStartTime: 1, ...fields,
+    runId: 'r-left',
+    fetcher: 'fetch',
+    pool: 'heavy-io',
+    status: 'waiting',
+    trigger: 'schedule',
+    args: [],
+    enqueuedAt: '2026-01-01T00:00:00.000Z',
+    startedAt: null,
+    finishedAt: null,
+    slot: null,
+    pid: null,
+    exitCode: null,
+    signal: null,
+    reason: null,
+    wait: null,
+    logPath: null,
+    startTime: null,
+    statusFile: null,
+    ownerPid: 999_999,
+    ownerStartTime: 1,
+    ...fields,
   };
 }
 
@@ -104,12 +122,15 @@ test('an illegal move is refused with a typed error and changes nothing', async 
   const published: unknown[] = [];
   const run = leftover({ status: 'completed', finishedAt: '2026-01-01T00:00:01.000Z' });
   const before = { ...run };
-  assert.throws(() => transition({ journal, clock: fixedClock, publish: (r) => published.push(r) }, run, 'start'), (err: unknown) => {
-    assert.ok(err instanceof IllegalMoveError);
-    assert.equal(err.from, 'completed');
-    assert.equal(err.move, 'start');
-    return true;
-  });
+  assert.throws(
+    () => transition({ journal, clock: fixedClock, publish: (r) => published.push(r) }, run, 'start'),
+    (err: unknown) => {
+      assert.ok(err instanceof IllegalMoveError);
+      assert.equal(err.from, 'completed');
+      assert.equal(err.move, 'start');
+      return true;
+    },
+  );
   assert.deepEqual(run, before);
   assert.equal(journal.commits.length, 0);
   assert.equal(published.length, 0);
@@ -118,9 +139,17 @@ test('an illegal move is refused with a typed error and changes nothing', async 
     for (const final of FINAL_STATES) assert.ok(!Object.keys(spec.from).includes(final), `${name} leaves ${final}`);
   }
   assert.deepEqual([RUN_MOVES.hibernate.to, RUN_MOVES.wake.to], ['waiting', 'running']);
-  await transition({ journal, clock: fixedClock, publish: (r) => published.push(r) }, leftover({ status: 'running', pid: 3, startedAt: '2026-01-01T00:00:00.000Z' }), 'hibernate', { reason: 'hibernating', wait: { kind: 'hibernating', until: '2026-01-01T01:00:00.000Z' } });
+  await transition(
+    { journal, clock: fixedClock, publish: (r) => published.push(r) },
+    leftover({ status: 'running', pid: 3, startedAt: '2026-01-01T00:00:00.000Z' }),
+    'hibernate',
+    { reason: 'hibernating', wait: { kind: 'hibernating', until: '2026-01-01T01:00:00.000Z' } },
+  );
   // Telemetry names it: `hibernated` with the wake-up time.
-  assert.deepEqual(journal.events.map((e) => [e.event, e.payload.until]), [['hibernated', '2026-01-01T01:00:00.000Z']]);
+  assert.deepEqual(
+    journal.events.map((e) => [e.event, e.payload.until]),
+    [['hibernated', '2026-01-01T01:00:00.000Z']],
+  );
 });
 
 test('a shift in the pool queue is not a move: no commit per queued run, and the new positions are published together', async (t) => {
@@ -146,6 +175,10 @@ test('a shift in the pool queue is not a move: no commit per queued run, and the
   for (const run of queued) {
     const info = shown.find((r) => r.runId === run.runId);
     assert.deepEqual(info?.wait, { kind: 'pool', position: queued.indexOf(run) + 3 });
-    assert.deepEqual(bed.manager.get(run.runId)?.wait, { kind: 'pool', position: queued.indexOf(run) + 3 }, 'asked directly, a run tells its current position');
+    assert.deepEqual(
+      bed.manager.get(run.runId)?.wait,
+      { kind: 'pool', position: queued.indexOf(run) + 3 },
+      'asked directly, a run tells its current position',
+    );
   }
 });

@@ -3,14 +3,44 @@ import { test } from 'node:test';
 import { RUN_REASONS, type RunReason, type RunStatus } from '../../shared/protocol';
 import { runEventId } from '../../agent/runs/runEventId';
 import type { StoredRun } from '../../agent/runs/runStore';
-import { draft, IllegalMoveError, note, RUN_MOVES, transition, type DurableMove, type ProgressMove, type RunFields, type RunMove, type TransitionPorts } from '../../agent/runs/runTransitions';
+import {
+  draft,
+  IllegalMoveError,
+  note,
+  RUN_MOVES,
+  transition,
+  type DurableMove,
+  type ProgressMove,
+  type RunFields,
+  type RunMove,
+  type TransitionPorts,
+} from '../../agent/runs/runTransitions';
 import { FakeJournal, fixedClock } from '../support/runFakes';
 
 function stored(status: RunStatus, reason: RunReason | null, fields: Partial<StoredRun> = {}): StoredRun {
   return {
-    runId: 'r-1', fetcher: 'fetch', pool: 'heavy-io', status, trigger: 'cli', args: [], enqueuedAt: '2026-01-01T00:00:00.000Z',
-    startedAt: status === 'running' ? '2026-01-01T00:00:01.000Z' : null, finishedAt: null, slot: null, pid: status === 'running' ? 41 : null,
-    exitCode: null, signal: null, reason, wait: null, logPath: null, startTime: null, statusFile: null, ownerPid: 7, ownerStartTime: 1, attempt: 1, ...fields,
+    runId: 'r-1',
+    fetcher: 'fetch',
+    pool: 'heavy-io',
+    status,
+    trigger: 'cli',
+    args: [],
+    enqueuedAt: '2026-01-01T00:00:00.000Z',
+    startedAt: status === 'running' ? '2026-01-01T00:00:01.000Z' : null,
+    finishedAt: null,
+    slot: null,
+    pid: status === 'running' ? 41 : null,
+    exitCode: null,
+    signal: null,
+    reason,
+    wait: null,
+    logPath: null,
+    startTime: null,
+    statusFile: null,
+    ownerPid: 7,
+    ownerStartTime: 1,
+    attempt: 1,
+    ...fields,
   };
 }
 
@@ -20,7 +50,9 @@ function bed(): { journal: FakeJournal; published: unknown[]; ports: TransitionP
   return { journal, published, ports: { journal, clock: fixedClock, publish: (run) => published.push(run) } };
 }
 
-const PROGRESS: readonly RunMove[] = Object.entries(RUN_MOVES).filter(([, spec]) => 'durable' in spec).map(([name]) => name as RunMove);
+const PROGRESS: readonly RunMove[] = Object.entries(RUN_MOVES)
+  .filter(([, spec]) => 'durable' in spec)
+  .map(([name]) => name as RunMove);
 
 /** Makes the move through the function its kind goes through. */
 function make(ports: TransitionPorts, run: StoredRun, name: RunMove, fields: RunFields = {}): Promise<void> {
@@ -34,7 +66,11 @@ function make(ports: TransitionPorts, run: StoredRun, name: RunMove, fields: Run
 function refusedUnchanged(name: RunMove, run: StoredRun, fields: RunFields = {}): void {
   const { journal, published, ports } = bed();
   const before = { ...run };
-  assert.throws(() => make(ports, run, name, fields), IllegalMoveError, `${name} from ${run.status} (${String(run.reason)}) with ${JSON.stringify(fields)}`);
+  assert.throws(
+    () => make(ports, run, name, fields),
+    IllegalMoveError,
+    `${name} from ${run.status} (${String(run.reason)}) with ${JSON.stringify(fields)}`,
+  );
   assert.deepEqual(run, before, `${name} changed the run it refused`);
   assert.equal(journal.commits.length + published.length, 0);
 }
@@ -108,8 +144,19 @@ test('a move the table allows changes the state, commits it with its event and p
   await transition(ports, run, 'linger', { reason: 'lingering' }, { lingering: [13] });
   await transition(ports, run, 'lingerOn', { reason: 'lingering' }, { lingering: [14] });
   await transition(ports, run, 'complete', { reason: null, exitCode: 0, finishedAt: '2026-01-01T00:00:05.000Z' });
-  assert.deepEqual(journal.statesOf('r-1'), ['waiting', 'waiting', 'waiting(starting)', 'running', 'running(lingering)', 'running(lingering)', 'completed']);
-  assert.deepEqual(journal.events.map((e) => e.event), ['waiting', 'start', 'heartbeat', 'finish']);
+  assert.deepEqual(journal.statesOf('r-1'), [
+    'waiting',
+    'waiting',
+    'waiting(starting)',
+    'running',
+    'running(lingering)',
+    'running(lingering)',
+    'completed',
+  ]);
+  assert.deepEqual(
+    journal.events.map((e) => e.event),
+    ['waiting', 'start', 'heartbeat', 'finish'],
+  );
   assert.equal(published.length, journal.commits.length, 'progress moves neither commit nor publish');
   const [waiting, start, heartbeat, finish] = journal.events;
   assert.deepEqual(waiting.payload, { trigger: 'cli', args: [], reason: { kind: 'pool', position: 3 } });
@@ -117,21 +164,43 @@ test('a move the table allows changes the state, commits it with its event and p
   assert.deepEqual([start.payload.pid, start.payload.slot, start.payload.argv], [12, 1, ['/bin/true']]);
   assert.deepEqual(heartbeat.payload, { pid: 12, logGrewAt: null, lingering: [13] });
   assert.equal(finish.eventId, runEventId('r-1', 'finish'));
-  assert.deepEqual(finish.payload, { status: 'completed', exitCode: 0, signal: null, durationSeconds: 2, reason: null, message: null, attempt: 1 });
+  assert.deepEqual(finish.payload, {
+    status: 'completed',
+    exitCode: 0,
+    signal: null,
+    durationSeconds: 2,
+    reason: null,
+    message: null,
+    attempt: 1,
+  });
 });
 
 test('a hibernating sync wakes with `resumed`; a later try starts with its own event id', async () => {
   const { journal, ports } = bed();
   const sync = stored('running', null, { slot: 2 });
-  await transition(ports, sync, 'hibernate', { slot: null, reason: 'hibernating', wait: { kind: 'hibernating', until: '2026-01-01T01:00:00.000Z' } });
+  await transition(ports, sync, 'hibernate', {
+    slot: null,
+    reason: 'hibernating',
+    wait: { kind: 'hibernating', until: '2026-01-01T01:00:00.000Z' },
+  });
   await transition(ports, sync, 'wake', { slot: 0, reason: null, wait: null }, { syncId: 4 });
   const retried = stored('running', null, { attempt: 1 });
-  await transition(ports, retried, 'retryWait', { reason: 'retry-backoff', wait: { kind: 'retry', until: '2026-01-01T00:10:00.000Z', attempt: 2 }, exitCode: 3 });
+  await transition(ports, retried, 'retryWait', {
+    reason: 'retry-backoff',
+    wait: { kind: 'retry', until: '2026-01-01T00:10:00.000Z', attempt: 2 },
+    exitCode: 3,
+  });
   await transition(ports, retried, 'retryWake', { reason: null, wait: null, attempt: 2 });
   await transition(ports, retried, 'markStarting', { reason: 'starting' });
   await transition(ports, retried, 'start', { reason: null });
-  assert.deepEqual(journal.events.map((e) => [e.event, e.eventId ?? null]), [
-    ['hibernated', null], ['resumed', null], ['waiting', null], ['start', runEventId('r-1', 'start-2')],
-  ]);
+  assert.deepEqual(
+    journal.events.map((e) => [e.event, e.eventId ?? null]),
+    [
+      ['hibernated', null],
+      ['resumed', null],
+      ['waiting', null],
+      ['start', runEventId('r-1', 'start-2')],
+    ],
+  );
   assert.deepEqual(journal.events[1].payload, { slot: 0, syncId: 4 });
 });

@@ -19,7 +19,14 @@ const fetchers = SEED_SOURCES.map((s) => ({ name: s.name, schedule: s.schedule, 
 /** 00:00 in São Paulo on the given day of March 2025. */
 const localMidnight = (day: number) => new Date(Date.UTC(2025, 2, day, 3, 0, 0));
 
-interface Call { at: Date; fetcher: string; kind: 'enqueue' | 'skipped'; trigger?: string; reason?: string; message?: string }
+interface Call {
+  at: Date;
+  fetcher: string;
+  kind: 'enqueue' | 'skipped';
+  trigger?: string;
+  reason?: string;
+  message?: string;
+}
 
 /**
  * The run side as the schedule sees it: queued runs become active for a while (every run lasts
@@ -29,7 +36,10 @@ class RecordingTarget implements ScheduleTarget {
   readonly calls: Call[] = [];
   private readonly endsAt = new Map<string, number>();
   private readonly lastStart = new Map<string, Date>();
-  constructor(private readonly clock: Clock, private readonly durationMs: (fetcher: string, at: Date) => number = () => 20 * MIN) {}
+  constructor(
+    private readonly clock: Clock,
+    private readonly durationMs: (fetcher: string, at: Date) => number = () => 20 * MIN,
+  ) {}
   isActive(fetcher: string): boolean {
     return (this.endsAt.get(fetcher) ?? 0) > this.clock.now().getTime();
   }
@@ -54,7 +64,8 @@ function expectedDay(day: number): Array<{ fetcher: string; at: string }> {
   for (const s of SEED_SOURCES) {
     const [minute, hour] = s.schedule.split(' ');
     const hours = hour === '*/6' ? [0, 6, 12, 18] : [Number(hour)];
-    for (const h of hours) out.push({ fetcher: s.name, at: new Date(localMidnight(day).getTime() + h * HOUR + Number(minute) * MIN).toISOString() });
+    for (const h of hours)
+      out.push({ fetcher: s.name, at: new Date(localMidnight(day).getTime() + h * HOUR + Number(minute) * MIN).toISOString() });
   }
   return out.sort((a, b) => a.at.localeCompare(b.at) || a.fetcher.localeCompare(b.fetcher));
 }
@@ -68,7 +79,9 @@ function homeDir(t: { after(fn: () => void): void }): string {
 test('over one simulated day every fetcher fires at its time, and a run still going is skipped, not doubled', (t) => {
   const clock = new ManualClock(new Date(localMidnight(10).getTime() - 30_000));
   // bcb-sgs's midnight run takes 7 hours: its 06:15 occurrence falls due while it still runs.
-  const target = new RecordingTarget(clock, (f, at) => (f === 'bcb-sgs' && at.getTime() < localMidnight(10).getTime() + HOUR ? 7 * HOUR : 20 * MIN));
+  const target = new RecordingTarget(clock, (f, at) =>
+    f === 'bcb-sgs' && at.getTime() < localMidnight(10).getTime() + HOUR ? 7 * HOUR : 20 * MIN,
+  );
   const schedule = new Schedule({ fetchers, target, logger: memoryLogger(), homeDir: homeDir(t), catchUp: true, clock });
   t.after(() => schedule.close());
   schedule.start();
@@ -76,7 +89,8 @@ test('over one simulated day every fetcher fires at its time, and a run still go
 
   const sgs0615 = new Date(localMidnight(10).getTime() + 6 * HOUR + 15 * MIN).toISOString();
   const expected = expectedDay(10).filter((e) => !(e.fetcher === 'bcb-sgs' && e.at === sgs0615));
-  const enqueued = target.calls.filter((c) => c.kind === 'enqueue')
+  const enqueued = target.calls
+    .filter((c) => c.kind === 'enqueue')
     .map((c) => ({ fetcher: c.fetcher, at: c.at.toISOString() }))
     .sort((a, b) => a.at.localeCompare(b.at) || a.fetcher.localeCompare(b.fetcher));
   assert.equal(expected.length, 24 + 3, 'the seed grid: 24 daily sources and bcb-sgs four times a day, one skipped');
@@ -94,7 +108,11 @@ test('over one simulated day every fetcher fires at its time, and a run still go
   assert.equal(status.entries.length, 25);
   const comex = status.entries.find((e) => e.fetcher === 'comex');
   assert.deepEqual(comex, {
-    fetcher: 'comex', cron: '0 0 * * *', timezone: TZ, nextDue: localMidnight(11).toISOString(), paused: false,
+    fetcher: 'comex',
+    cron: '0 0 * * *',
+    timezone: TZ,
+    nextDue: localMidnight(11).toISOString(),
+    paused: false,
     lastRunAt: localMidnight(10).toISOString(),
   });
 });
@@ -115,7 +133,9 @@ test('after a 6-hour downtime each overdue fetcher runs once at start, and only 
   const after = new Schedule({ fetchers, target, logger: memoryLogger(), homeDir: home, catchUp: true, clock });
   t.after(() => after.close());
   after.start();
-  const missed = expectedDay(11).filter((e) => e.at > downAt.toISOString() && e.at <= upAt.toISOString()).map((e) => e.fetcher);
+  const missed = expectedDay(11)
+    .filter((e) => e.at > downAt.toISOString() && e.at <= upAt.toISOString())
+    .map((e) => e.fetcher);
   assert.deepEqual([...missed].sort(), ['bcb-sgs', 'datasus', 'inmet', 'pdet', 'rfb-cnpj', 'rtn', 'tesouro-direto', 'tse']);
   const caughtUp = target.calls.filter((c) => c.trigger === 'catch-up');
   assert.deepEqual(caughtUp.map((c) => c.fetcher).sort(), [...missed].sort());
@@ -124,7 +144,9 @@ test('after a 6-hour downtime each overdue fetcher runs once at start, and only 
   // The rest of the day follows the grid; nothing caught up runs a second time for the same miss.
   clock.advanceTo(new Date(localMidnight(12).getTime() - 1000));
   const afterStart = target.calls.filter((c) => c.at >= upAt && c.kind === 'enqueue').map((c) => `${c.fetcher}@${c.at.toISOString()}`);
-  const regular = expectedDay(11).filter((e) => e.at > upAt.toISOString()).map((e) => `${e.fetcher}@${e.at}`);
+  const regular = expectedDay(11)
+    .filter((e) => e.at > upAt.toISOString())
+    .map((e) => `${e.fetcher}@${e.at}`);
   assert.deepEqual(afterStart.sort(), [...missed.map((f) => `${f}@${upAt.toISOString()}`), ...regular].sort());
 });
 
@@ -141,7 +163,10 @@ test('catch-up configured off runs nothing at start; never-run fetchers wait for
   t.after(() => on.close());
   on.start();
   // comex last ran 30 h ago (period 24 h); the others never ran and are not a burst at first start.
-  assert.deepEqual(target.calls.slice(1).map((c) => `${c.fetcher}:${c.trigger}`), ['comex:catch-up']);
+  assert.deepEqual(
+    target.calls.slice(1).map((c) => `${c.fetcher}:${c.trigger}`),
+    ['comex:catch-up'],
+  );
 });
 
 test('clock steps: forward runs each missed fetcher once; a small step back repeats nothing; a big one is followed', (t) => {
@@ -157,22 +182,34 @@ test('clock steps: forward runs each missed fetcher once; a small step back repe
   const n = target.calls.length;
   clock.jump(-HOUR); // 04:31 → 03:31: rfb-cnpj's 03:00 already ran
   clock.advance(2 * HOUR);
-  assert.deepEqual(target.calls.slice(n).map((c) => c.fetcher), ['datasus'], 'pdet (04:00) ran at 04:31 and does not run again at the repeated 04:00');
+  assert.deepEqual(
+    target.calls.slice(n).map((c) => c.fetcher),
+    ['datasus'],
+    'pdet (04:00) ran at 04:31 and does not run again at the repeated 04:00',
+  );
 
   // A step back by two days: due times two days ahead are brought back, or nothing would run for two days.
   const m = target.calls.length;
   clock.jump(-48 * HOUR); // 05:31 on the 10th → 05:31 on the 8th
   clock.advance(2 * HOUR);
   const on8th = (h: number, min: number) => new Date(localMidnight(8).getTime() + h * HOUR + min * MIN).toISOString();
-  assert.deepEqual(target.calls.slice(m).map((c) => `${c.fetcher}@${c.at.toISOString()}`),
-    [`tesouro-direto@${on8th(6, 0)}`, `rtn@${on8th(6, 15)}`, `bcb-sgs@${on8th(6, 15)}`, `inmet@${on8th(7, 0)}`]);
+  assert.deepEqual(
+    target.calls.slice(m).map((c) => `${c.fetcher}@${c.at.toISOString()}`),
+    [`tesouro-direto@${on8th(6, 0)}`, `rtn@${on8th(6, 15)}`, `bcb-sgs@${on8th(6, 15)}`, `inmet@${on8th(7, 0)}`],
+  );
 });
 
 test('an invalid cron expression or time zone is refused, naming the fetcher', () => {
   const clock = new ManualClock(localMidnight(10));
   const build = (f: { name: string; schedule: string; timezone?: string }) =>
     new Schedule({ fetchers: [f], target: new RecordingTarget(clock), logger: memoryLogger(), homeDir: os.tmpdir(), catchUp: true, clock });
-  assert.throws(() => build({ name: 'anac', schedule: '0 25 * * *' }), (err: unknown) => err instanceof ConfigError && /fetcher anac: schedule "0 25 \* \* \*"/.test(err.message));
-  assert.throws(() => build({ name: 'tse', schedule: '0 3 * * *', timezone: 'Mars/Olympus' }), /fetcher tse: .*timezone "Mars\/Olympus": Invalid time zone/);
+  assert.throws(
+    () => build({ name: 'anac', schedule: '0 25 * * *' }),
+    (err: unknown) => err instanceof ConfigError && /fetcher anac: schedule "0 25 \* \* \*"/.test(err.message),
+  );
+  assert.throws(
+    () => build({ name: 'tse', schedule: '0 3 * * *', timezone: 'Mars/Olympus' }),
+    /fetcher tse: .*timezone "Mars\/Olympus": Invalid time zone/,
+  );
   assert.throws(() => build({ name: 'b3', schedule: '12:00' }), /fetcher b3: schedule "12:00": expected a cron expression/);
 });

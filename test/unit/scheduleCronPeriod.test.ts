@@ -11,7 +11,11 @@ test('the period is the gap between the occurrences around now', () => {
   assert.equal(cronPeriod(new Cron('0 3 * * *', { timezone: 'UTC' }), now), 24 * HOUR);
   assert.equal(cronPeriod(new Cron('0 3 * * 1', { timezone: 'UTC' }), now), 7 * 24 * HOUR);
   assert.equal(previousRun(new Cron('0 3 * * *', { timezone: 'UTC' }), now)?.toISOString(), '2025-03-10T03:00:00.000Z');
-  assert.equal(previousRun(new Cron('0 8 * * *', { timezone: 'UTC' }), now)?.toISOString(), now.toISOString(), 'an occurrence at now is the previous one');
+  assert.equal(
+    previousRun(new Cron('0 8 * * *', { timezone: 'UTC' }), now)?.toISOString(),
+    now.toISOString(),
+    'an occurrence at now is the previous one',
+  );
 });
 
 test('across a DST change a daily period is 23 or 25 hours', () => {

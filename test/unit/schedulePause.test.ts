@@ -24,10 +24,18 @@ const day = (d: number, h = 0) => new Date(Date.UTC(2025, 2, d, h, 30));
 /** Records which fetchers were queued; runs finish at once. */
 class StartedList implements ScheduleTarget {
   readonly started: string[] = [];
-  isActive(): boolean { return false; }
-  enqueue(fetcher: string): void { this.started.push(fetcher); }
-  recordSkipped(fetcher: string, reason: string): void { throw new Error(`unexpected skip of ${fetcher}: ${reason}`); }
-  lastStartedAt(): Date | null { return null; }
+  isActive(): boolean {
+    return false;
+  }
+  enqueue(fetcher: string): void {
+    this.started.push(fetcher);
+  }
+  recordSkipped(fetcher: string, reason: string): void {
+    throw new Error(`unexpected skip of ${fetcher}: ${reason}`);
+  }
+  lastStartedAt(): Date | null {
+    return null;
+  }
 }
 
 function setup(t: { after(fn: () => void): void }) {
@@ -45,9 +53,13 @@ function setup(t: { after(fn: () => void): void }) {
 
 test('pause and resume per fetcher and globally; the pause survives a restart', (t) => {
   const { home, clock, target, open } = setup(t);
-  const hub = new StateHub(() => { throw new Error('snapshot not used in this test'); });
+  const hub = new StateHub(() => {
+    throw new Error('snapshot not used in this test');
+  });
   const published: ScheduleStatus[] = [];
-  hub.onChange((p) => { if (p.change.kind === 'schedule') published.push(p.change.schedule); });
+  hub.onChange((p) => {
+    if (p.change.kind === 'schedule') published.push(p.change.schedule);
+  });
   const first = open(memoryLogger(), hub);
   first.start();
   const status = first.setPaused(true, 'anac');
@@ -64,7 +76,13 @@ test('pause and resume per fetcher and globally; the pause survives a restart', 
 
   const second = open();
   assert.equal(second.status().paused, true);
-  assert.deepEqual(second.status().entries.filter((e) => e.paused).map((e) => e.fetcher), ['anac']);
+  assert.deepEqual(
+    second
+      .status()
+      .entries.filter((e) => e.paused)
+      .map((e) => e.fetcher),
+    ['anac'],
+  );
   second.start();
   second.setPaused(false);
   clock.advance(24 * HOUR);
@@ -85,7 +103,12 @@ test('a corrupt state file is a clear error, the schedule runs on defaults and n
   const s = open(logger);
   const errors = logger.records.filter((r) => r.level === 'error');
   assert.equal(errors.length, 1);
-  assert.match(errors[0].msg ?? '', new RegExp(`the schedule state ${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is corrupt \\(not valid JSON.*\\); using defaults \\(nothing paused\\); the file was moved to .*schedule\\.json\\.corrupt-`));
+  assert.match(
+    errors[0].msg ?? '',
+    new RegExp(
+      `the schedule state ${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is corrupt \\(not valid JSON.*\\); using defaults \\(nothing paused\\); the file was moved to .*schedule\\.json\\.corrupt-`,
+    ),
+  );
   assert.equal(s.status().paused, false);
   s.start();
   clock.advance(HOUR);

@@ -14,7 +14,8 @@ import { fetcherEnv } from '../../agent/runs/fetcherEnv';
 test('the secrets are the settings marked secret, the slot database URL among them', () => {
   const marked = SETTINGS.filter((s) => 'secret' in s && s.secret).map((s) => s.name);
   assert.deepEqual([...SECRET_SETTINGS], marked);
-  for (const name of ['QUANTILICA_DATABASE_URL', 'QUANTILICA_SLOT_DATABASE_URL', 'GITHUB_TOKEN', 'PGPASSWORD']) assert.ok(SECRET_SETTINGS.includes(name), `${name} is marked secret`);
+  for (const name of ['QUANTILICA_DATABASE_URL', 'QUANTILICA_SLOT_DATABASE_URL', 'GITHUB_TOKEN', 'PGPASSWORD'])
+    assert.ok(SECRET_SETTINGS.includes(name), `${name} is marked secret`);
 });
 
 test('a fetcher gets no setting marked secret unless passEnv names it, and keeps everything else', () => {
@@ -34,7 +35,10 @@ test('a config file that names an environment-only secret is refused, saying whe
   try {
     const file = path.join(dir, 'config.json');
     fs.writeFileSync(file, JSON.stringify({ GITHUB_TOKEN: 'ghp_x' }));
-    assert.throws(() => loadConfig({ HOME: dir, QUANTILICA_CONFIG: file }), (err: unknown) => err instanceof ConfigError && /GITHUB_TOKEN is read from the environment only/.test(err.message));
+    assert.throws(
+      () => loadConfig({ HOME: dir, QUANTILICA_CONFIG: file }),
+      (err: unknown) => err instanceof ConfigError && /GITHUB_TOKEN is read from the environment only/.test(err.message),
+    );
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
@@ -44,7 +48,8 @@ test('redaction ends at the last @ of a URL, whatever the password holds', () =>
   for (const password of ['pa/ss', 'pa#ss', 'pa?ss', 'a/b#c?d', 'p@ss/w#rd?x', 'pa ss']) {
     const url = `postgres://quant:${password}@db.example:5432/telemetry`;
     assert.equal(redactSecretValue(url), 'postgres://***@db.example:5432/telemetry', url);
-    if (!password.includes(' ')) assert.equal(redactCredentials(`connect ${url} failed`), 'connect postgres://***@db.example:5432/telemetry failed', url);
+    if (!password.includes(' '))
+      assert.equal(redactCredentials(`connect ${url} failed`), 'connect postgres://***@db.example:5432/telemetry failed', url);
   }
   assert.equal(redactSecretValue('ghp_plaintoken'), '***', 'a secret that is no URL is not shown');
   assert.equal(redactSecretValue('postgres://db.example/telemetry'), 'postgres://db.example/telemetry', 'no credentials, nothing to hide');

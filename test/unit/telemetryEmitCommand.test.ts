@@ -25,16 +25,39 @@ test('emit start without a run id makes one, stores the event and says where', (
   assert.match(result.runId ?? '', /^[0-9a-f-]{36}$/);
   assert.match(result.message, /spooled in .*spool\.db/);
   const [stored] = spool.readBatch(10);
-  assert.deepEqual([stored.eventId, stored.runId, stored.event, stored.task, stored.pool], [result.eventId, result.runId, 'start', 'ibge_pnad', 'heavy-io']);
+  assert.deepEqual(
+    [stored.eventId, stored.runId, stored.event, stored.task, stored.pool],
+    [result.eventId, result.runId, 'start', 'ibge_pnad', 'heavy-io'],
+  );
   assert.equal((JSON.parse(stored.payload) as { host: string }).host, os.hostname());
 });
 
 test('emit finish carries status, exit code, duration and the given time', () => {
-  const result = emitFromCli('finish', { runId: 'r1', task: 't', status: 'failed', exitCode: '3', duration: '12.5', signal: 'SIGKILL', reason: 'oom', at: '2025-01-31T12:00:00Z' }, spool);
+  const result = emitFromCli(
+    'finish',
+    {
+      runId: 'r1',
+      task: 't',
+      status: 'failed',
+      exitCode: '3',
+      duration: '12.5',
+      signal: 'SIGKILL',
+      reason: 'oom',
+      at: '2025-01-31T12:00:00Z',
+    },
+    spool,
+  );
   assert.equal(result.exitCode, 0, result.message);
   const [stored] = spool.readBatch(10);
   assert.equal(stored.at, '2025-01-31T12:00:00.000Z');
-  assert.deepEqual(JSON.parse(stored.payload), { source: 'cli', status: 'failed', exitCode: 3, signal: 'SIGKILL', reason: 'oom', durationSeconds: 12.5 });
+  assert.deepEqual(JSON.parse(stored.payload), {
+    source: 'cli',
+    status: 'failed',
+    exitCode: 3,
+    signal: 'SIGKILL',
+    reason: 'oom',
+    durationSeconds: 12.5,
+  });
 });
 
 test('bad input: a clear message naming the option, exit code 2, nothing stored', () => {

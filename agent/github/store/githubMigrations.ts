@@ -82,7 +82,8 @@ CREATE TABLE github.workflow_job (
 `;
 
 // SQLite puts the schema on the index's name, not the table's, and references within the same file.
-const sqliteTables = tables.replace(/CREATE INDEX (\w+) ON github\.(\w+)/g, 'CREATE INDEX github.$1 ON $2')
+const sqliteTables = tables
+  .replace(/CREATE INDEX (\w+) ON github\.(\w+)/g, 'CREATE INDEX github.$1 ON $2')
   .replace(/REFERENCES github\.(\w+)/g, 'REFERENCES $1');
 
 const requestsByBudget = `ALTER TABLE github.sync ADD COLUMN requests_core bigint NOT NULL DEFAULT 0;
@@ -91,7 +92,12 @@ ALTER TABLE github.sync ADD COLUMN requests_graphql bigint NOT NULL DEFAULT 0;`;
 export const GITHUB_MIGRATIONS: readonly GithubMigration[] = [
   { version: 1, name: 'github_sync', postgres: tables, sqlite: sqliteTables },
   // The agent's run of a sync (null for a CLI's): what an agent finds again after a restart or kill -9.
-  { version: 2, name: 'sync_run_id', postgres: 'ALTER TABLE github.sync ADD COLUMN run_id text', sqlite: 'ALTER TABLE github.sync ADD COLUMN run_id text' },
+  {
+    version: 2,
+    name: 'sync_run_id',
+    postgres: 'ALTER TABLE github.sync ADD COLUMN run_id text',
+    sqlite: 'ALTER TABLE github.sync ADD COLUMN run_id text',
+  },
   // requests_made by budget (each request is reserved on one), for quantilica_github_requests_total {budget}.
   { version: 3, name: 'sync_requests_by_budget', postgres: requestsByBudget, sqlite: requestsByBudget },
 ];

@@ -19,7 +19,15 @@ export interface Counters {
   requests_core: number;
   requests_graphql: number;
 }
-const COUNTERS: ReadonlyArray<keyof Counters> = ['records_collected', 'records_created', 'requests_made', 'requests_saved', 'hibernations', 'requests_core', 'requests_graphql'];
+const COUNTERS: ReadonlyArray<keyof Counters> = [
+  'records_collected',
+  'records_created',
+  'requests_made',
+  'requests_saved',
+  'hibernations',
+  'requests_core',
+  'requests_graphql',
+];
 
 /** What every sync in the store sent and how often it hibernated, in total and per sync (newest first). */
 export interface SyncTotals {
@@ -28,7 +36,11 @@ export interface SyncTotals {
   syncs: Array<{ id: string; requests: Record<Budget, number>; hibernations: number }>;
 }
 
-export interface QuotaSnapshot { remaining: number; limit: number; resetAt: number }
+export interface QuotaSnapshot {
+  remaining: number;
+  limit: number;
+  resetAt: number;
+}
 
 export interface SyncRow extends Counters {
   id: string;
@@ -46,26 +58,46 @@ export interface SyncRow extends Counters {
   quota: Partial<Record<Budget, QuotaSnapshot>>;
 }
 
-export interface CheckpointRow { repo: string; stage: Stage; state: 'in-progress' | 'done' | 'not-reached'; cursor: string | null; reason: string | null }
+export interface CheckpointRow {
+  repo: string;
+  stage: Stage;
+  state: 'in-progress' | 'done' | 'not-reached';
+  cursor: string | null;
+  reason: string | null;
+}
 
 // The one statement that changes counters; progress_at moves with it (the stuck-sync reconciler reads it).
 const INCREMENT = `UPDATE github.sync SET ${COUNTERS.map((c, i) => `${c} = ${c} + $${i + 2}`).join(', ')}, progress_at = $${COUNTERS.length + 2} WHERE id = $1`;
 
 // PostgreSQL's one-statement page write: the counters grow by what the `up` CTE wrote ($3: now,
 // and the given placeholders). Still an increment in SQL, never a value computed in the agent.
-const pgCountUp = (now: string, made: string, saved: string, core: string, graphql: string) => `UPDATE github.sync SET records_collected = records_collected + (SELECT count(*) FROM up),
+const pgCountUp = (
+  now: string,
+  made: string,
+  saved: string,
+  core: string,
+  graphql: string,
+) => `UPDATE github.sync SET records_collected = records_collected + (SELECT count(*) FROM up),
   records_created = records_created + (SELECT count(*) FROM up WHERE created),
   requests_made = requests_made + ${made}, requests_saved = requests_saved + ${saved},
   requests_core = requests_core + ${core}, requests_graphql = requests_graphql + ${graphql}, progress_at = ${now}`;
 
 /** The GitHub sync's storage, the same statements on PostgreSQL and on the embedded SQLite file. */
 export class GithubStore {
-  constructor(readonly db: GithubDb, private readonly now: () => number = Date.now) {}
+  constructor(
+    readonly db: GithubDb,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   async createSync(repos: readonly string[]): Promise<string> {
     const id = `${new Date(this.now()).toISOString().slice(0, 10).replace(/-/g, '')}-${crypto.randomBytes(4).toString('hex')}`;
     const at = this.now();
-    await this.db.query('INSERT INTO github.sync (id, status, repos, started_at, progress_at) VALUES ($1, $2, $3, $4, $4)', [id, 'running', JSON.stringify(repos), at]);
+    await this.db.query('INSERT INTO github.sync (id, status, repos, started_at, progress_at) VALUES ($1, $2, $3, $4, $4)', [
+      id,
+      'running',
+      JSON.stringify(repos),
+      at,
+    ]);
     return id;
   }
 
@@ -87,14 +119,17 @@ export class GithubStore {
 
   /** The newest sync, or the newest one still running (hibernating included). */
   async latestSync(onlyRunning = false): Promise<SyncRow | null> {
-    const rows = await this.db.query<RawSync>(`SELECT * FROM github.sync ${onlyRunning ? "WHERE status = 'running'" : ''} ORDER BY started_at DESC, id DESC LIMIT 1`);
+    const rows = await this.db.query<RawSync>(
+      `SELECT * FROM github.sync ${onlyRunning ? "WHERE status = 'running'" : ''} ORDER BY started_at DESC, id DESC LIMIT 1`,
+    );
     return rows.length > 0 ? toSync(rows[0]) : null;
   }
 
   /** The requests and hibernations of every sync stored, read in one statement (the metrics' counters start from it). */
   async totals(): Promise<SyncTotals> {
     const rows = await this.db.query<{ id: string; core: number; graphql: number; hibernations: number }>(
-      'SELECT id, requests_core AS core, requests_graphql AS graphql, hibernations FROM github.sync ORDER BY started_at DESC, id DESC');
+      'SELECT id, requests_core AS core, requests_graphql AS graphql, hibernations FROM github.sync ORDER BY started_at DESC, id DESC',
+    );
     const totals: SyncTotals = { requests: { core: 0, graphql: 0 }, hibernations: 0, syncs: [] };
     for (const r of rows) {
       const sync = { id: r.id, requests: { core: Number(r.core), graphql: Number(r.graphql) }, hibernations: Number(r.hibernations) };
@@ -117,24 +152,35 @@ export class GithubStore {
   /** The sync stays running; it sleeps nowhere: the wake-up time is data for whoever schedules it. */
   async hibernate(syncId: string, until: number, budget: Budget, secondaryBackoff: boolean): Promise<void> {
     await this.db.transaction(async (tx) => {
-      await tx.query(`UPDATE github.sync SET hibernating_until = $2, budget = $3,
+      await tx.query(
+        `UPDATE github.sync SET hibernating_until = $2, budget = $3,
         secondary_backoffs = CASE WHEN $4 = 1 THEN secondary_backoffs + 1 ELSE 0 END WHERE id = $1 AND status = 'running'`,
-      [syncId, until, budget, secondaryBackoff ? 1 : 0]);
+        [syncId, until, budget, secondaryBackoff ? 1 : 0],
+      );
       await this.increment(syncId, { hibernations: 1 }, tx);
     });
   }
 
   async wake(syncId: string): Promise<void> {
-    await this.db.query("UPDATE github.sync SET hibernating_until = NULL, budget = NULL, progress_at = $2 WHERE id = $1 AND status = 'running'", [syncId, this.now()]);
+    await this.db.query(
+      "UPDATE github.sync SET hibernating_until = NULL, budget = NULL, progress_at = $2 WHERE id = $1 AND status = 'running'",
+      [syncId, this.now()],
+    );
   }
 
   async finish(syncId: string, status: Exclude<SyncStatus, 'running'>, reason: string | null): Promise<void> {
-    await this.db.query(`UPDATE github.sync SET status = $2, reason = $3, finished_at = $4, hibernating_until = NULL, budget = NULL
-      WHERE id = $1 AND status = 'running'`, [syncId, status, reason, this.now()]);
+    await this.db.query(
+      `UPDATE github.sync SET status = $2, reason = $3, finished_at = $4, hibernating_until = NULL, budget = NULL
+      WHERE id = $1 AND status = 'running'`,
+      [syncId, status, reason, this.now()],
+    );
   }
 
   async checkpoints(syncId: string): Promise<CheckpointRow[]> {
-    return this.db.query<CheckpointRow>('SELECT repo, stage, state, cursor, reason FROM github.checkpoint WHERE sync_id = $1 ORDER BY repo, stage', [syncId]);
+    return this.db.query<CheckpointRow>(
+      'SELECT repo, stage, state, cursor, reason FROM github.checkpoint WHERE sync_id = $1 ORDER BY repo, stage',
+      [syncId],
+    );
   }
 
   async markStage(syncId: string, repo: string, stage: Stage, state: 'done' | 'not-reached', reason: string | null): Promise<void> {
@@ -146,11 +192,23 @@ export class GithubStore {
    * resume continues after the last page stored and never asks for it again. `extra` carries counters
    * gathered since the last write (requests made and saved), added in the same increment.
    */
-  async upsertPullRequests(syncId: string, repo: string, records: PullRequestRecord[], nextCursor: string | null, extra: Partial<Counters> = {}): Promise<number> {
+  async upsertPullRequests(
+    syncId: string,
+    repo: string,
+    records: PullRequestRecord[],
+    nextCursor: string | null,
+    extra: Partial<Counters> = {},
+  ): Promise<number> {
     return this.writePage(syncId, repo, 'changes', 'pull_request', records, nextCursor, extra);
   }
 
-  async upsertWorkflowRuns(syncId: string, repo: string, records: WorkflowRunRecord[], nextCursor: string | null, extra: Partial<Counters> = {}): Promise<number> {
+  async upsertWorkflowRuns(
+    syncId: string,
+    repo: string,
+    records: WorkflowRunRecord[],
+    nextCursor: string | null,
+    extra: Partial<Counters> = {},
+  ): Promise<number> {
     return this.writePage(syncId, repo, 'checks', 'workflow_run', records, nextCursor, extra);
   }
 
@@ -158,10 +216,21 @@ export class GithubStore {
   async storeJobs(syncId: string, runId: number, records: WorkflowJobRecord[], extra: Partial<Counters> = {}): Promise<number> {
     if (this.db.dialect === 'postgres') {
       // One statement (atomic by itself): a round trip per run instead of five, on the hot path.
-      const rows = await this.db.query<{ created: number }>(`WITH up AS (${upsertSql('workflow_job', 'postgres')}),
+      const rows = await this.db.query<{ created: number }>(
+        `WITH up AS (${upsertSql('workflow_job', 'postgres')}),
         mark AS (UPDATE github.workflow_run SET jobs_stored_at = $3 WHERE id = $4)
         ${pgCountUp('$3', '$5', '$6', '$7', '$8')} WHERE id = $2 RETURNING (SELECT count(*) FROM up WHERE created)::int AS created`,
-      [JSON.stringify(records), syncId, this.now(), runId, extra.requests_made ?? 0, extra.requests_saved ?? 0, extra.requests_core ?? 0, extra.requests_graphql ?? 0]);
+        [
+          JSON.stringify(records),
+          syncId,
+          this.now(),
+          runId,
+          extra.requests_made ?? 0,
+          extra.requests_saved ?? 0,
+          extra.requests_core ?? 0,
+          extra.requests_graphql ?? 0,
+        ],
+      );
       return Number(rows[0]?.created ?? 0);
     }
     return this.db.transaction(async (tx) => {
@@ -174,7 +243,10 @@ export class GithubStore {
 
   /** The repository's runs, each with whether its jobs are already stored (by any sync). */
   async runsOf(repo: string): Promise<Array<{ id: number; jobsStored: boolean }>> {
-    const rows = await this.db.query<{ id: number; stored: number | null }>('SELECT id, jobs_stored_at AS stored FROM github.workflow_run WHERE repo = $1 ORDER BY id', [repo]);
+    const rows = await this.db.query<{ id: number; stored: number | null }>(
+      'SELECT id, jobs_stored_at AS stored FROM github.workflow_run WHERE repo = $1 ORDER BY id',
+      [repo],
+    );
     return rows.map((r) => ({ id: Number(r.id), jobsStored: r.stored !== null }));
   }
 
@@ -183,18 +255,42 @@ export class GithubStore {
    * failed (reason `stuck-no-progress`). A hibernating sync is never touched: it waits on purpose.
    */
   async reconcileStuck(stuckAfterMs: number): Promise<string[]> {
-    const rows = await this.db.query<{ id: string }>(`UPDATE github.sync SET status = 'failed', reason = 'stuck-no-progress', finished_at = $1
-      WHERE status = 'running' AND hibernating_until IS NULL AND progress_at < $2 RETURNING id`, [this.now(), this.now() - stuckAfterMs]);
+    const rows = await this.db.query<{ id: string }>(
+      `UPDATE github.sync SET status = 'failed', reason = 'stuck-no-progress', finished_at = $1
+      WHERE status = 'running' AND hibernating_until IS NULL AND progress_at < $2 RETURNING id`,
+      [this.now(), this.now() - stuckAfterMs],
+    );
     return rows.map((r) => r.id);
   }
 
-  private async writePage(syncId: string, repo: string, stage: Stage, entity: EntityName, records: object[], nextCursor: string | null, extra: Partial<Counters>): Promise<number> {
+  private async writePage(
+    syncId: string,
+    repo: string,
+    stage: Stage,
+    entity: EntityName,
+    records: object[],
+    nextCursor: string | null,
+    extra: Partial<Counters>,
+  ): Promise<number> {
     if (this.db.dialect === 'postgres') {
-      const rows = await this.db.query<{ created: number }>(`WITH up AS (${upsertSql(entity, 'postgres')}),
+      const rows = await this.db.query<{ created: number }>(
+        `WITH up AS (${upsertSql(entity, 'postgres')}),
         cp AS (INSERT INTO github.checkpoint (sync_id, repo, stage, state, cursor, reason, updated_at) VALUES ($2, $3, $4, 'in-progress', $5, NULL, $6)
           ON CONFLICT (sync_id, repo, stage) DO UPDATE SET state = excluded.state, cursor = excluded.cursor, reason = NULL, updated_at = excluded.updated_at)
         ${pgCountUp('$6', '$7', '$8', '$9', '$10')} WHERE id = $2 RETURNING (SELECT count(*) FROM up WHERE created)::int AS created`,
-      [JSON.stringify(records), syncId, repo, stage, nextCursor, this.now(), extra.requests_made ?? 0, extra.requests_saved ?? 0, extra.requests_core ?? 0, extra.requests_graphql ?? 0]);
+        [
+          JSON.stringify(records),
+          syncId,
+          repo,
+          stage,
+          nextCursor,
+          this.now(),
+          extra.requests_made ?? 0,
+          extra.requests_saved ?? 0,
+          extra.requests_core ?? 0,
+          extra.requests_graphql ?? 0,
+        ],
+      );
       return Number(rows[0]?.created ?? 0);
     }
     return this.db.transaction(async (tx) => {
@@ -217,28 +313,59 @@ export class GithubStore {
     return records.length - Number(existing[0]?.n ?? 0);
   }
 
-  private async saveCheckpoint(runner: SqlRunner, syncId: string, repo: string, stage: Stage, state: CheckpointRow['state'], cursor: string | null, reason: string | null): Promise<void> {
-    await runner.query(`INSERT INTO github.checkpoint (sync_id, repo, stage, state, cursor, reason, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
+  private async saveCheckpoint(
+    runner: SqlRunner,
+    syncId: string,
+    repo: string,
+    stage: Stage,
+    state: CheckpointRow['state'],
+    cursor: string | null,
+    reason: string | null,
+  ): Promise<void> {
+    await runner.query(
+      `INSERT INTO github.checkpoint (sync_id, repo, stage, state, cursor, reason, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
       ON CONFLICT (sync_id, repo, stage) DO UPDATE SET state = excluded.state, cursor = excluded.cursor, reason = excluded.reason, updated_at = excluded.updated_at`,
-    [syncId, repo, stage, state, cursor, reason, this.now()]);
+      [syncId, repo, stage, state, cursor, reason, this.now()],
+    );
   }
 }
 
 interface RawSync extends Counters {
-  id: string; status: SyncStatus; reason: string | null; repos: string; secondary_backoffs: number;
-  started_at: number; finished_at: number | null; progress_at: number; hibernating_until: number | null;
-  budget: Budget | null; quota: string | null; run_id?: string | null;
+  id: string;
+  status: SyncStatus;
+  reason: string | null;
+  repos: string;
+  secondary_backoffs: number;
+  started_at: number;
+  finished_at: number | null;
+  progress_at: number;
+  hibernating_until: number | null;
+  budget: Budget | null;
+  quota: string | null;
+  run_id?: string | null;
 }
 
 function toSync(r: RawSync): SyncRow {
   const num = (v: number | null) => (v === null ? null : Number(v));
   return {
-    id: r.id, runId: r.run_id ?? null, status: r.status, reason: r.reason, repos: JSON.parse(r.repos) as string[],
-    records_collected: Number(r.records_collected), records_created: Number(r.records_created),
-    requests_made: Number(r.requests_made), requests_saved: Number(r.requests_saved), hibernations: Number(r.hibernations),
-    requests_core: Number(r.requests_core ?? 0), requests_graphql: Number(r.requests_graphql ?? 0),
-    secondaryBackoffs: Number(r.secondary_backoffs), startedAt: Number(r.started_at), finishedAt: num(r.finished_at),
-    progressAt: Number(r.progress_at), hibernatingUntil: num(r.hibernating_until), budget: r.budget,
-    quota: r.quota === null ? {} : JSON.parse(r.quota) as SyncRow['quota'],
+    id: r.id,
+    runId: r.run_id ?? null,
+    status: r.status,
+    reason: r.reason,
+    repos: JSON.parse(r.repos) as string[],
+    records_collected: Number(r.records_collected),
+    records_created: Number(r.records_created),
+    requests_made: Number(r.requests_made),
+    requests_saved: Number(r.requests_saved),
+    hibernations: Number(r.hibernations),
+    requests_core: Number(r.requests_core ?? 0),
+    requests_graphql: Number(r.requests_graphql ?? 0),
+    secondaryBackoffs: Number(r.secondary_backoffs),
+    startedAt: Number(r.started_at),
+    finishedAt: num(r.finished_at),
+    progressAt: Number(r.progress_at),
+    hibernatingUntil: num(r.hibernating_until),
+    budget: r.budget,
+    quota: r.quota === null ? {} : (JSON.parse(r.quota) as SyncRow['quota']),
   };
 }

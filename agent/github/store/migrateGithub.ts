@@ -18,13 +18,21 @@ export async function migrateGithub(db: GithubDb, migrations: readonly GithubMig
       await tx.query('SELECT pg_advisory_xact_lock($1)', [GITHUB_MIGRATION_LOCK_KEY]);
       await tx.script('CREATE SCHEMA IF NOT EXISTS github');
     }
-    await tx.script('CREATE TABLE IF NOT EXISTS github.schema_migration (version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)');
-    const done = new Set((await tx.query<{ version: number }>('SELECT version FROM github.schema_migration')).map((r) => Number(r.version)));
+    await tx.script(
+      'CREATE TABLE IF NOT EXISTS github.schema_migration (version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)',
+    );
+    const done = new Set(
+      (await tx.query<{ version: number }>('SELECT version FROM github.schema_migration')).map((r) => Number(r.version)),
+    );
     const ran: number[] = [];
     for (const m of migrations) {
       if (done.has(m.version)) continue;
       await tx.script(tx.dialect === 'postgres' ? m.postgres : m.sqlite);
-      await tx.query('INSERT INTO github.schema_migration (version, name, applied_at) VALUES ($1, $2, $3)', [m.version, m.name, Date.now()]);
+      await tx.query('INSERT INTO github.schema_migration (version, name, applied_at) VALUES ($1, $2, $3)', [
+        m.version,
+        m.name,
+        Date.now(),
+      ]);
       ran.push(m.version);
     }
     return ran;

@@ -18,9 +18,10 @@ export const GITHUB_SQLITE_FILE = 'github_sync.db';
 
 /** The store on PostgreSQL when a database URL is configured, else on `<home>/github_sync.db`; migrated. */
 export async function openGithubStore(options: OpenGithubStoreOptions): Promise<GithubStore> {
-  const db = options.databaseUrl !== null && options.databaseUrl !== ''
-    ? new PostgresGithubDb({ url: options.databaseUrl, logger: options.logger, poolSize: options.poolSize })
-    : new SqliteGithubDb(path.join(options.homeDir, GITHUB_SQLITE_FILE));
+  const db =
+    options.databaseUrl !== null && options.databaseUrl !== ''
+      ? new PostgresGithubDb({ url: options.databaseUrl, logger: options.logger, poolSize: options.poolSize })
+      : new SqliteGithubDb(path.join(options.homeDir, GITHUB_SQLITE_FILE));
   try {
     await migrateGithub(db);
   } catch (err) {

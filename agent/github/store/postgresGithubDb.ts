@@ -34,9 +34,14 @@ export class PostgresGithubDb implements GithubDb {
       statement_timeout: timeout,
       application_name: 'quantilica-github-sync',
       allowExitOnIdle: true,
-      types: { getTypeParser: ((oid: number, format?: string): unknown => (oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format as 'text'))) as typeof pg.types.getTypeParser },
+      types: {
+        getTypeParser: ((oid: number, format?: string): unknown =>
+          oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+      },
     });
-    this.pool.on('error', (err) => { options.logger.warn({ err: err.message }, 'idle github database connection lost'); });
+    this.pool.on('error', (err) => {
+      options.logger.warn({ err: err.message }, 'idle github database connection lost');
+    });
   }
 
   async query<T extends object>(sql: string, params: readonly SqlValue[] = []): Promise<T[]> {
@@ -52,8 +57,11 @@ export class PostgresGithubDb implements GithubDb {
     const client = await this.pool.connect();
     const tx: SqlRunner = {
       dialect: 'postgres',
-      query: async <R extends object>(sql: string, params: readonly SqlValue[] = []) => (await client.query(sql, params as SqlValue[])).rows as R[],
-      script: async (sql: string) => { await client.query(sql); },
+      query: async <R extends object>(sql: string, params: readonly SqlValue[] = []) =>
+        (await client.query(sql, params as SqlValue[])).rows as R[],
+      script: async (sql: string) => {
+        await client.query(sql);
+      },
     };
     let failure: Error | undefined;
     try {

@@ -35,7 +35,9 @@ export class SqliteGithubDb implements GithubDb {
   }
 
   script(sql: string): Promise<void> {
-    return this.serial(() => { this.db.exec(sql); });
+    return this.serial(() => {
+      this.db.exec(sql);
+    });
   }
 
   transaction<T>(fn: (tx: SqlRunner) => Promise<T>): Promise<T> {
@@ -46,7 +48,10 @@ export class SqliteGithubDb implements GithubDb {
         const value = await fn({
           dialect: 'sqlite',
           query: <R extends object>(sql: string, params: readonly SqlValue[] = []) => Promise.resolve(this.run<R>(sql, params)),
-          script: (sql: string) => { this.db.exec(sql); return Promise.resolve(); },
+          script: (sql: string) => {
+            this.db.exec(sql);
+            return Promise.resolve();
+          },
         });
         this.db.exec('COMMIT');
         return value;
@@ -58,7 +63,9 @@ export class SqliteGithubDb implements GithubDb {
   }
 
   close(): Promise<void> {
-    return this.serial(() => { this.db.close(); });
+    return this.serial(() => {
+      this.db.close();
+    });
   }
 
   private serial<T>(fn: () => T | Promise<T>): Promise<T> {
@@ -75,7 +82,9 @@ export class SqliteGithubDb implements GithubDb {
       this.statements.set(sql, statement);
     }
     const named: Record<string, SqlValue> = {};
-    params.forEach((v, i) => { named[`p${i + 1}`] = v; });
+    params.forEach((v, i) => {
+      named[`p${i + 1}`] = v;
+    });
     const args = params.length > 0 ? [named] : [];
     if (statement.reader) return statement.all(...args) as T[];
     statement.run(...args);

@@ -5,31 +5,54 @@ import type { Dialect } from './githubDb';
  * $3 the repository (when the table has one). PostgreSQL tells inserted from updated rows by xmax;
  * SQLite's caller counts the ids already present inside the same (exclusive) transaction instead.
  */
-interface Column { name: string; type: 'text' | 'integer' | 'bigint'; key?: string }
+interface Column {
+  name: string;
+  type: 'text' | 'integer' | 'bigint';
+  key?: string;
+}
 
-interface Entity { table: string; columns: Column[]; hasRepo: boolean }
+interface Entity {
+  table: string;
+  columns: Column[];
+  hasRepo: boolean;
+}
 
 const entities = {
   pull_request: {
-    table: 'github.pull_request', hasRepo: true,
+    table: 'github.pull_request',
+    hasRepo: true,
     columns: [
-      { name: 'id', type: 'text' }, { name: 'number', type: 'integer' }, { name: 'title', type: 'text' },
-      { name: 'state', type: 'text' }, { name: 'created_at', type: 'text', key: 'createdAt' },
-      { name: 'updated_at', type: 'text', key: 'updatedAt' }, { name: 'merged_at', type: 'text', key: 'mergedAt' },
+      { name: 'id', type: 'text' },
+      { name: 'number', type: 'integer' },
+      { name: 'title', type: 'text' },
+      { name: 'state', type: 'text' },
+      { name: 'created_at', type: 'text', key: 'createdAt' },
+      { name: 'updated_at', type: 'text', key: 'updatedAt' },
+      { name: 'merged_at', type: 'text', key: 'mergedAt' },
     ],
   },
   workflow_run: {
-    table: 'github.workflow_run', hasRepo: true,
+    table: 'github.workflow_run',
+    hasRepo: true,
     columns: [
-      { name: 'id', type: 'bigint' }, { name: 'name', type: 'text' }, { name: 'status', type: 'text' },
-      { name: 'conclusion', type: 'text' }, { name: 'created_at', type: 'text' }, { name: 'updated_at', type: 'text' },
+      { name: 'id', type: 'bigint' },
+      { name: 'name', type: 'text' },
+      { name: 'status', type: 'text' },
+      { name: 'conclusion', type: 'text' },
+      { name: 'created_at', type: 'text' },
+      { name: 'updated_at', type: 'text' },
     ],
   },
   workflow_job: {
-    table: 'github.workflow_job', hasRepo: false,
+    table: 'github.workflow_job',
+    hasRepo: false,
     columns: [
-      { name: 'id', type: 'bigint' }, { name: 'run_id', type: 'bigint' }, { name: 'name', type: 'text' },
-      { name: 'status', type: 'text' }, { name: 'conclusion', type: 'text' }, { name: 'started_at', type: 'text' },
+      { name: 'id', type: 'bigint' },
+      { name: 'run_id', type: 'bigint' },
+      { name: 'name', type: 'text' },
+      { name: 'status', type: 'text' },
+      { name: 'conclusion', type: 'text' },
+      { name: 'started_at', type: 'text' },
       { name: 'completed_at', type: 'text' },
     ],
   },
@@ -41,7 +64,10 @@ export function upsertSql(entity: EntityName, dialect: Dialect): string {
   const e: Entity = entities[entity];
   const key = (c: Column) => c.key ?? c.name;
   const names = [...e.columns.map((c) => c.name), 'sync_id', ...(e.hasRepo ? ['repo'] : [])];
-  const updates = names.filter((n) => n !== 'id').map((n) => `${n} = excluded.${n}`).join(', ');
+  const updates = names
+    .filter((n) => n !== 'id')
+    .map((n) => `${n} = excluded.${n}`)
+    .join(', ');
   if (dialect === 'postgres') {
     const shape = e.columns.map((c) => `"${key(c)}" ${c.type}`).join(', ');
     const values = [...e.columns.map((c) => `r."${key(c)}"`), '$2', ...(e.hasRepo ? ['$3'] : [])].join(', ');

@@ -10,7 +10,11 @@ import * as readline from 'node:readline';
 export class AgentProcesses {
   private readonly children = new Set<ChildProcess>();
 
-  constructor(private readonly agentJs: string, private readonly nodePath: string, private readonly logDir: string) {}
+  constructor(
+    private readonly agentJs: string,
+    private readonly nodePath: string,
+    private readonly logDir: string,
+  ) {}
 
   /** Starts an agent and resolves once it printed its ready line. */
   async start(extraEnv: Record<string, string> = {}): Promise<ChildProcess> {
@@ -23,9 +27,15 @@ export class AgentProcesses {
     const lines = readline.createInterface({ input: child.stdout! });
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`the agent was not ready within 30 s (log in ${this.logDir})`)), 30_000);
-      child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`the agent exited with ${code} before it was ready (log in ${this.logDir})`)); });
+      child.once('exit', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`the agent exited with ${code} before it was ready (log in ${this.logDir})`));
+      });
       lines.on('line', (line) => {
-        if (line.includes('"ready":true')) { clearTimeout(timer); resolve(); }
+        if (line.includes('"ready":true')) {
+          clearTimeout(timer);
+          resolve();
+        }
       });
     });
     child.removeAllListeners('exit');
@@ -38,7 +48,10 @@ export class AgentProcesses {
    * the agent's spool file, as a script outside the agent would; returns the run id it was filed under.
    */
   emitEvent(task: string): string {
-    const out = execFileSync(this.nodePath, [this.agentJs, 'telemetry', 'emit', 'start', '--task', task, '--pool', 'heavy-io'], { env: process.env, encoding: 'utf8' });
+    const out = execFileSync(this.nodePath, [this.agentJs, 'telemetry', 'emit', 'start', '--task', task, '--pool', 'heavy-io'], {
+      env: process.env,
+      encoding: 'utf8',
+    });
     const runId = / of run ([0-9a-f-]{36}) /.exec(out)?.[1];
     if (!runId) throw new Error(`telemetry emit printed no run id: ${out}`);
     return runId;

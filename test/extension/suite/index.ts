@@ -8,5 +8,8 @@ const FILES = ['workbench.test.js', 'operatorDay.test.js', 'operatorHealth.test.
 export function run(): Promise<void> {
   const only = (process.env.QUANTILICA_TEST_FILES ?? '').split(',').filter((s) => s !== '');
   const files = FILES.filter((f) => only.length === 0 || only.some((s) => f.includes(s)));
-  return runMocha(files.map((f) => path.join(__dirname, f)), 120_000);
+  return runMocha(
+    files.map((f) => path.join(__dirname, f)),
+    120_000,
+  );
 }

@@ -20,7 +20,11 @@ const EXTENSION_ID = 'quantilica.quantilica-orchestrator';
 const home = process.env.HOME ?? '';
 const connectionFile = path.join(home, '.quantilica', 'agent.json');
 const repo = path.resolve(__dirname, '..', '..', '..', '..');
-const agents = new AgentProcesses(path.join(repo, 'dist', 'agent.js'), process.env.QUANTILICA_TEST_NODE ?? 'node', path.join(home, 'agent-logs'));
+const agents = new AgentProcesses(
+  path.join(repo, 'dist', 'agent.js'),
+  process.env.QUANTILICA_TEST_NODE ?? 'node',
+  path.join(home, 'agent-logs'),
+);
 
 let api: QuantilicaApi;
 let agentPid = 0;
@@ -31,19 +35,33 @@ function writeCatalog(): string {
   fs.mkdirSync(dir, { recursive: true });
   const file = path.join(dir, 'catalog.json');
   const bash = (script: string) => ['/bin/bash', '-c', script];
-  fs.writeFileSync(file, JSON.stringify({
-    fetchers: [
-      { name: 'failer', pool: 'cpu-analysis', argv: bash('echo "boom: the source answered 503"; exit 3') },
-      { name: 'hog', pool: 'heavy-io', argv: bash('x=$(head -c 30000000 /dev/zero | tr "\\0" a); echo "holding ${#x} bytes"; sleep 3; echo done') },
-    ],
-  }, null, 2));
+  fs.writeFileSync(
+    file,
+    JSON.stringify(
+      {
+        fetchers: [
+          { name: 'failer', pool: 'cpu-analysis', argv: bash('echo "boom: the source answered 503"; exit 3') },
+          {
+            name: 'hog',
+            pool: 'heavy-io',
+            argv: bash('x=$(head -c 30000000 /dev/zero | tr "\\0" a); echo "holding ${#x} bytes"; sleep 3; echo done'),
+          },
+        ],
+      },
+      null,
+      2,
+    ),
+  );
   return file;
 }
 const catalog = writeCatalog();
 
 async function startAgent(env: Record<string, string> = {}): Promise<void> {
   agentPid = (await agents.start({ QUANTILICA_CATALOG: catalog, CRON_DISK_POLL_SECONDS: '0.2', ...env })).pid ?? 0;
-  await waitFor(() => api.session.state.kind === 'connected' && api.session.state.info.pid === agentPid, { what: 'the extension to connect to the new agent', timeoutMs: 20_000 });
+  await waitFor(() => api.session.state.kind === 'connected' && api.session.state.info.pid === agentPid, {
+    what: 'the extension to connect to the new agent',
+    timeoutMs: 20_000,
+  });
 }
 
 /** Stops our agent and whichever the session is connected to (one the extension started). */
@@ -56,20 +74,28 @@ async function stopAgent(): Promise<void> {
 async function runToEnd(fetcher: string): Promise<RunInfo> {
   const queued = await vscode.commands.executeCommand<RunInfo | undefined>('quantilica.runFetcher', fetcher);
   assert.ok(queued, `${fetcher} was queued`);
-  return waitFor(async () => {
-    const client = await connectAgent(connectionFile, { client: 'health-suite' });
-    try {
-      const run = (await client.listRuns(50)).find((r) => r.runId === queued.runId);
-      return run && run.status !== 'running' && run.status !== 'waiting' ? run : undefined;
-    } finally {
-      await client.close();
-    }
-  }, { what: `${fetcher} to end`, timeoutMs: 30_000, intervalMs: 200 });
+  return waitFor(
+    async () => {
+      const client = await connectAgent(connectionFile, { client: 'health-suite' });
+      try {
+        const run = (await client.listRuns(50)).find((r) => r.runId === queued.runId);
+        return run && run.status !== 'running' && run.status !== 'waiting' ? run : undefined;
+      } finally {
+        await client.close();
+      }
+    },
+    { what: `${fetcher} to end`, timeoutMs: 30_000, intervalMs: 200 },
+  );
 }
 
 async function setting(section: string, key: string, value: unknown): Promise<void> {
   await vscode.workspace.getConfiguration(section).update(key, value, vscode.ConfigurationTarget.Global);
-  await waitFor(() => vscode.workspace.getConfiguration(section).get(key) === (value ?? vscode.workspace.getConfiguration(section).inspect(key)?.defaultValue), { what: `${section}.${key} to read back`, timeoutMs: 10_000 });
+  await waitFor(
+    () =>
+      vscode.workspace.getConfiguration(section).get(key) ===
+      (value ?? vscode.workspace.getConfiguration(section).inspect(key)?.defaultValue),
+    { what: `${section}.${key} to read back`, timeoutMs: 10_000 },
+  );
 }
 
 /** A when-clause of `key == value` / `key != value` terms joined by `&&`, with no context key set. */
@@ -103,15 +129,25 @@ describe('The operator’s health and notifications', () => {
 
   it('every view has its data provider from activation, before the agent answers, and the page never says "no data provider"', async () => {
     const steps = api.activationSteps;
-    assert.ok(steps.includes('views') && steps.indexOf('views') < steps.indexOf('connect'), `views created before connecting (steps: ${steps.join(', ')})`);
-    const pkg = vscode.extensions.getExtension(EXTENSION_ID)!.packageJSON as { activationEvents: string[]; contributes: { views: Record<string, Array<{ id: string }>>; viewsWelcome: Array<{ view: string; contents: string; when?: string }> } };
+    assert.ok(
+      steps.includes('views') && steps.indexOf('views') < steps.indexOf('connect'),
+      `views created before connecting (steps: ${steps.join(', ')})`,
+    );
+    const pkg = vscode.extensions.getExtension(EXTENSION_ID)!.packageJSON as {
+      activationEvents: string[];
+      contributes: { views: Record<string, Array<{ id: string }>>; viewsWelcome: Array<{ view: string; contents: string; when?: string }> };
+    };
     for (const { id } of Object.values(pkg.contributes.views).flat()) {
       assert.ok(pkg.activationEvents.includes(`onView:${id}`), `a window restoring ${id} activates the extension at once`);
       // Before the extension host has activated us (a reload), no context key is set and no provider
       // is registered: VS Code shows a view's welcome content then, and "There is no data provider
       // registered" only in a view that has none for that moment.
       const early = pkg.contributes.viewsWelcome.filter((w) => w.view === id && holdsWithNoContext(w.when));
-      assert.deepEqual(early.map((w) => w.contents), ['Connecting to the Quantilica agent…'], `${id} says "Connecting…" before activation`);
+      assert.deepEqual(
+        early.map((w) => w.contents),
+        ['Connecting to the Quantilica agent…'],
+        `${id} says "Connecting…" before activation`,
+      );
     }
     for (const [name, view] of Object.entries(api.views)) {
       assert.ok(view, `the ${name} view exists`);
@@ -122,14 +158,18 @@ describe('The operator’s health and notifications', () => {
     // An earlier suite may have left a view collapsed or scrolled away: each view's focus command opens it.
     for (const id of ['quantilica.pools', 'quantilica.runs']) await vscode.commands.executeCommand(`${id}.focus`);
     let seen = '';
-    const sidebar = await waitFor(async () => {
-      seen = await pageText('.part.sidebar');
-      // Runs keeps the runs it listed when the agent goes (an earlier suite's), so its welcome shows only
-      // in a fresh window: Pools and Schedule say the agent is down either way.
-      const runs = /run history shows once one answers/.test(seen) || /\nRuns\n(Today|Yesterday)/.test(seen);
-      return /No Quantilica agent answers/.test(seen) && /the schedule shows once one answers/.test(seen) && runs ? seen : undefined;
-    }, { what: 'the Pools, Runs and Schedule views in the side bar', timeoutMs: 20_000, intervalMs: 200 })
-      .catch((err: Error) => { throw new Error(`${err.message}; the side bar read:\n${seen}`); });
+    const sidebar = await waitFor(
+      async () => {
+        seen = await pageText('.part.sidebar');
+        // Runs keeps the runs it listed when the agent goes (an earlier suite's), so its welcome shows only
+        // in a fresh window: Pools and Schedule say the agent is down either way.
+        const runs = /run history shows once one answers/.test(seen) || /\nRuns\n(Today|Yesterday)/.test(seen);
+        return /No Quantilica agent answers/.test(seen) && /the schedule shows once one answers/.test(seen) && runs ? seen : undefined;
+      },
+      { what: 'the Pools, Runs and Schedule views in the side bar', timeoutMs: 20_000, intervalMs: 200 },
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}; the side bar read:\n${seen}`);
+    });
     assert.doesNotMatch(sidebar, /no data provider registered/i);
   });
 
@@ -154,7 +194,11 @@ describe('The operator’s health and notifications', () => {
       assert.ok(progress?.ended, 'the progress ended');
       assert.match(progress.steps[0] ?? '', new RegExp(`stopping pid ${before}`));
       assert.match(progress.steps.at(-1) ?? '', new RegExp(`connected to the new agent \\(pid ${pid}\\)`));
-      assert.equal(api.notices.shown.filter((n) => /the agent stopped/.test(n.text)).length, stoppedNotices, 'a restart on purpose is not "the agent stopped"');
+      assert.equal(
+        api.notices.shown.filter((n) => /the agent stopped/.test(n.text)).length,
+        stoppedNotices,
+        'a restart on purpose is not "the agent stopped"',
+      );
     } finally {
       await vscode.commands.executeCommand('notifications.hideList');
       await stopAgent();
@@ -177,18 +221,36 @@ describe('The operator’s health and notifications', () => {
         fs.writeFileSync(filler, Buffer.alloc(45 * 1024 * 1024, 1));
         await waitFor(() => api.session.snapshot?.disk?.state === 'paused', { what: 'the gate to pause', timeoutMs: 15_000 });
         if (enabled) {
-          const paused = await waitFor(() => gateNotices().slice(from).find((n) => /paused new fetchers/.test(n.text)), { what: 'the pause notification', timeoutMs: 5000 });
+          const paused = await waitFor(
+            () =>
+              gateNotices()
+                .slice(from)
+                .find((n) => /paused new fetchers/.test(n.text)),
+            { what: 'the pause notification', timeoutMs: 5000 },
+          );
           assert.equal(paused.level, 'warning');
           assert.match(paused.text, /below 0\.03 GB/);
         }
         fs.rmSync(filler);
         await waitFor(() => api.session.snapshot?.disk?.state === 'ok', { what: 'the gate to resume', timeoutMs: 15_000 });
         if (enabled) {
-          const resumed = await waitFor(() => gateNotices().slice(from).find((n) => /resumed/.test(n.text)), { what: 'the resume notification', timeoutMs: 5000 });
+          const resumed = await waitFor(
+            () =>
+              gateNotices()
+                .slice(from)
+                .find((n) => /resumed/.test(n.text)),
+            { what: 'the resume notification', timeoutMs: 5000 },
+          );
           assert.equal(resumed.level, 'info');
         } else {
           // The gauge and the notifier hear the same change event: the gauge shows it, so the notifier decided.
-          assert.deepEqual(gateNotices().slice(from).map((n) => n.text), [], 'switched off: no notification');
+          assert.deepEqual(
+            gateNotices()
+              .slice(from)
+              .map((n) => n.text),
+            [],
+            'switched off: no notification',
+          );
         }
       }
     } finally {
@@ -203,7 +265,11 @@ describe('The operator’s health and notifications', () => {
     await startAgent({ QUANTILICA_DATABASE_URL: 'postgres://quantilica@127.0.0.1:9/none' });
     agents.emitEvent('stale-test-a');
     agents.emitEvent('stale-test-b');
-    await waitFor(() => (api.session.snapshot?.spool?.pending ?? 0) >= 2 && (api.telemetry.oldestAgeSeconds ?? 0) > 4, { what: 'two events waiting for more than 4 s', timeoutMs: 30_000, intervalMs: 200 });
+    await waitFor(() => (api.session.snapshot?.spool?.pending ?? 0) >= 2 && (api.telemetry.oldestAgeSeconds ?? 0) > 4, {
+      what: 'two events waiting for more than 4 s',
+      timeoutMs: 30_000,
+      intervalMs: 200,
+    });
     assert.equal(api.telemetry.visible, false, 'not shown under the default 15 minutes');
     try {
       await setting('quantilica.telemetry', 'staleMinutes', 0.05);
@@ -212,7 +278,13 @@ describe('The operator’s health and notifications', () => {
       assert.match(item.text, /telemetry .* behind/);
       assert.match(item.tooltip, /\d+ telemetry events have not reached PostgreSQL/);
       assert.match(item.tooltip, /PostgreSQL is unreachable|ECONNREFUSED|connect/);
-      const bar = await waitFor(async () => { const t = await pageText('.part.statusbar'); return /telemetry .* behind/.test(t) ? t : undefined; }, { what: 'the item in the status bar on the page', timeoutMs: 15_000, intervalMs: 200 });
+      const bar = await waitFor(
+        async () => {
+          const t = await pageText('.part.statusbar');
+          return /telemetry .* behind/.test(t) ? t : undefined;
+        },
+        { what: 'the item in the status bar on the page', timeoutMs: 15_000, intervalMs: 200 },
+      );
       assert.match(bar, /telemetry/);
       await setting('quantilica.telemetry', 'staleMinutes', undefined);
       await waitFor(() => !api.telemetry.visible, { what: 'the item to go with the default setting back', timeoutMs: 10_000 });
@@ -229,7 +301,10 @@ describe('The operator’s health and notifications', () => {
     const from = api.notices.shown.length;
     const failed = await runToEnd('failer');
     assert.equal(failed.status, 'failed');
-    const notice = await waitFor(() => api.notices.shown.slice(from).find((n) => /failer failed/.test(n.text)), { what: 'the failed-run notification', timeoutMs: 10_000 });
+    const notice = await waitFor(() => api.notices.shown.slice(from).find((n) => /failer failed/.test(n.text)), {
+      what: 'the failed-run notification',
+      timeoutMs: 10_000,
+    });
     assert.equal(notice.level, 'error');
     assert.deepEqual(notice.actions, ['Show Log']);
     // Click the button on the page, as the operator does (in the notification centre: the test
@@ -237,27 +312,52 @@ describe('The operator’s health and notifications', () => {
     await vscode.commands.executeCommand('notifications.showList');
     await queryPage('.notifications-center .monaco-button', { waitText: 'Show Log', click: true, timeoutMs: 15_000 });
     await vscode.commands.executeCommand('notifications.hideList');
-    const doc = await waitFor(() => vscode.window.visibleTextEditors.map((e) => e.document).find((d) => /failer/.test(d.uri.path) && /boom: the source answered 503/.test(d.getText())), { what: 'the failed run’s log in an editor', timeoutMs: 15_000, intervalMs: 100 });
+    const doc = await waitFor(
+      () =>
+        vscode.window.visibleTextEditors
+          .map((e) => e.document)
+          .find((d) => /failer/.test(d.uri.path) && /boom: the source answered 503/.test(d.getText())),
+      { what: 'the failed run’s log in an editor', timeoutMs: 15_000, intervalMs: 100 },
+    );
     assert.equal(doc.uri.path.split('/')[1], failed.runId, 'the log of that run');
 
     await setting('quantilica.notifications', 'failedRuns', false);
     try {
       const quiet = api.notices.shown.length;
       const again = await runToEnd('failer');
-      await waitFor(() => api.runs.run(again.runId)?.status === 'failed', { what: 'the second failure in the Runs view (the notifier hears the same event)', timeoutMs: 10_000 });
-      assert.deepEqual(api.notices.shown.slice(quiet).filter((n) => /failer failed/.test(n.text)).map((n) => n.text), [], 'switched off: no notification');
+      await waitFor(() => api.runs.run(again.runId)?.status === 'failed', {
+        what: 'the second failure in the Runs view (the notifier hears the same event)',
+        timeoutMs: 10_000,
+      });
+      assert.deepEqual(
+        api.notices.shown
+          .slice(quiet)
+          .filter((n) => /failer failed/.test(n.text))
+          .map((n) => n.text),
+        [],
+        'switched off: no notification',
+      );
     } finally {
       await setting('quantilica.notifications', 'failedRuns', undefined);
     }
 
     const hog = await runToEnd('hog');
     assert.equal(hog.status, 'completed');
-    assert.ok(hog.peakMemoryMb !== null && hog.peakMemoryMb !== undefined && hog.peakMemoryMb >= 20, `the agent recorded the hog's peak (${hog.peakMemoryMb} MB)`);
-    const row = await waitFor(() => {
-      const node = api.runs.getChildren().flatMap((d) => api.runs.getChildren(d)).find((n) => n.kind === 'run' && n.runId === hog.runId);
-      const item = node && api.runs.getTreeItem(node);
-      return item && /completed/.test(String(item.description)) ? item : undefined;
-    }, { what: 'the hog’s row, completed', timeoutMs: 10_000 });
+    assert.ok(
+      hog.peakMemoryMb !== null && hog.peakMemoryMb !== undefined && hog.peakMemoryMb >= 20,
+      `the agent recorded the hog's peak (${hog.peakMemoryMb} MB)`,
+    );
+    const row = await waitFor(
+      () => {
+        const node = api.runs
+          .getChildren()
+          .flatMap((d) => api.runs.getChildren(d))
+          .find((n) => n.kind === 'run' && n.runId === hog.runId);
+        const item = node && api.runs.getTreeItem(node);
+        return item && /completed/.test(String(item.description)) ? item : undefined;
+      },
+      { what: 'the hog’s row, completed', timeoutMs: 10_000 },
+    );
     const peak = gbWords(hog.peakMemoryMb / 1024);
     assert.ok(String(row.description).includes(`· peak ${peak}`), String(row.description));
     const tooltip = row.tooltip instanceof vscode.MarkdownString ? row.tooltip.value : String(row.tooltip);

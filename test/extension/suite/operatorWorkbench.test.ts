@@ -25,7 +25,11 @@ const EXTENSION_ID = 'quantilica.quantilica-orchestrator';
 const home = process.env.HOME ?? '';
 const connectionFile = path.join(home, '.quantilica', 'agent.json');
 const repo = path.resolve(__dirname, '..', '..', '..', '..');
-const agents = new AgentProcesses(path.join(repo, 'dist', 'agent.js'), process.env.QUANTILICA_TEST_NODE ?? 'node', path.join(home, 'agent-logs'));
+const agents = new AgentProcesses(
+  path.join(repo, 'dist', 'agent.js'),
+  process.env.QUANTILICA_TEST_NODE ?? 'node',
+  path.join(home, 'agent-logs'),
+);
 
 /** ticker prints a line every 0.2 s for a minute; two scheduled fetchers; failer exits 3. */
 function writeCatalog(): string {
@@ -33,14 +37,21 @@ function writeCatalog(): string {
   fs.mkdirSync(dir, { recursive: true });
   const file = path.join(dir, 'catalog.json');
   const bash = (script: string) => ['/bin/bash', '-c', script];
-  fs.writeFileSync(file, JSON.stringify({
-    fetchers: [
-      { name: 'ticker', pool: 'network-light', argv: bash('for i in $(seq 1 300); do echo "tick $i"; sleep 0.2; done') },
-      { name: 'failer', pool: 'cpu-analysis', argv: bash('echo "boom"; exit 3') },
-      { name: 'morning', pool: 'cpu-analysis', argv: bash('echo "morning ok"'), schedule: '0 3 * * *' },
-      { name: 'evening', pool: 'heavy-io', argv: bash('echo "evening ok"'), schedule: '30 20 * * *' },
-    ],
-  }, null, 2));
+  fs.writeFileSync(
+    file,
+    JSON.stringify(
+      {
+        fetchers: [
+          { name: 'ticker', pool: 'network-light', argv: bash('for i in $(seq 1 300); do echo "tick $i"; sleep 0.2; done') },
+          { name: 'failer', pool: 'cpu-analysis', argv: bash('echo "boom"; exit 3') },
+          { name: 'morning', pool: 'cpu-analysis', argv: bash('echo "morning ok"'), schedule: '0 3 * * *' },
+          { name: 'evening', pool: 'heavy-io', argv: bash('echo "evening ok"'), schedule: '30 20 * * *' },
+        ],
+      },
+      null,
+      2,
+    ),
+  );
   return file;
 }
 const catalog = writeCatalog();
@@ -50,7 +61,10 @@ let agentPid = 0;
 
 async function startAgent(env: Record<string, string> = {}): Promise<void> {
   agentPid = (await agents.start({ QUANTILICA_CATALOG: catalog, CRON_DISK_POLL_SECONDS: '0.5', ...env })).pid ?? 0;
-  await waitFor(() => api.session.state.kind === 'connected' && api.session.state.info.pid === agentPid, { what: 'the extension to connect to the new agent', timeoutMs: 20_000 });
+  await waitFor(() => api.session.state.kind === 'connected' && api.session.state.info.pid === agentPid, {
+    what: 'the extension to connect to the new agent',
+    timeoutMs: 20_000,
+  });
 }
 
 async function stopAgent(): Promise<void> {
@@ -71,39 +85,61 @@ async function agentRuns(): Promise<RunInfo[]> {
 async function runToEnd(fetcher: string): Promise<RunInfo> {
   const queued = await vscode.commands.executeCommand<RunInfo | undefined>('quantilica.runFetcher', fetcher);
   assert.ok(queued, `${fetcher} was queued`);
-  return waitFor(async () => (await agentRuns()).find((r) => r.runId === queued.runId && r.status !== 'running' && r.status !== 'waiting'), { what: `${fetcher} to end`, timeoutMs: 30_000, intervalMs: 200 });
+  return waitFor(
+    async () => (await agentRuns()).find((r) => r.runId === queued.runId && r.status !== 'running' && r.status !== 'waiting'),
+    { what: `${fetcher} to end`, timeoutMs: 30_000, intervalMs: 200 },
+  );
 }
 
 function label(item: vscode.TreeItem): string {
-  return typeof item.label === 'string' ? item.label : item.label?.label ?? '';
+  return typeof item.label === 'string' ? item.label : (item.label?.label ?? '');
 }
 
 function runRow(runId: string): { node: RunsNode; item: vscode.TreeItem } | undefined {
-  const node = api.runs.getChildren().flatMap((d) => api.runs.getChildren(d)).find((n) => n.kind === 'run' && n.runId === runId);
+  const node = api.runs
+    .getChildren()
+    .flatMap((d) => api.runs.getChildren(d))
+    .find((n) => n.kind === 'run' && n.runId === runId);
   return node ? { node, item: api.runs.getTreeItem(node) } : undefined;
 }
 
 async function setting(section: string, key: string, value: unknown): Promise<void> {
   await vscode.workspace.getConfiguration(section).update(key, value, vscode.ConfigurationTarget.Global);
-  await waitFor(() => vscode.workspace.getConfiguration(section).get(key) === (value ?? vscode.workspace.getConfiguration(section).inspect(key)?.defaultValue), { what: `${section}.${key} to read back`, timeoutMs: 10_000 });
+  await waitFor(
+    () =>
+      vscode.workspace.getConfiguration(section).get(key) ===
+      (value ?? vscode.workspace.getConfiguration(section).inspect(key)?.defaultValue),
+    { what: `${section}.${key} to read back`, timeoutMs: 10_000 },
+  );
 }
 
 type Menu = { command: string; when?: string; group?: string };
-function manifest(): { activationEvents: string[]; contributes: { menus: Record<string, Menu[]>; viewsWelcome: Array<{ view: string; contents: string; when?: string }>; configuration: { properties: Record<string, unknown> } } } {
+function manifest(): {
+  activationEvents: string[];
+  contributes: {
+    menus: Record<string, Menu[]>;
+    viewsWelcome: Array<{ view: string; contents: string; when?: string }>;
+    configuration: { properties: Record<string, unknown> };
+  };
+} {
   return vscode.extensions.getExtension(EXTENSION_ID)!.packageJSON as ReturnType<typeof manifest>;
 }
 
 /** Evaluates the when-clauses the menus use (`&&` of `==`, `!=`, `=~ /re/` and bare keys) for a context. */
 function holds(when: string | undefined, context: Record<string, string | boolean>): boolean {
-  return (when ?? '').split('&&').map((t) => t.trim()).filter((t) => t !== '').every((term) => {
-    let m = /^(!?)([\w.]+)$/.exec(term);
-    if (m) return Boolean(context[m[2]]) !== (m[1] === '!');
-    m = /^([\w.]+)\s*(==|!=)\s*(\S+)$/.exec(term);
-    if (m) return (String(context[m[1]]) === m[3]) === (m[2] === '==');
-    m = /^([\w.]+)\s*=~\s*\/(.*)\/$/.exec(term);
-    if (m) return new RegExp(m[2]).test(String(context[m[1]] ?? ''));
-    throw new Error(`a when-clause term this check does not understand: ${term}`);
-  });
+  return (when ?? '')
+    .split('&&')
+    .map((t) => t.trim())
+    .filter((t) => t !== '')
+    .every((term) => {
+      let m = /^(!?)([\w.]+)$/.exec(term);
+      if (m) return Boolean(context[m[2]]) !== (m[1] === '!');
+      m = /^([\w.]+)\s*(==|!=)\s*(\S+)$/.exec(term);
+      if (m) return (String(context[m[1]]) === m[3]) === (m[2] === '==');
+      m = /^([\w.]+)\s*=~\s*\/(.*)\/$/.exec(term);
+      if (m) return new RegExp(m[2]).test(String(context[m[1]] ?? ''));
+      throw new Error(`a when-clause term this check does not understand: ${term}`);
+    });
 }
 
 /** "14:05" as the extension writes a time of day. */
@@ -113,8 +149,23 @@ function hhmm(iso: string): string {
 
 function runInfo(over: Partial<RunInfo>): RunInfo {
   return {
-    runId: 'r-1', fetcher: 'comex', pool: 'heavy-io', status: 'waiting', trigger: 'protocol', args: [], enqueuedAt: new Date().toISOString(),
-    startedAt: null, finishedAt: null, slot: null, pid: null, exitCode: null, signal: null, reason: null, wait: null, logPath: null, ...over,
+    runId: 'r-1',
+    fetcher: 'comex',
+    pool: 'heavy-io',
+    status: 'waiting',
+    trigger: 'protocol',
+    args: [],
+    enqueuedAt: new Date().toISOString(),
+    startedAt: null,
+    finishedAt: null,
+    slot: null,
+    pid: null,
+    exitCode: null,
+    signal: null,
+    reason: null,
+    wait: null,
+    logPath: null,
+    ...over,
   };
 }
 
@@ -138,7 +189,8 @@ describe('The workbench in daily use', () => {
       assert.ok(words && words.length > 0, `${token} has words`);
       if (token !== 'starting') assert.notEqual(words, token, `${token} is said in words, not as its token`);
     }
-    for (const kind of ['pool', 'disk', 'admission', 'hibernating', 'retry', 'slot-backend'] as const) assert.ok(WAIT_KIND_WORDS[kind], `the wait kind ${kind} has words`);
+    for (const kind of ['pool', 'disk', 'admission', 'hibernating', 'retry', 'slot-backend'] as const)
+      assert.ok(WAIT_KIND_WORDS[kind], `the wait kind ${kind} has words`);
     assert.equal(durationWords(1), '1 second');
     assert.equal(durationWords(21600), '6 h');
     assert.equal(durationWords(7500), '2 h 5 min');
@@ -146,7 +198,13 @@ describe('The workbench in daily use', () => {
     assert.equal(plural(2, 'run'), '2 runs');
 
     const at = new Date(Date.now() + 5 * 60_000).toISOString();
-    const retrying = runInfo({ status: 'waiting', reason: 'retry-backoff', wait: { kind: 'retry', until: at, attempt: 2 }, attempt: 1, attempts: 3 });
+    const retrying = runInfo({
+      status: 'waiting',
+      reason: 'retry-backoff',
+      wait: { kind: 'retry', until: at, attempt: 2 },
+      attempt: 1,
+      attempts: 3,
+    });
     assert.equal(outcome(retrying), `attempt 2 of 3 · retry at ${hhmm(at)}`);
     const finished = new Date().toISOString();
     const timedOut = runInfo({ status: 'failed', reason: 'timeout', startedAt: finished, finishedAt: finished, attempt: 3, attempts: 3 });
@@ -161,8 +219,27 @@ describe('The workbench in daily use', () => {
 
     // A late fetcher in the Schedule view, and the notices late and stalled give (each switchable).
     const lateSince = new Date(Date.now() - 30 * 60_000).toISOString();
-    const entry = { fetcher: 'comex', cron: '0 3 * * *', timezone: null, nextDue: new Date(Date.now() + 3600_000).toISOString(), paused: false, lastRunAt: null, lateAfterMinutes: 20, lateSince, lastSuccessAt: null };
-    const base = { version: 1, agent: { pid: 1, host: 'h', startedAt: finished, protocolVersion: 1, mode: 'pools', dataDir: '/d', lockDir: '/l' }, catalog: [], pools: [], runs: [], disk: null, spool: null, schedule: { paused: false, catchUp: false, entries: [{ ...entry, lateSince: null }] } } as Snapshot;
+    const entry = {
+      fetcher: 'comex',
+      cron: '0 3 * * *',
+      timezone: null,
+      nextDue: new Date(Date.now() + 3600_000).toISOString(),
+      paused: false,
+      lastRunAt: null,
+      lateAfterMinutes: 20,
+      lateSince,
+      lastSuccessAt: null,
+    };
+    const base = {
+      version: 1,
+      agent: { pid: 1, host: 'h', startedAt: finished, protocolVersion: 1, mode: 'pools', dataDir: '/d', lockDir: '/l' },
+      catalog: [],
+      pools: [],
+      runs: [],
+      disk: null,
+      spool: null,
+      schedule: { paused: false, catchUp: false, entries: [{ ...entry, lateSince: null }] },
+    } as Snapshot;
     const view = new ScheduleTreeProvider();
     try {
       view.update({ kind: 'reset', snapshot: { ...base, schedule: { paused: false, catchUp: false, entries: [entry] } } });
@@ -174,10 +251,26 @@ describe('The workbench in daily use', () => {
       view.dispose();
     }
     const late = policyNotices(base, { kind: 'schedule', schedule: { paused: false, catchUp: false, entries: [entry] } });
-    assert.deepEqual(late.map((n) => [n.kind, n.text]), [['late', `Quantilica: comex is late: no completed run within 20 min of its due time (late since ${hhmm(lateSince)}).`]]);
-    assert.deepEqual(policyNotices({ ...base, schedule: { paused: false, catchUp: false, entries: [entry] } }, { kind: 'schedule', schedule: { paused: false, catchUp: false, entries: [entry] } }), [], 'said once, when it becomes late');
-    const stall = policyNotices({ ...base, runs: [{ ...stalled, stalledSince: null }] }, { kind: 'run', run: { ...stalled, logGrewAt: stalledAt } });
-    assert.deepEqual(stall.map((n) => [n.kind, n.text, n.actions]), [['stalled', `Quantilica: comex stalled: its log has not grown since ${hhmm(stalledAt)}.`, ['Show Log', 'Cancel Run']]]);
+    assert.deepEqual(
+      late.map((n) => [n.kind, n.text]),
+      [['late', `Quantilica: comex is late: no completed run within 20 min of its due time (late since ${hhmm(lateSince)}).`]],
+    );
+    assert.deepEqual(
+      policyNotices(
+        { ...base, schedule: { paused: false, catchUp: false, entries: [entry] } },
+        { kind: 'schedule', schedule: { paused: false, catchUp: false, entries: [entry] } },
+      ),
+      [],
+      'said once, when it becomes late',
+    );
+    const stall = policyNotices(
+      { ...base, runs: [{ ...stalled, stalledSince: null }] },
+      { kind: 'run', run: { ...stalled, logGrewAt: stalledAt } },
+    );
+    assert.deepEqual(
+      stall.map((n) => [n.kind, n.text, n.actions]),
+      [['stalled', `Quantilica: comex stalled: its log has not grown since ${hhmm(stalledAt)}.`, ['Show Log', 'Cancel Run']]],
+    );
     const settings = manifest().contributes.configuration.properties;
     assert.ok(settings['quantilica.notifications.late'] && settings['quantilica.notifications.stalled'], 'a setting switches each off');
   });
@@ -203,18 +296,27 @@ describe('The workbench in daily use', () => {
     const from = api.outputLines.length;
     await startAgent({ QUANTILICA_DATABASE_URL: '' });
     const failed = await runToEnd('failer');
-    const row = await waitFor(() => { const r = runRow(failed.runId); return r && /failed/.test(String(r.item.description)) ? r : undefined; }, { what: 'the failed run in the Runs view', timeoutMs: 10_000 });
+    const row = await waitFor(
+      () => {
+        const r = runRow(failed.runId);
+        return r && /failed/.test(String(r.item.description)) ? r : undefined;
+      },
+      { what: 'the failed run in the Runs view', timeoutMs: 10_000 },
+    );
     assert.match(String(row.item.description), / · VS Code · /, 'a run started from VS Code says so');
     assert.doesNotMatch(String(row.item.description), /protocol|failed \(failed|exit-code/);
     const tooltip = row.item.tooltip instanceof vscode.MarkdownString ? row.item.tooltip.value : String(row.item.tooltip);
     assert.match(tooltip, /Trigger: VS Code/);
     const lines = api.outputLines.slice(from);
-    assert.ok(lines.some((l) => /connected to the agent/.test(l)), lines.join('\n'));
+    assert.ok(
+      lines.some((l) => /connected to the agent/.test(l)),
+      lines.join('\n'),
+    );
     assert.ok(!lines.some((l) => /could not load the run history/.test(l)), `no history error at connect:\n${lines.join('\n')}`);
 
     const pool = api.tree.getChildren().find((n) => n.kind === 'pool' && n.pool === 'heavy-io')!;
     const poolItem = api.tree.getTreeItem(pool);
-    const poolTooltip = typeof poolItem.tooltip === 'string' ? poolItem.tooltip : poolItem.tooltip?.value ?? '';
+    const poolTooltip = typeof poolItem.tooltip === 'string' ? poolItem.tooltip : (poolItem.tooltip?.value ?? '');
     const wait = api.session.snapshot!.pools.find((p) => p.name === 'heavy-io')!.waitTimeoutSeconds;
     assert.match(poolTooltip, new RegExp(`waits at most ${durationWords(wait)}\\)`));
     assert.doesNotMatch(poolTooltip, /\d+ s\)/);
@@ -226,7 +328,10 @@ describe('The workbench in daily use', () => {
     // Today, with the filter on this one run: "1 run", read as "Today, 1 run".
     await vscode.commands.executeCommand('quantilica.filterRuns', { fetcher: 'failer' });
     try {
-      const today = api.runs.getChildren().map((d) => api.runs.getTreeItem(d)).find((d) => d.label === 'Today');
+      const today = api.runs
+        .getChildren()
+        .map((d) => api.runs.getTreeItem(d))
+        .find((d) => d.label === 'Today');
       const count = api.runs.getChildren()[0] ? api.runs.getChildren(api.runs.getChildren()[0]).length : 0;
       assert.ok(today);
       assert.equal(today.description, plural(count, 'run'));
@@ -243,7 +348,11 @@ describe('The workbench in daily use', () => {
     agents.emitEvent('local-b');
     await setting('quantilica.telemetry', 'staleMinutes', 0.05);
     try {
-      await waitFor(() => (api.session.snapshot?.spool?.pending ?? 0) >= 2 && (api.telemetry.oldestAgeSeconds ?? 0) > 4, { what: 'events older than the 3 s setting', timeoutMs: 30_000, intervalMs: 200 });
+      await waitFor(() => (api.session.snapshot?.spool?.pending ?? 0) >= 2 && (api.telemetry.oldestAgeSeconds ?? 0) > 4, {
+        what: 'events older than the 3 s setting',
+        timeoutMs: 30_000,
+        intervalMs: 200,
+      });
       // Rendered now, past the limit (its own ticker renders every 5 s).
       api.telemetry.set(api.session.snapshot?.spool ?? null);
       assert.equal(api.telemetry.visible, false, 'no "telemetry N min behind" without a database');
@@ -259,28 +368,39 @@ describe('The workbench in daily use', () => {
     await vscode.commands.executeCommand('workbench.action.closeAllEditors');
     const queued = await vscode.commands.executeCommand<RunInfo | undefined>('quantilica.runFetcher', 'ticker');
     assert.ok(queued);
-    await waitFor(() => api.session.snapshot?.runs.find((r) => r.runId === queued.runId)?.status === 'running', { what: 'ticker running', timeoutMs: 15_000 });
+    await waitFor(() => api.session.snapshot?.runs.find((r) => r.runId === queued.runId)?.status === 'running', {
+      what: 'ticker running',
+      timeoutMs: 15_000,
+    });
     try {
-    const editor = await vscode.commands.executeCommand<vscode.TextEditor | undefined>('quantilica.followRunLog', queued.runId);
-    assert.ok(editor);
-    const lastLine = () => editor.document.lineCount - 1;
-    const followsTail = async (what: string) => {
+      const editor = await vscode.commands.executeCommand<vscode.TextEditor | undefined>('quantilica.followRunLog', queued.runId);
+      assert.ok(editor);
+      const lastLine = () => editor.document.lineCount - 1;
+      const followsTail = async (what: string) => {
+        const lines = editor.document.lineCount;
+        await waitFor(() => editor.document.lineCount > lines + 2 && editor.selection.active.line === lastLine(), {
+          what: `${what}: the cursor at the new end`,
+          timeoutMs: 15_000,
+          intervalMs: 50,
+        });
+        // The visible range reaches the extension host after the scroll, while lines keep coming.
+        await waitFor(() => (editor.visibleRanges.at(-1)?.end.line ?? 0) >= lastLine() - 2, {
+          what: `${what}: the last line in view (${editor.visibleRanges.at(-1)?.end.line} of ${lastLine()})`,
+          timeoutMs: 10_000,
+          intervalMs: 20,
+        });
+      };
+      await followsTail('Follow Run Log');
+      await followsTail('still following');
+      // Moved up: the view stays where the operator put it.
+      editor.selection = new vscode.Selection(0, 0, 0, 0);
       const lines = editor.document.lineCount;
-      await waitFor(() => editor.document.lineCount > lines + 2 && editor.selection.active.line === lastLine(), { what: `${what}: the cursor at the new end`, timeoutMs: 15_000, intervalMs: 50 });
-      // The visible range reaches the extension host after the scroll, while lines keep coming.
-      await waitFor(() => (editor.visibleRanges.at(-1)?.end.line ?? 0) >= lastLine() - 2, { what: `${what}: the last line in view (${editor.visibleRanges.at(-1)?.end.line} of ${lastLine()})`, timeoutMs: 10_000, intervalMs: 20 });
-    };
-    await followsTail('Follow Run Log');
-    await followsTail('still following');
-    // Moved up: the view stays where the operator put it.
-    editor.selection = new vscode.Selection(0, 0, 0, 0);
-    const lines = editor.document.lineCount;
-    await waitFor(() => editor.document.lineCount > lines + 2, { what: 'more lines', timeoutMs: 15_000, intervalMs: 50 });
-    assert.equal(editor.selection.active.line, 0, 'not following while the cursor is elsewhere');
-    // Ctrl+End, as the operator presses it: following again.
-    await vscode.window.showTextDocument(editor.document, editor.viewColumn);
-    await vscode.commands.executeCommand('cursorBottom');
-    await followsTail('after Ctrl+End');
+      await waitFor(() => editor.document.lineCount > lines + 2, { what: 'more lines', timeoutMs: 15_000, intervalMs: 50 });
+      assert.equal(editor.selection.active.line, 0, 'not following while the cursor is elsewhere');
+      // Ctrl+End, as the operator presses it: following again.
+      await vscode.window.showTextDocument(editor.document, editor.viewColumn);
+      await vscode.commands.executeCommand('cursorBottom');
+      await followsTail('after Ctrl+End');
     } finally {
       await vscode.commands.executeCommand('quantilica.cancelRun', queued.runId);
       await vscode.commands.executeCommand('workbench.action.closeAllEditors');
@@ -289,14 +409,27 @@ describe('The workbench in daily use', () => {
 
   it('history rows have Run Again, Show Log and Copy Run Id in a context menu, opened from the keyboard; Run Again is in the palette', async () => {
     // No run active (the newest row is a finished one, so its menu has Run Again).
-    await waitFor(() => !api.session.snapshot?.runs.some((r) => r.status === 'running' || r.status === 'waiting'), { what: 'no active run', timeoutMs: 15_000 });
+    await waitFor(() => !api.session.snapshot?.runs.some((r) => r.status === 'running' || r.status === 'waiting'), {
+      what: 'no active run',
+      timeoutMs: 15_000,
+    });
     const done = await runToEnd('failer');
-    const row = await waitFor(() => { const r = runRow(done.runId); return r && r.item.contextValue === 'runs.failed' ? r : undefined; }, { what: 'the failed row', timeoutMs: 10_000 });
+    const row = await waitFor(
+      () => {
+        const r = runRow(done.runId);
+        return r && r.item.contextValue === 'runs.failed' ? r : undefined;
+      },
+      { what: 'the failed row', timeoutMs: 10_000 },
+    );
     const menus = manifest().contributes.menus;
     for (const status of ['completed', 'failed', 'cancelled']) {
       const context = { view: 'quantilica.runs', viewItem: `runs.${status}`, 'quantilica.agentState': 'connected' };
       const menu = menus['view/item/context'].filter((m) => !m.group?.startsWith('inline') && holds(m.when, context)).map((m) => m.command);
-      for (const command of ['quantilica.runAgain', 'quantilica.copyRunId', ...(status === 'cancelled' || status === 'failed' || status === 'completed' ? ['quantilica.showRunLog'] : [])]) {
+      for (const command of [
+        'quantilica.runAgain',
+        'quantilica.copyRunId',
+        ...(status === 'cancelled' || status === 'failed' || status === 'completed' ? ['quantilica.showRunLog'] : []),
+      ]) {
         assert.ok(menu.includes(command), `${command} in the context menu of a ${status} row (${menu.join(', ')})`);
       }
     }
@@ -310,7 +443,8 @@ describe('The workbench in daily use', () => {
     if (focused !== null) {
       await queryPage('.part.sidebar', { press: 'ArrowDown' });
       const menu = await queryPage('.monaco-menu .action-label', { press: 'Shift+F10', waitText: 'Copy Run Id', timeoutMs: 10_000 });
-      for (const entry of ['Run Again', 'Show Run Log', 'Copy Run Id']) assert.ok(menu?.includes(entry), `${entry} in the menu on the page (${menu?.join(', ')})`);
+      for (const entry of ['Run Again', 'Show Run Log', 'Copy Run Id'])
+        assert.ok(menu?.includes(entry), `${entry} in the menu on the page (${menu?.join(', ')})`);
       await queryPage('.part.sidebar', { press: 'Escape' });
     }
     const copied = await vscode.commands.executeCommand<string | undefined>('quantilica.copyRunId', row.node);
@@ -320,7 +454,10 @@ describe('The workbench in daily use', () => {
     // Run Again from the palette: it asks which run, the history's newest first.
     const picks = api.notices.picks.length;
     const again = vscode.commands.executeCommand<RunInfo | undefined>('quantilica.runAgain');
-    const asked = await waitFor(() => api.notices.picks.slice(picks).find((p) => p.title === 'Run which fetcher again?'), { what: 'the Run Again picker', timeoutMs: 10_000 });
+    const asked = await waitFor(() => api.notices.picks.slice(picks).find((p) => p.title === 'Run which fetcher again?'), {
+      what: 'the Run Again picker',
+      timeoutMs: 10_000,
+    });
     assert.ok(asked.items.includes('failer'));
     const clicked = await queryPage('.quick-input-widget .monaco-list-row', { waitText: done.runId, click: true, timeoutMs: 10_000 });
     if (clicked === null) await vscode.commands.executeCommand('workbench.action.acceptSelectedQuickOpenItem');
@@ -331,18 +468,30 @@ describe('The workbench in daily use', () => {
   it('a filter that matches nothing says so, with Clear', async () => {
     await vscode.commands.executeCommand('quantilica.filterRuns', { fetcher: 'failer', status: 'skipped' });
     await waitFor(() => api.contextKeys.get('quantilica.runsFilterEmpty') === true, { what: 'the filter-empty key', timeoutMs: 5000 });
-    const welcome = manifest().contributes.viewsWelcome.filter((w) => w.view === 'quantilica.runs' && holds(w.when, { 'quantilica.agentState': 'connected', 'quantilica.runsFilterEmpty': true }));
-    assert.deepEqual(welcome.map((w) => w.contents), ["The filter shown in this view's title matched none of the runs listed.\n[Clear Filter](command:quantilica.clearRunsFilter)"], 'only the filter message, not "No runs yet"');
+    const welcome = manifest().contributes.viewsWelcome.filter(
+      (w) => w.view === 'quantilica.runs' && holds(w.when, { 'quantilica.agentState': 'connected', 'quantilica.runsFilterEmpty': true }),
+    );
+    assert.deepEqual(
+      welcome.map((w) => w.contents),
+      ["The filter shown in this view's title matched none of the runs listed.\n[Clear Filter](command:quantilica.clearRunsFilter)"],
+      'only the filter message, not "No runs yet"',
+    );
     await vscode.commands.executeCommand('quantilica.runs.focus');
     const page = await queryPage('.part.sidebar', { waitText: 'matched none of the runs', timeoutMs: 10_000 });
     if (page !== null) {
-      assert.ok(page.some((t) => /matched none of the runs/.test(t) && /Clear Filter/.test(t)), page.join('\n'));
+      assert.ok(
+        page.some((t) => /matched none of the runs/.test(t) && /Clear Filter/.test(t)),
+        page.join('\n'),
+      );
       await requestScreenshot('runs-filter-empty');
       await queryPage('.part.sidebar .monaco-button', { waitText: 'Clear Filter', click: true, timeoutMs: 10_000 });
     } else {
       await vscode.commands.executeCommand('quantilica.clearRunsFilter');
     }
-    await waitFor(() => api.contextKeys.get('quantilica.runsFilterEmpty') === false && api.contextKeys.get('quantilica.runsFiltered') === false, { what: 'Clear to clear the filter', timeoutMs: 10_000 });
+    await waitFor(
+      () => api.contextKeys.get('quantilica.runsFilterEmpty') === false && api.contextKeys.get('quantilica.runsFiltered') === false,
+      { what: 'Clear to clear the filter', timeoutMs: 10_000 },
+    );
   });
 
   it('Pause Schedule from the palette asks which and confirms all; the header says the whole schedule is paused, with Resume; its rows offer no Pause', async () => {
@@ -354,7 +503,10 @@ describe('The workbench in daily use', () => {
     // One fetcher.
     let picks = api.notices.picks.length;
     const one = vscode.commands.executeCommand('quantilica.pauseSchedule');
-    const asked = await waitFor(() => api.notices.picks.slice(picks).find((p) => p.title === 'Pause the schedule of which fetcher?'), { what: 'the pause picker', timeoutMs: 10_000 });
+    const asked = await waitFor(() => api.notices.picks.slice(picks).find((p) => p.title === 'Pause the schedule of which fetcher?'), {
+      what: 'the pause picker',
+      timeoutMs: 10_000,
+    });
     assert.equal(asked.items[0], 'All Fetchers');
     assert.deepEqual(asked.items.slice(1).sort(), ['evening', 'morning']);
     await click('morning');
@@ -366,9 +518,15 @@ describe('The workbench in daily use', () => {
     // All, refused at the confirmation: nothing paused.
     picks = api.notices.picks.length;
     const refused = vscode.commands.executeCommand('quantilica.pauseSchedule');
-    await waitFor(() => api.notices.picks.slice(picks).some((p) => p.title === 'Pause the schedule of which fetcher?'), { what: 'the picker', timeoutMs: 10_000 });
+    await waitFor(() => api.notices.picks.slice(picks).some((p) => p.title === 'Pause the schedule of which fetcher?'), {
+      what: 'the picker',
+      timeoutMs: 10_000,
+    });
     await click('All Fetchers');
-    const confirm = await waitFor(() => api.notices.picks.slice(picks).find((p) => /^Pause all \d+ scheduled fetchers\?$/.test(p.title)), { what: 'the confirmation', timeoutMs: 10_000 });
+    const confirm = await waitFor(() => api.notices.picks.slice(picks).find((p) => /^Pause all \d+ scheduled fetchers\?$/.test(p.title)), {
+      what: 'the confirmation',
+      timeoutMs: 10_000,
+    });
     assert.deepEqual(confirm.items, ['Cancel', 'Pause the Whole Schedule']);
     await click('Cancel');
     await refused;
@@ -377,20 +535,37 @@ describe('The workbench in daily use', () => {
     // All, confirmed.
     picks = api.notices.picks.length;
     const all = vscode.commands.executeCommand('quantilica.pauseSchedule');
-    await waitFor(() => api.notices.picks.slice(picks).some((p) => p.title === 'Pause the schedule of which fetcher?'), { what: 'the picker', timeoutMs: 10_000 });
+    await waitFor(() => api.notices.picks.slice(picks).some((p) => p.title === 'Pause the schedule of which fetcher?'), {
+      what: 'the picker',
+      timeoutMs: 10_000,
+    });
     await click('All Fetchers');
-    await waitFor(() => api.notices.picks.slice(picks).some((p) => /^Pause all/.test(p.title)), { what: 'the confirmation', timeoutMs: 10_000 });
+    await waitFor(() => api.notices.picks.slice(picks).some((p) => /^Pause all/.test(p.title)), {
+      what: 'the confirmation',
+      timeoutMs: 10_000,
+    });
     await click('Pause the Whole Schedule');
     await all;
-    await waitFor(() => api.views.schedule.description === 'the whole schedule is paused', { what: 'the header to say so', timeoutMs: 10_000 });
+    await waitFor(() => api.views.schedule.description === 'the whole schedule is paused', {
+      what: 'the header to say so',
+      timeoutMs: 10_000,
+    });
     assert.equal(api.contextKeys.get('quantilica.schedulePaused'), true);
-    const title = menus['view/title'].filter((m) => holds(m.when, { view: 'quantilica.schedule', 'quantilica.schedulePaused': true, 'quantilica.agentState': 'connected' })).map((m) => m.command);
+    const title = menus['view/title']
+      .filter((m) =>
+        holds(m.when, { view: 'quantilica.schedule', 'quantilica.schedulePaused': true, 'quantilica.agentState': 'connected' }),
+      )
+      .map((m) => m.command);
     assert.deepEqual(title, ['quantilica.resumeWholeSchedule'], 'Resume in the header');
     for (const node of api.schedule.getChildren()) {
       const row = api.schedule.getTreeItem(node);
       assert.equal(row.contextValue, 'schedule.heldByWholePause');
       assert.match(String(row.description), /^paused with the whole schedule/);
-      const inline = menus['view/item/context'].filter((m) => holds(m.when, { view: 'quantilica.schedule', viewItem: row.contextValue ?? '', 'quantilica.agentState': 'connected' })).map((m) => m.command);
+      const inline = menus['view/item/context']
+        .filter((m) =>
+          holds(m.when, { view: 'quantilica.schedule', viewItem: row.contextValue ?? '', 'quantilica.agentState': 'connected' }),
+        )
+        .map((m) => m.command);
       assert.ok(!inline.includes('quantilica.pauseSchedule'), `${label(row)} offers no Pause under the whole-schedule pause`);
     }
     await vscode.commands.executeCommand('quantilica.schedule.focus');
@@ -398,7 +573,10 @@ describe('The workbench in daily use', () => {
     if (header !== null) assert.ok(header.some((t) => /the whole schedule is paused/.test(t)));
     await requestScreenshot('schedule-paused');
     await vscode.commands.executeCommand('quantilica.resumeWholeSchedule');
-    await waitFor(() => api.views.schedule.description === undefined && api.contextKeys.get('quantilica.schedulePaused') === false, { what: 'the header mark to go', timeoutMs: 10_000 });
+    await waitFor(() => api.views.schedule.description === undefined && api.contextKeys.get('quantilica.schedulePaused') === false, {
+      what: 'the header mark to go',
+      timeoutMs: 10_000,
+    });
   });
 
   it('Restart Agent keeps the queue: the waiting runs resume under the new agent, in their order, each once, none cancelled', async () => {
@@ -407,9 +585,13 @@ describe('The workbench in daily use', () => {
     const first = await vscode.commands.executeCommand<number | undefined>('quantilica.startAgent');
     assert.ok(first, 'the extension started an agent');
     agentPid = first;
-    const fetchersOf = (pool: string) => (api.session.snapshot?.catalog ?? []).filter((e) => e.pool === pool && e.kind !== 'github-sync').map((e) => e.name);
+    const fetchersOf = (pool: string) =>
+      (api.session.snapshot?.catalog ?? []).filter((e) => e.pool === pool && e.kind !== 'github-sync').map((e) => e.name);
     // A pool with two fetchers more than its slots: two runs wait behind its full slots.
-    const pool = await waitFor(() => [...(api.session.snapshot?.pools ?? [])].sort((a, b) => a.size - b.size).find((p) => fetchersOf(p.name).length >= p.size + 2), { what: 'a pool with two fetchers more than its slots', timeoutMs: 15_000 });
+    const pool = await waitFor(
+      () => [...(api.session.snapshot?.pools ?? [])].sort((a, b) => a.size - b.size).find((p) => fetchersOf(p.name).length >= p.size + 2),
+      { what: 'a pool with two fetchers more than its slots', timeoutMs: 15_000 },
+    );
     const fetchers = fetchersOf(pool.name);
     const queued: RunInfo[] = [];
     try {
@@ -420,20 +602,29 @@ describe('The workbench in daily use', () => {
       }
       const holders = queued.slice(0, pool.size);
       const waiters = queued.slice(pool.size);
-      await waitFor(async () => {
-        const runs = await agentRuns();
-        return holders.every((h) => runs.find((r) => r.runId === h.runId)?.status === 'running') && waiters.every((w) => runs.find((r) => r.runId === w.runId)?.status === 'waiting');
-      }, { what: `the ${pool.name} slots held and two runs waiting`, timeoutMs: 30_000, intervalMs: 200 });
+      await waitFor(
+        async () => {
+          const runs = await agentRuns();
+          return (
+            holders.every((h) => runs.find((r) => r.runId === h.runId)?.status === 'running') &&
+            waiters.every((w) => runs.find((r) => r.runId === w.runId)?.status === 'waiting')
+          );
+        },
+        { what: `the ${pool.name} slots held and two runs waiting`, timeoutMs: 30_000, intervalMs: 200 },
+      );
 
       const pid = await vscode.commands.executeCommand<number | undefined>('quantilica.restartAgent');
       assert.ok(pid !== undefined && pid !== first, `a new agent (was ${first}, now ${pid})`);
       agentPid = pid;
       // The suite's station stops its fetchers on exit: the slots come free, and the kept queue takes them.
-      const resumed = await waitFor(async () => {
-        const runs = await agentRuns();
-        const mine = waiters.map((w) => runs.find((r) => r.runId === w.runId));
-        return mine.every((r) => r?.status === 'running') ? { runs, mine: mine as RunInfo[] } : undefined;
-      }, { what: 'the waiting runs to start under the new agent', timeoutMs: 60_000, intervalMs: 200 });
+      const resumed = await waitFor(
+        async () => {
+          const runs = await agentRuns();
+          const mine = waiters.map((w) => runs.find((r) => r.runId === w.runId));
+          return mine.every((r) => r?.status === 'running') ? { runs, mine: mine as RunInfo[] } : undefined;
+        },
+        { what: 'the waiting runs to start under the new agent', timeoutMs: 60_000, intervalMs: 200 },
+      );
       for (const [i, r] of resumed.mine.entries()) {
         assert.equal(r.enqueuedAt, waiters[i].enqueuedAt, `${r.fetcher} keeps its enqueue time`);
         assert.equal(r.trigger, waiters[i].trigger, `${r.fetcher} keeps its trigger`);
@@ -441,9 +632,14 @@ describe('The workbench in daily use', () => {
       }
       assert.ok(Date.parse(resumed.mine[0].startedAt!) <= Date.parse(resumed.mine[1].startedAt!), 'in their order');
       // What the operator sees: the views name them running, not "cancelled".
-      await waitFor(() => waiters.every((w) => api.session.snapshot?.runs.find((r) => r.runId === w.runId)?.status === 'running'), { what: 'the views to show them running', timeoutMs: 15_000 });
+      await waitFor(() => waiters.every((w) => api.session.snapshot?.runs.find((r) => r.runId === w.runId)?.status === 'running'), {
+        what: 'the views to show them running',
+        timeoutMs: 15_000,
+      });
     } finally {
-      const active = new Set((await agentRuns().catch(() => [])).filter((r) => r.status === 'running' || r.status === 'waiting').map((r) => r.runId));
+      const active = new Set(
+        (await agentRuns().catch(() => [])).filter((r) => r.status === 'running' || r.status === 'waiting').map((r) => r.runId),
+      );
       for (const r of queued) if (active.has(r.runId)) await vscode.commands.executeCommand('quantilica.cancelRun', r.runId);
     }
   });
@@ -454,11 +650,17 @@ describe('The workbench in daily use', () => {
     assert.ok(pid);
     agentPid = pid;
     let lines = api.outputLines.slice(from);
-    assert.ok(lines.some((l) => /disconnected while the agent stops on purpose/.test(l)), lines.join('\n'));
+    assert.ok(
+      lines.some((l) => /disconnected while the agent stops on purpose/.test(l)),
+      lines.join('\n'),
+    );
     assert.ok(!lines.some((l) => /^disconnected: /.test(l)), `a restart on purpose is not a warning:\n${lines.join('\n')}`);
     const stopFrom = api.outputLines.length;
     await stopAgent();
-    await waitFor(() => api.outputLines.slice(stopFrom).some((l) => /disconnected/.test(l)), { what: 'the session to log the loss', timeoutMs: 10_000 });
+    await waitFor(() => api.outputLines.slice(stopFrom).some((l) => /disconnected/.test(l)), {
+      what: 'the session to log the loss',
+      timeoutMs: 10_000,
+    });
     lines = api.outputLines.slice(from);
     assert.ok(!lines.some((l) => /Server will not be restarted|Stopping server failed/.test(l)), lines.join('\n'));
   });
@@ -467,7 +669,10 @@ describe('The workbench in daily use', () => {
     assert.equal(api.session.state.kind, 'down');
     const from = api.outputLines.length;
     await vscode.commands.executeCommand('quantilica.openStation');
-    const down = await waitFor(() => (api.station.lastRendered?.down ? api.station.lastRendered : undefined), { what: 'the down message in the panel', timeoutMs: 20_000 });
+    const down = await waitFor(() => (api.station.lastRendered?.down ? api.station.lastRendered : undefined), {
+      what: 'the down message in the panel',
+      timeoutMs: 20_000,
+    });
     assert.match(down.down ?? '', /agent is not running/);
     assert.equal(down.canStart, true, 'Start Agent offered');
     assert.equal(down.canvases, 0, 'no empty charts under "Loading…"');
@@ -477,48 +682,92 @@ describe('The workbench in daily use', () => {
     await requestScreenshot('station-down');
 
     await startAgent();
-    const drawn = await waitFor(() => { const r = api.station.lastRendered; return r && r.down === null && r.canvases === 2 ? r : undefined; }, { what: 'the panel to draw once the agent answers', timeoutMs: 20_000 });
-    assert.deepEqual(drawn.ranges.map((r) => r.label), ['1 h', '6 h', '24 h']);
+    const drawn = await waitFor(
+      () => {
+        const r = api.station.lastRendered;
+        return r && r.down === null && r.canvases === 2 ? r : undefined;
+      },
+      { what: 'the panel to draw once the agent answers', timeoutMs: 20_000 },
+    );
+    assert.deepEqual(
+      drawn.ranges.map((r) => r.label),
+      ['1 h', '6 h', '24 h'],
+    );
     assert.equal(drawn.ranges.find((r) => r.pressed)?.label, `${drawn.hours} h`);
     await api.station.setRange(1);
-    const hour = await waitFor(() => (api.station.lastRendered?.hours === 1 && api.station.lastRendered.canvases === 2 ? api.station.lastRendered : undefined), { what: 'the 1 h range', timeoutMs: 10_000 });
+    const hour = await waitFor(
+      () => (api.station.lastRendered?.hours === 1 && api.station.lastRendered.canvases === 2 ? api.station.lastRendered : undefined),
+      { what: 'the 1 h range', timeoutMs: 10_000 },
+    );
     assert.equal(hour.ranges.find((r) => r.pressed)?.label, '1 h');
 
     assert.ok(manifest().activationEvents.includes('onWebviewPanel:quantilica.station'), 'a reload activates the extension for the panel');
     await vscode.commands.executeCommand('workbench.action.closeAllEditors');
     // What VS Code does after a reload: a panel of the view type, handed to the registered serializer with its state.
-    const restored = vscode.window.createWebviewPanel('quantilica.station', 'Quantilica Station', vscode.ViewColumn.Active, { enableScripts: true });
+    const restored = vscode.window.createWebviewPanel('quantilica.station', 'Quantilica Station', vscode.ViewColumn.Active, {
+      enableScripts: true,
+    });
     await api.station.deserializeWebviewPanel(restored, { hours: 6 });
-    const again = await waitFor(() => { const r = api.station.lastRendered; return r && r.hours === 6 && r.canvases === 2 ? r : undefined; }, { what: 'the restored panel to draw with its 6 h', timeoutMs: 20_000 });
+    const again = await waitFor(
+      () => {
+        const r = api.station.lastRendered;
+        return r && r.hours === 6 && r.canvases === 2 ? r : undefined;
+      },
+      { what: 'the restored panel to draw with its 6 h', timeoutMs: 20_000 },
+    );
     assert.equal(again.ranges.find((r) => r.pressed)?.label, '6 h');
     await vscode.commands.executeCommand('workbench.action.closeAllEditors');
     await stopAgent();
   });
 
   it('a run that failed at the disk gate says why in its log, and while it waited, how much disk it needs', async () => {
-    await startAgent({ CRON_DISK_PAUSE_GB: '100000', CRON_DISK_WARN_GB: '100001', CRON_DISK_RESUME_GB: '100002', CRON_DISK_MAX_WAIT_SECONDS: '4' });
+    await startAgent({
+      CRON_DISK_PAUSE_GB: '100000',
+      CRON_DISK_WARN_GB: '100001',
+      CRON_DISK_RESUME_GB: '100002',
+      CRON_DISK_MAX_WAIT_SECONDS: '4',
+    });
     try {
       const from = api.notices.shown.length;
       const queued = await vscode.commands.executeCommand<RunInfo | undefined>('quantilica.runFetcher', 'morning');
       assert.ok(queued);
-      const waiting = await waitFor(() => {
-        const pool = api.tree.getChildren().find((n) => n.kind === 'pool' && n.pool === 'cpu-analysis');
-        const group = pool && api.tree.getChildren(pool).find((n) => n.kind === 'waiting');
-        const row = group && api.tree.getChildren(group).find((n) => n.kind === 'waitingRun' && n.runId === queued.runId);
-        const item = row && api.tree.getTreeItem(row);
-        return item && /needs/.test(String(item.description)) ? item : undefined;
-      }, { what: 'the run waiting at the gate, and why', timeoutMs: 10_000, intervalMs: 100 });
+      const waiting = await waitFor(
+        () => {
+          const pool = api.tree.getChildren().find((n) => n.kind === 'pool' && n.pool === 'cpu-analysis');
+          const group = pool && api.tree.getChildren(pool).find((n) => n.kind === 'waiting');
+          const row = group && api.tree.getChildren(group).find((n) => n.kind === 'waitingRun' && n.runId === queued.runId);
+          const item = row && api.tree.getTreeItem(row);
+          return item && /needs/.test(String(item.description)) ? item : undefined;
+        },
+        { what: 'the run waiting at the gate, and why', timeoutMs: 10_000, intervalMs: 100 },
+      );
       assert.match(String(waiting.description), /^waiting for free disk space: needs 100002 GB free, [\d.]+ GB now$/);
       assert.match(waiting.accessibilityInformation?.label ?? '', /needs 100002 GB free/);
-      const failed = await waitFor(async () => (await agentRuns()).find((r) => r.runId === queued.runId && r.status === 'failed'), { what: 'the gate to fail the run', timeoutMs: 30_000, intervalMs: 200 });
+      const failed = await waitFor(async () => (await agentRuns()).find((r) => r.runId === queued.runId && r.status === 'failed'), {
+        what: 'the gate to fail the run',
+        timeoutMs: 30_000,
+        intervalMs: 200,
+      });
       assert.equal(failed.reason, 'disk-backpressure-timeout');
-      const notice = await waitFor(() => api.notices.shown.slice(from).find((n) => /morning failed/.test(n.text)), { what: 'the failure notice', timeoutMs: 10_000 });
+      const notice = await waitFor(() => api.notices.shown.slice(from).find((n) => /morning failed/.test(n.text)), {
+        what: 'the failure notice',
+        timeoutMs: 10_000,
+      });
       assert.equal(notice.text, 'Quantilica: morning failed (waited too long for free disk space).');
-      await waitFor(() => api.session.snapshot?.runs.find((r) => r.runId === queued.runId)?.status === 'failed', { what: 'the failure in the snapshot', timeoutMs: 10_000 });
+      await waitFor(() => api.session.snapshot?.runs.find((r) => r.runId === queued.runId)?.status === 'failed', {
+        what: 'the failure in the snapshot',
+        timeoutMs: 10_000,
+      });
       const editor = await vscode.commands.executeCommand<vscode.TextEditor | undefined>('quantilica.showRunLog', queued.runId);
       assert.ok(editor);
-      const text = await waitFor(() => /end of log/.test(editor.document.getText()) && editor.document.getText(), { what: 'the whole log', timeoutMs: 10_000 });
-      assert.match(text, /\[quantilica [^\]]+\] morning never started: it ended failed while waiting, because waited too long for free disk space \(disk-backpressure-timeout\)/);
+      const text = await waitFor(() => /end of log/.test(editor.document.getText()) && editor.document.getText(), {
+        what: 'the whole log',
+        timeoutMs: 10_000,
+      });
+      assert.match(
+        text,
+        /\[quantilica [^\]]+\] morning never started: it ended failed while waiting, because waited too long for free disk space \(disk-backpressure-timeout\)/,
+      );
       assert.match(text, /last it was waiting for free disk space: needs 100002 GB free/);
       await requestScreenshot('never-started-log');
     } finally {

@@ -23,7 +23,10 @@ export async function requestScreenshot(name: string): Promise<void> {
  * a runner (test-electron). Start it before what makes the text appear when that shows briefly.
  * `press` (playwright key names, e.g. 'Shift+F10') is pressed on the page first.
  */
-export async function queryPage(selector: string, options: { click?: boolean; waitText?: string; timeoutMs?: number; html?: boolean; press?: string } = {}): Promise<string[] | null> {
+export async function queryPage(
+  selector: string,
+  options: { click?: boolean; waitText?: string; timeoutMs?: number; html?: boolean; press?: string } = {},
+): Promise<string[] | null> {
   const dir = process.env.QUANTILICA_TEST_SCREENSHOTS;
   if (!dir) return null;
   const name = `query-${process.pid}-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`;
@@ -31,7 +34,11 @@ export async function queryPage(selector: string, options: { click?: boolean; wa
   // Written whole, then renamed: the runner reacts to the name and must not read half a query.
   fs.writeFileSync(path.join(dir, `${name}.tmp`), JSON.stringify({ selector, ...options }));
   fs.renameSync(path.join(dir, `${name}.tmp`), path.join(dir, `${name}.query`));
-  const json = await waitFor(() => fs.existsSync(answer) && fs.readFileSync(answer, 'utf8'), { what: `the runner to read ${selector}`, timeoutMs: (options.timeoutMs ?? 0) + 20_000, intervalMs: 50 });
+  const json = await waitFor(() => fs.existsSync(answer) && fs.readFileSync(answer, 'utf8'), {
+    what: `the runner to read ${selector}`,
+    timeoutMs: (options.timeoutMs ?? 0) + 20_000,
+    intervalMs: 50,
+  });
   fs.rmSync(answer, { force: true });
   const parsed = JSON.parse(json) as { texts?: string[]; error?: string };
   if (parsed.error !== undefined) throw new Error(`the page query ${selector} failed: ${parsed.error}`);
