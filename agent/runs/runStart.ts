@@ -154,6 +154,9 @@ export class RunStart {
       ((run.attempt ?? 1) > 1 ? openRunLog(run.logPath!, true) : null) ??
       createRunLog(config.logDir, path.basename(run.logPath!), logDirSetting(config.logDir, config.dataDir));
     const argv = [...entry.argv, ...run.args];
+    // The start is the moment the agent spawns it: runs granted in queue order start in that order,
+    // however long each spawn takes to report back.
+    const startedAt = deps.clock.now();
     let proc;
     try {
       proc = await deps.spawner.spawn({
@@ -205,7 +208,7 @@ export class RunStart {
       'start',
       {
         reason: null,
-        startedAt: run.startedAt ?? now.toISOString(),
+        startedAt: run.startedAt ?? startedAt.toISOString(),
         pid: proc.pid,
         startTime: proc.startTime,
         exitCode: null,
