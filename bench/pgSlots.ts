@@ -71,7 +71,14 @@ async function main(): Promise<void> {
   filePool.close();
 
   const db = await startTestPostgres({ durable: true });
-  const backend = new PgSlotBackend({ url: db.url, station: 'bench', defaults: new Map([['heavy-io', 3]]), logger });
+  const backend = new PgSlotBackend({
+    url: db.url,
+    station: 'bench',
+    defaults: new Map([['heavy-io', 3]]),
+    logger,
+    keeperPath: distFile('pgSlotKeeper.js'),
+    keeperDir: path.join(root, 'pg-keeper'),
+  });
   const observer = new pg.Client({ connectionString: db.url });
   try {
     await backend.open();
@@ -81,7 +88,6 @@ async function main(): Promise<void> {
       defaultSize: 3,
       waitTimeoutSeconds: 60,
       backend,
-      keeperPath: distFile('pgSlotKeeper.js'),
       logger,
     });
     const pgRes = await measure(
