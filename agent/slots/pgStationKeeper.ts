@@ -111,14 +111,19 @@ export class PgStationKeeper {
 
   private running(): KeeperProcess {
     if (this.proc && !this.proc.exited) return this.proc;
-    const child = spawn(process.execPath, [this.opts.keeperPath, this.opts.station, this.opts.dir], {
-      // Its own session: a Ctrl-C or a signal to the agent's group must not end the slot of a running fetcher.
-      detached: true,
-      stdio: ['pipe', 'pipe', 'ignore'],
-      // No environment: a fetcher can read any /proc/PID/environ of this account; the URL (a secret)
-      // goes as the first line of the keeper's stdin.
-      env: {},
-    });
+    // A small heap: the keeper holds a few sessions and sockets, and its RSS is counted per station.
+    const child = spawn(
+      process.execPath,
+      ['--max-semi-space-size=1', '--max-old-space-size=32', this.opts.keeperPath, this.opts.station, this.opts.dir],
+      {
+        // Its own session: a Ctrl-C or a signal to the agent's group must not end the slot of a running fetcher.
+        detached: true,
+        stdio: ['pipe', 'pipe', 'ignore'],
+        // No environment: a fetcher can read any /proc/PID/environ of this account; the URL (a secret)
+        // goes as the first line of the keeper's stdin.
+        env: {},
+      },
+    );
     const token = randomBytes(32).toString('hex');
     let readyFor: (p: string) => void = () => {};
     let failed: (e: Error) => void = () => {};
