@@ -36,7 +36,7 @@ const builds = [
   esbuild.build({ ...common, entryPoints: ['agent/runs/runSpawnWorker.ts'], outfile: 'dist/runSpawnWorker.js', external: nativeExternals }),
   // The GitHub API simulator: its own bundle, so that the demo (and `npm run simulate:github`) can start it.
   esbuild.build({ ...common, entryPoints: ['simulator/github/main.ts'], outfile: 'dist/githubSimulator.js' }),
-  // The per-slot lock keeper of the postgres slot backend (agent/slots/pgSlotKeeper.ts).
+  // The station's lock keeper of the postgres slot backend (agent/slots/pgSlotKeeper.ts).
   esbuild.build({ ...common, entryPoints: ['agent/slots/pgSlotKeeper.ts'], outfile: 'dist/pgSlotKeeper.js', external: nativeExternals }),
 ];
 if (fs.existsSync('extension/extension.ts')) {

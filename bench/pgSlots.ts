@@ -71,7 +71,17 @@ async function main(): Promise<void> {
   filePool.close();
 
   const db = await startTestPostgres({ durable: true });
-  const backend = new PgSlotBackend({ url: db.url, station: 'bench', defaults: new Map([['heavy-io', 3]]), logger });
+  const backend = new PgSlotBackend({
+    url: db.url,
+    station: 'bench',
+    defaults: new Map([
+      ['heavy-io', 3],
+      ['held-11', 11],
+    ]),
+    logger,
+    keeperPath: distFile('pgSlotKeeper.js'),
+    keeperDir: path.join(root, 'pg-keeper'),
+  });
   const observer = new pg.Client({ connectionString: db.url });
   try {
     await backend.open();
@@ -81,7 +91,6 @@ async function main(): Promise<void> {
       defaultSize: 3,
       waitTimeoutSeconds: 60,
       backend,
-      keeperPath: distFile('pgSlotKeeper.js'),
       logger,
     });
     const pgRes = await measure(
@@ -96,6 +105,7 @@ async function main(): Promise<void> {
         ).rowCount === 0,
     );
     pgPool.close();
+    const rss = await keeperRssWith11Held(backend, logger);
     const row = (name: string, v: number[]): [string, string, string] => [
       name,
       `p50 ${percentile(v, 50).toFixed(2)} ms`,
@@ -108,14 +118,44 @@ async function main(): Promise<void> {
         row('file release', file.release),
         row('postgres acquire', pgRes.acquire),
         row('postgres release', pgRes.release),
+        ['keeper RSS, 11 held slots', `${rss.processes} process(es)`, `${rss.mb.toFixed(1)} MB`],
       ],
     );
-    process.stdout.write(`${JSON.stringify({ bench: 'pgSlots', rounds: ROUNDS, file: summary(file), postgres: summary(pgRes) })}\n`);
+    process.stdout.write(
+      `${JSON.stringify({ bench: 'pgSlots', rounds: ROUNDS, load: os.loadavg()[0], file: summary(file), postgres: summary(pgRes), keeperRss11Mb: rss.mb, keeperProcesses: rss.processes })}\n`,
+    );
   } finally {
     await observer.end().catch(() => {});
     await backend.close();
     await db.stop();
   }
+}
+
+/** Holds 11 slots at once and sums the RSS of every keeper process of the bench's station. */
+async function keeperRssWith11Held(
+  backend: PgSlotBackend,
+  logger: ReturnType<typeof createLogger>,
+): Promise<{ mb: number; processes: number }> {
+  const pool = new PgSlotPool({ name: 'held-11', defaultSize: 11, waitTimeoutSeconds: 60, backend, logger });
+  const grants = await Promise.all(Array.from({ length: 11 }, (_, i) => pool.acquire(`held-${i}`, new AbortController().signal)));
+  let kb = 0;
+  let processes = 0;
+  for (const p of fs.readdirSync('/proc').filter((x) => /^\d+$/.test(x))) {
+    try {
+      const cmd = fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0');
+      if (!cmd.some((a) => a.endsWith('pgSlotKeeper.js')) || !cmd.includes('bench')) continue;
+      const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${p}/status`, 'utf8'));
+      if (m) {
+        kb += Number(m[1]);
+        processes += 1;
+      }
+    } catch {
+      /* gone meanwhile */
+    }
+  }
+  for (const g of grants) g.lock.closeOwnCopy();
+  pool.close();
+  return { mb: kb / 1024, processes };
 }
 
 function summary(r: { acquire: number[]; release: number[] }) {

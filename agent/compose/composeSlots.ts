@@ -32,7 +32,14 @@ export interface Slots {
 export function composeSlots(config: Config, logger: Logger, policy: StationPolicy, hooks: SlotHooks): Slots {
   const slotBackend =
     config.slots.backend === 'postgres' && config.slots.databaseUrl !== null
-      ? new PgSlotBackend({ url: config.slots.databaseUrl, station: config.slots.station, defaults: defaultSizes(config), logger })
+      ? new PgSlotBackend({
+          url: config.slots.databaseUrl,
+          station: config.slots.station,
+          defaults: defaultSizes(config),
+          logger,
+          keeperPath: distFile('pgSlotKeeper.js'),
+          keeperDir: path.join(config.homeDir, 'pg-keeper'),
+        })
       : null;
   const remoteCancel = slotBackend ? new PgRunCancel(slotBackend, logger) : null;
   const pools = new Map<string, PoolBackend>();
@@ -47,7 +54,6 @@ export function composeSlots(config: Config, logger: Logger, policy: StationPoli
           defaultSize: size,
           waitTimeoutSeconds,
           backend: slotBackend,
-          keeperPath: distFile('pgSlotKeeper.js'),
           logger,
           onLost: () => hooks.onLost(name),
         }),

@@ -5,6 +5,7 @@ import type { Logger } from '../log/logger';
 import { migrate } from '../db/migrate';
 import type { SlotBackendStatus } from '../../shared/protocol';
 import { cleanDeadRows, ensurePool, liveHolders, MAX_POOL_SLOTS, type HolderRow, type PoolRow } from './pgSlotSql';
+import { PgStationKeeper } from './pgStationKeeper';
 import { slotBackendCause } from './slotBackendCause';
 
 /** How often the holders of every station are read for `status` (a read never waits for PostgreSQL). */
@@ -18,14 +19,20 @@ export interface PgSlotBackendOptions {
   /** Each pool's slot count used to seed core.pool when no station has made its row yet. */
   defaults: ReadonlyMap<string, number>;
   logger: Logger;
+  /** dist/pgSlotKeeper.js: the station's lock keeper. */
+  keeperPath: string;
+  /** The folder of the keeper's socket (in the agent's home; made 0700). */
+  keeperDir: string;
 }
 
 /**
  * The agent's one connection to the shared slot database. It queues tickets, reads whose turn
  * it is, and keeps a copy of every station's holders for a status that never blocks. It holds no slot
- * itself: the locks are the keepers' (pgSlotKeeper.ts), so they outlive this process.
+ * itself: the locks are the station keeper's (pgSlotKeeper.ts), so they outlive this process.
  */
 export class PgSlotBackend {
+  /** The station's lock keeper, shared by its pools. */
+  readonly keeper: PgStationKeeper;
   private client: pg.Client | null = null;
   private connecting: Promise<pg.Client> | null = null;
   private holders: HolderRow[] = [];
@@ -42,7 +49,15 @@ export class PgSlotBackend {
   private readonly oddRows = new Set<string>();
   private readonly keepersBlocked = new Map<string, { state: 'unreachable' | 'connection-cap'; error: string }>();
 
-  constructor(private readonly opts: PgSlotBackendOptions) {}
+  constructor(private readonly opts: PgSlotBackendOptions) {
+    this.keeper = new PgStationKeeper({
+      keeperPath: opts.keeperPath,
+      dir: opts.keeperDir,
+      station: opts.station,
+      url: opts.url,
+      logger: opts.logger,
+    });
+  }
 
   get station(): string {
     return this.opts.station;
@@ -248,6 +263,8 @@ export class PgSlotBackend {
 
   async close(): Promise<void> {
     this.closed = true;
+    // The keeper takes no new slot and exits once its fetchers are gone.
+    this.keeper.close();
     if (this.refreshTimer) clearInterval(this.refreshTimer);
     this.refreshTimer = null;
     const client = this.client;

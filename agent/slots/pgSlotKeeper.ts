@@ -1,37 +1,67 @@
 import * as fs from 'node:fs';
 import * as net from 'node:net';
+import * as path from 'node:path';
 import * as readline from 'node:readline';
 import pg from 'pg';
 import { KeeperExit } from '../helperExitCodes';
 import { poolLocks, readPool, slotNumbers } from './pgSlotSql';
 
-// The lock keeper of one slot of the postgres backend (bundled as dist/pgSlotKeeper.js).
+// The lock keeper of a station for the postgres backend (bundled as dist/pgSlotKeeper.js): one
+// process holds every slot the station's runs hold, each slot on a PostgreSQL session of its own
+// (a session advisory lock belongs to its connection, so a connection per held slot).
 //
-// Why a process of its own: a PostgreSQL session cannot be handed to a fetcher the way a flock'd
-// descriptor can, and a lock held by the agent's connection would die with the agent (kill -9) while
-// its fetchers still run. So each held slot has this small keeper, started detached (its own session,
-// so a signal to the agent's group does not reach it) with:
-//   argv   POOL STATION            no environment: the slot database's URL (a secret) comes as the
-//          first line on fd 0, never on the command line or in /proc/PID/environ
-//   fd 0   lines from the agent: {"url":URL} first, then {"take":RUN_ID} once (the agent may start a keeper ahead of need, so
-//          its start-up and connection are not on a waiting run's path), then
-//          {"record":{pid,fetcher,runId,since}} once the fetcher is spawned
-//   fd 1   lines to the agent: {"acquired":N} | {"busy":true} | {"error":"…"} | {"lost":"…"}
-//   fd 3   the lifeline: the other end is handed to the fetcher as its fd 3 (where the file backend
-//          puts the flock'd descriptor). Every process of the run inherits it; when the last one is
-//          gone the keeper reads end-of-file, ends its session, and the lock is free. The agent's
-//          death changes nothing: the keeper lives exactly as long as the run's processes.
-// If the session is lost while the run holds the slot (pg_terminate_backend, a server restart, a
+// Why a process apart from the agent: a PostgreSQL session cannot be handed to a fetcher the way a
+// flock'd descriptor can, and a lock held by the agent's connection would die with the agent (kill -9)
+// while its fetchers still run. The keeper is started detached (its own session, so a signal to the
+// agent's group does not reach it) with:
+//   argv   STATION DIR             no environment: the slot database's URL (a secret) and the token that
+//          the agent's takes must show come as the first line on fd 0, never on the command line or in
+//          /proc/PID/environ
+//   fd 0   lines from the agent: {"url":URL,"token":T} first, then {"record":{id,pid,fetcher,runId,since}}
+//          once a slot's fetcher is spawned; its end means the agent is gone
+//   fd 1   lines to the agent: {"ready":SOCKET} | {"error":"…"} | {"lost":"…","id":ID} | {"released":ID}
+//   DIR/keeper-PID.sock   a socket only this account can reach (DIR 0700, checked on its descriptor;
+//          the socket 0600). Each take is a connection of its own: the agent writes
+//          {"token":T,"id":ID,"pool":P,"take":RUN_ID}, the keeper answers {"acquired":N} | {"busy":true} |
+//          {"error":"…","code":…}. After acquired the connection is the slot's lifeline: the agent hands
+//          its end to the fetcher as fd 3 (where the file backend puts the flock'd descriptor) and closes
+//          its own copy. Every process of the run inherits it; when the last one is gone the keeper reads
+//          end-of-file and ends that slot's session, and the lock is free.
+// The agent's death changes nothing for held slots. A keeper whose agent is gone takes no new slot;
+// it exits once its last slot is released (a new agent starts a keeper of its own).
+// If a slot's session is lost while its run holds it (pg_terminate_backend, a server restart, a
 // network cut long enough for the server to drop it), PostgreSQL has freed the lock and another
-// station may take it: the keeper SIGKILLs the run's process group at once, so no slot is ever
+// station may take it: the keeper SIGKILLs that run's process group at once, so no slot is ever
 // counted free while its fetcher lives (beyond the moment it takes the keeper to notice).
 
-const [pool, station] = process.argv.slice(2);
-let runId = '';
+/** Ready connections kept for the next take, so a waiting run does not wait for a connection. */
+const SPARES = 1;
+/** How long a spare connection waits for a take before it is closed. */
+const SPARE_IDLE_MS = 30_000;
+/** A take line longer than this is not the agent's. */
+const TAKE_LINE_CAP = 4096;
 
-let group: number | null = null;
-let lost = false;
-let ending = false;
+const [station, dir] = process.argv.slice(2);
+
+interface Held {
+  client: pg.Client;
+  pool: string;
+  slot: number;
+  group: number | null;
+  lost: boolean;
+  ending: boolean;
+}
+
+let url = '';
+let token = '';
+let agentGone = false;
+let socketPath = '';
+let server: net.Server | null = null;
+let taking = 0;
+const held = new Map<string, Held>();
+const spares: pg.Client[] = [];
+let opening = 0;
+let spareTimer: NodeJS.Timeout | null = null;
 
 function say(message: Record<string, unknown>): void {
   // The agent may be gone: its end of the pipe then fails with EPIPE, which changes nothing here.
@@ -44,7 +74,7 @@ function say(message: Record<string, unknown>): void {
 process.stdout.on('error', () => {});
 process.stdin.on('error', () => {});
 
-function killRun(): void {
+function killGroup(group: number | null): void {
   if (group === null) return;
   try {
     process.kill(-group, 'SIGKILL');
@@ -53,127 +83,98 @@ function killRun(): void {
   }
 }
 
-async function main(): Promise<void> {
-  if (!pool || !station) {
-    say({ error: 'usage: pgSlotKeeper POOL STATION, with {"url":URL} as the first line on stdin' });
-    process.exit(KeeperExit.usage);
-  }
-  const lifeline = new net.Socket({ fd: 3, readable: true, writable: false });
-  // The session, once open: a record line arriving later goes to it.
-  const current: { client?: pg.Client } = {};
-  let urlFor: (url: string) => void = () => {};
-  const gotUrl = new Promise<string>((resolve) => {
-    urlFor = resolve;
-  });
-  let url = '';
-  const lines = readline.createInterface({ input: process.stdin });
-  // The agent writes the URL at once; a stdin that ends first leaves nothing to connect to.
-  lines.once('close', () => {
-    if (url === '') {
-      say({ error: 'stdin ended before the slot database URL' });
-      process.exit(KeeperExit.usage);
-    }
-  });
-  let takeFor: (id: string) => void = () => {};
-  const taken = new Promise<string>((resolve) => {
-    takeFor = resolve;
-  });
-  lines.on('line', (line) => {
-    let record: { pid?: unknown; fetcher?: unknown; runId?: unknown; since?: unknown } | undefined;
-    let take: unknown;
-    let given: unknown;
+function exitNow(code: number): never {
+  if (socketPath !== '') {
     try {
-      ({ record, take, url: given } = JSON.parse(line) as { record?: typeof record; take?: unknown; url?: unknown });
+      fs.unlinkSync(socketPath);
     } catch {
-      return;
+      /* already gone */
     }
-    if (typeof given === 'string' && given !== '' && url === '') {
-      url = given;
-      urlFor(given);
-      return;
-    }
-    if (typeof take === 'string' && take !== '' && runId === '') {
-      runId = take;
-      takeFor(take);
-      return;
-    }
-    if (!record) return;
-    // The run's process group (the wrapper's pid); none for in-agent work, which the keeper never kills.
-    const pid = typeof record.pid === 'number' && Number.isInteger(record.pid) && record.pid > 1 ? record.pid : null;
-    group = pid;
-    if (lost) {
-      killRun();
-      return;
-    }
-    current.client
-      ?.query(
-        'UPDATE core.slot_holder SET pid = $3, fetcher = $4, since = coalesce($5::timestamptz, since) WHERE pool = $1 AND slot = $2 AND backend_pid = pg_catalog.pg_backend_pid()',
-        [
-          pool,
-          slotTaken,
-          pid,
-          typeof record.fetcher === 'string' ? record.fetcher : null,
-          typeof record.since === 'string' ? record.since : null,
-        ],
-      )
-      ?.catch(() => {});
-  });
+  }
+  process.exit(code);
+}
 
-  // Every line is heard from the start (the URL and the take may come in one chunk); the session opens once the URL is here.
-  const session = new pg.Client({
-    connectionString: await gotUrl,
-    application_name: `quantilica-slot ${station} ${pool}`,
+/** Nothing held, nothing being taken, nobody to take for: the keeper's work is done. */
+function maybeExit(): void {
+  if (!agentGone || held.size > 0 || taking > 0) return;
+  for (const c of spares.splice(0)) void c.end().catch(() => {});
+  exitNow(0);
+}
+
+async function openSession(): Promise<pg.Client> {
+  const client = new pg.Client({
+    connectionString: url,
+    application_name: `quantilica-slot ${station}`,
     keepAlive: true,
     connectionTimeoutMillis: 10_000,
   });
-  current.client = session;
-  const onLost = (why: string) => {
-    if (lost || ending) return;
-    lost = true;
-    killRun();
-    say({ lost: why });
-  };
-  session.on('error', (err) => onLost((err as { code?: string }).code ?? 'connection-error'));
-  session.on('end', () => onLost('connection-ended'));
-  const finish = async (code: number) => {
-    if (ending) return;
-    ending = true;
-    await session.end().catch(() => {});
-    process.exit(code);
-  };
-  lifeline.on('data', () => {});
-  lifeline.on('error', () => {
-    void finish(0);
-  });
-  lifeline.on('close', () => {
-    void finish(0);
-  });
-  await session.connect();
-  await session.query('SET search_path = pg_catalog, pg_temp');
-  await taken;
-  const slot = await take(session);
-  if (slot === null) {
-    say({ busy: true });
-    await finish(0);
-    return;
+  // Until it holds a slot, an error only ends the connection (a spare is dropped, a take fails).
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    await client.query('SET search_path = pg_catalog, pg_temp');
+  } catch (err) {
+    await client.end().catch(() => {});
+    throw err;
   }
-  slotTaken = slot;
-  say({ acquired: slot });
+  return client;
 }
 
-let slotTaken = -1;
+/** Keeps SPARES ready connections while the agent lives; a spare that breaks is dropped. */
+function refill(): void {
+  if (agentGone || url === '') return;
+  while (spares.length + opening < SPARES) {
+    opening += 1;
+    openSession()
+      .then((client) => {
+        if (agentGone) {
+          void client.end().catch(() => {});
+          return;
+        }
+        const drop = () => {
+          const at = spares.indexOf(client);
+          if (at >= 0) spares.splice(at, 1);
+        };
+        client.once('end', drop);
+        client.on('error', drop);
+        spares.push(client);
+      })
+      .catch(() => {
+        /* the next take connects by itself and says why it cannot */
+      })
+      .finally(() => {
+        opening -= 1;
+      });
+  }
+  if (spareTimer) clearTimeout(spareTimer);
+  // Spares are for bursts of runs: after a while without takes they go (a connection each).
+  spareTimer = setTimeout(() => {
+    for (const c of spares.splice(0)) void c.end().catch(() => {});
+  }, SPARE_IDLE_MS);
+  spareTimer.unref();
+}
+
+/** A spare if one is ready (whether it is, the take says), else a new session. */
+function session(): { client: Promise<pg.Client>; spare: boolean } {
+  const spare = spares.shift();
+  if (!spare) return { client: openSession(), spare: false };
+  spare.removeAllListeners('end');
+  spare.removeAllListeners('error');
+  spare.on('error', () => {});
+  return { client: Promise.resolve(spare), spare: true };
+}
 
 /**
  * Takes a free slot of the pool, unless the pool is full counting holders beyond a shrunk size. The
  * slot numbers are the pool's first free numbers that no other role blocks (slotNumbers).
  */
-async function take(client: pg.Client): Promise<number | null> {
+async function take(client: pg.Client, pool: string, runId: string): Promise<number | null> {
   const { slots, lockKey } = await readPool(client, pool);
-  const { held, blocked } = await poolLocks(client, lockKey);
-  if (held.length >= slots) return null;
-  const mine = new Set(held);
+  const { held: holding, blocked } = await poolLocks(client, lockKey);
+  if (holding.length >= slots) return null;
+  const taken = new Set(holding);
   for (const index of slotNumbers(slots, blocked)) {
-    if (mine.has(index)) continue;
+    if (taken.has(index)) continue;
     const got =
       (await client.query<{ ok: boolean }>('SELECT pg_catalog.pg_try_advisory_lock($1, $2) AS ok', [lockKey, index])).rows[0]?.ok === true;
     if (!got) continue;
@@ -195,14 +196,223 @@ async function take(client: pg.Client): Promise<number | null> {
   return null;
 }
 
-main().catch((err: unknown) => {
-  // The code (a SQLSTATE or an errno) tells the agent whether to wait (connection cap, outage) or fail the run.
-  say({ error: (err as Error).message, code: (err as { code?: unknown }).code });
-  // Closing fd 3 ourselves is not needed: exiting ends the session and with it any lock.
+/** The slot's lifeline ended (its fetcher's last process is gone), or its session did: the slot is free. */
+function release(id: string, slot: Held): void {
+  if (slot.ending) return;
+  slot.ending = true;
+  held.delete(id);
+  say({ released: id });
+  void slot.client
+    .end()
+    .catch(() => {})
+    .finally(maybeExit);
+}
+
+/** One take, on its own connection to the keeper's socket; the connection is the slot's lifeline after. */
+function serve(sock: net.Socket): void {
+  let buffered = '';
+  let started = false;
+  sock.on('error', () => {});
+  const answer = (message: Record<string, unknown>) => {
+    if (!sock.destroyed) sock.write(`${JSON.stringify(message)}\n`);
+  };
+  sock.on('data', (chunk: Buffer) => {
+    if (started) return; // after the take line, what a fetcher writes on its fd 3 means nothing
+    buffered += chunk.toString('utf8');
+    const nl = buffered.indexOf('\n');
+    if (nl < 0) {
+      if (buffered.length > TAKE_LINE_CAP) sock.destroy();
+      return;
+    }
+    started = true;
+    let msg: { token?: unknown; id?: unknown; pool?: unknown; take?: unknown };
+    try {
+      msg = JSON.parse(buffered.slice(0, nl)) as typeof msg;
+    } catch {
+      sock.destroy();
+      return;
+    }
+    const { id, pool, take: runId } = msg;
+    if (msg.token !== token || typeof id !== 'string' || typeof pool !== 'string' || typeof runId !== 'string' || held.has(id)) {
+      sock.destroy();
+      return;
+    }
+    if (agentGone) {
+      answer({ error: 'the agent that started this keeper is gone' });
+      sock.destroy();
+      return;
+    }
+    taking += 1;
+    void takeFor(sock, id, pool, runId, answer).finally(() => {
+      taking -= 1;
+      maybeExit();
+    });
+  });
+}
+
+async function takeFor(sock: net.Socket, id: string, pool: string, runId: string, answer: (m: Record<string, unknown>) => void) {
+  let client: pg.Client;
+  let spare: boolean;
   try {
-    fs.closeSync(3);
-  } catch {
-    /* already closed */
+    const got = session();
+    spare = got.spare;
+    client = await got.client;
+  } catch (err) {
+    // The code (a SQLSTATE or an errno) tells the agent whether to wait (connection cap, outage) or fail the run.
+    answer({ error: (err as Error).message, code: (err as { code?: unknown }).code });
+    sock.destroy();
+    return;
+  } finally {
+    refill();
   }
-  process.exit(KeeperExit.failed);
+  let slot: number | null;
+  try {
+    slot = await take(client, pool, runId);
+  } catch (err) {
+    await client.end().catch(() => {});
+    // A spare the server dropped while it idled fails only on use: the take gets a fresh session.
+    if (spare && !sock.destroyed) return takeFor(sock, id, pool, runId, answer);
+    answer({ error: (err as Error).message, code: (err as { code?: unknown }).code });
+    sock.destroy();
+    return;
+  }
+  if (slot === null) {
+    // No lock was taken on it: the session is as good as a spare.
+    if (agentGone || spares.length >= SPARES) void client.end().catch(() => {});
+    else spares.push(client);
+    answer({ busy: true });
+    sock.destroy();
+    return;
+  }
+  const h: Held = { client, pool, slot, group: null, lost: false, ending: false };
+  held.set(id, h);
+  const onLost = (why: string) => {
+    if (h.lost || h.ending) return;
+    h.lost = true;
+    killGroup(h.group);
+    say({ lost: why, id });
+  };
+  client.removeAllListeners('error');
+  client.on('error', (err) => onLost((err as { code?: string }).code ?? 'connection-error'));
+  client.on('end', () => onLost('connection-ended'));
+  sock.on('close', () => release(id, h));
+  // The agent gave up meanwhile (a cancel, its timeout): the lifeline is already closed.
+  if (sock.destroyed) {
+    release(id, h);
+    return;
+  }
+  answer({ acquired: slot });
+}
+
+function onRecord(line: string): void {
+  let record: { id?: unknown; pid?: unknown; fetcher?: unknown; runId?: unknown; since?: unknown } | undefined;
+  let given: unknown;
+  let givenToken: unknown;
+  try {
+    ({ record, url: given, token: givenToken } = JSON.parse(line) as { record?: typeof record; url?: unknown; token?: unknown });
+  } catch {
+    return;
+  }
+  if (typeof given === 'string' && given !== '' && url === '' && typeof givenToken === 'string' && givenToken.length >= 32) {
+    url = given;
+    token = givenToken;
+    listen().catch((err: unknown) => {
+      say({ error: (err as Error).message, code: (err as { code?: unknown }).code });
+      exitNow(KeeperExit.failed);
+    });
+    return;
+  }
+  if (!record || typeof record.id !== 'string') return;
+  const h = held.get(record.id);
+  if (!h) return;
+  // The run's process group (the wrapper's pid); none for in-agent work, which the keeper never kills.
+  const pid = typeof record.pid === 'number' && Number.isInteger(record.pid) && record.pid > 1 ? record.pid : null;
+  h.group = pid;
+  if (h.lost) {
+    killGroup(pid);
+    return;
+  }
+  h.client
+    .query(
+      'UPDATE core.slot_holder SET pid = $3, fetcher = $4, since = coalesce($5::timestamptz, since) WHERE pool = $1 AND slot = $2 AND backend_pid = pg_catalog.pg_backend_pid()',
+      [
+        h.pool,
+        h.slot,
+        pid,
+        typeof record.fetcher === 'string' ? record.fetcher : null,
+        typeof record.since === 'string' ? record.since : null,
+      ],
+    )
+    .catch(() => {});
+}
+
+/**
+ * The folder of the keepers' sockets: made 0700 if missing, then opened without following a link and
+ * checked on its descriptor (a real folder, ours, nobody else's way in). The socket is bound through
+ * that descriptor (/proc/self/fd/N), so a folder swapped after the check is not used.
+ */
+function privateDir(): number {
+  try {
+    fs.mkdirSync(dir, { mode: 0o700 });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  const fd = fs.openSync(dir, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW);
+  const st = fs.fstatSync(fd);
+  if (!st.isDirectory() || st.uid !== process.getuid!() || (st.mode & 0o077) !== 0) {
+    fs.closeSync(fd);
+    throw new Error(
+      `${dir} must be a folder of uid ${process.getuid!()} that only its owner can enter (mode 700), not mode ${(st.mode & 0o7777).toString(8)} uid ${st.uid}`,
+    );
+  }
+  return fd;
+}
+
+async function listen(): Promise<void> {
+  const dirFd = privateDir();
+  const name = `keeper-${process.pid}.sock`;
+  const via = `/proc/self/fd/${dirFd}/${name}`;
+  // A socket left by a killed keeper of the same pid.
+  fs.rmSync(via, { force: true });
+  process.umask(0o077);
+  const srv = net.createServer({ pauseOnConnect: false }, serve);
+  await new Promise<void>((resolve, reject) => {
+    srv.once('error', reject);
+    srv.listen(via, () => resolve());
+  });
+  fs.chmodSync(via, 0o600);
+  const st = fs.lstatSync(via);
+  if (!st.isSocket() || st.uid !== process.getuid!() || (st.mode & 0o077) !== 0) throw new Error(`${via} is not a private socket`);
+  server = srv;
+  socketPath = path.join(dir, name);
+  say({ ready: socketPath });
+  refill();
+}
+
+function main(): void {
+  if (!station || !dir || !path.isAbsolute(dir)) {
+    say({ error: 'usage: pgSlotKeeper STATION DIR, with {"url":URL,"token":T} as the first line on stdin' });
+    exitNow(KeeperExit.usage);
+  }
+  const lines = readline.createInterface({ input: process.stdin });
+  lines.on('line', onRecord);
+  lines.once('close', () => {
+    // The agent is gone (or stopping): no new takes; held slots stay until their fetchers end.
+    if (url === '') {
+      say({ error: 'stdin ended before the slot database URL' });
+      exitNow(KeeperExit.usage);
+    }
+    agentGone = true;
+    server?.close();
+    if (spareTimer) clearTimeout(spareTimer);
+    for (const c of spares.splice(0)) void c.end().catch(() => {});
+    maybeExit();
+  });
+}
+
+process.on('uncaughtException', (err) => {
+  say({ error: err.message, code: (err as { code?: unknown }).code });
+  // Exiting ends every session and with it every lock this keeper holds.
+  exitNow(KeeperExit.failed);
 });
+main();

@@ -1,6 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import type * as net from 'node:net';
-import * as readline from 'node:readline';
 import type { SlotState } from '../../shared/protocol';
 import { RunRefusedError } from '../errors';
 import type { Logger } from '../log/logger';
@@ -9,13 +7,10 @@ import type { PgSlotBackend } from './pgSlotBackend';
 import { heldSlots, readPool } from './pgSlotSql';
 import { slotBackendCause, type SlotBackendCause } from './slotBackendCause';
 import type { PoolBackend, PoolGrant } from './poolBackend';
+import type { TakeHandlers } from './pgStationKeeper';
 
 /** How often waiting runs look at the shared queue: other stations' releases send us no signal. */
 const POLL_MS = 100;
-/** How long a keeper may take to start, connect and answer before the try is given up. */
-const KEEPER_ANSWER_MS = 30_000;
-/** How long a warm spare keeper (a process and a connection) waits for a run before it is stopped. */
-const SPARE_IDLE_MS = 30_000;
 /**
  * After a keeper could not connect (the server at its connection cap, or down), the first wait before
  * the next try, doubled on each failure up to the last: a try costs a process and a connection attempt.
@@ -23,32 +18,12 @@ const SPARE_IDLE_MS = 30_000;
 const KEEPER_RETRY_FIRST_MS = 200;
 const KEEPER_RETRY_MAX_MS = 2_000;
 
-interface KeeperMessage {
-  acquired?: number;
-  busy?: boolean;
-  error?: string;
-  code?: string;
-  lost?: string;
-}
-
-/** A keeper process and what its messages and its end mean now (a spare's, then a waiter's). */
-interface KeeperHandle {
-  child: ChildProcess;
-  lifeline: net.Socket;
-  onMessage(msg: KeeperMessage): void;
-  onExit(): void;
-  onError(err: Error): void;
-  retire(): void;
-}
-
 export interface PgSlotPoolOptions {
   name: string;
   /** This station's default, used only to seed core.pool; the shared row decides. */
   defaultSize: number;
   waitTimeoutSeconds: number;
   backend: PgSlotBackend;
-  /** dist/pgSlotKeeper.js */
-  keeperPath: string;
   logger: Logger;
   pollMs?: number;
   /** A run's slot session was lost: its keeper has killed the run's process group. */
@@ -60,7 +35,8 @@ interface Waiter {
   ticket: string | null;
   /** The backend connection the ticket was taken on: a new one means the ticket is gone. */
   generation: number;
-  keeper: ChildProcess | null;
+  /** The keeper's take under way for it: aborting it gives up the take (and a slot it got). */
+  trying: AbortController | null;
   position: number;
   resolve(slot: PoolGrant): void;
   reject(err: Error): void;
@@ -72,9 +48,9 @@ interface Waiter {
 /**
  * A pool whose slots are PostgreSQL session advisory locks shared by every station. Waiters
  * of all stations take tickets in core.slot_waiter and are served in ticket order: a waiter may try
- * only while fewer live tickets are ahead of it than slots are free. The try is a lock keeper process
- * (pgSlotKeeper.ts) that takes the lock on its own session and keeps it for as long as the run's
- * processes hold the keeper's lifeline (their fd 3).
+ * only while fewer live tickets are ahead of it than slots are free. The try is a take of the
+ * station's lock keeper (pgSlotKeeper.ts, one process for all the station's slots), which takes the lock
+ * on a session of its own and keeps it for as long as the run's processes hold that slot's lifeline (their fd 3).
  */
 export class PgSlotPool implements PoolBackend {
   readonly name: string;
@@ -85,7 +61,6 @@ export class PgSlotPool implements PoolBackend {
   private again = false;
   private closed = false;
   private lastError: string | null = null;
-  private spare: KeeperHandle | null = null;
   /** Runs whose slot keeper still lives: their slot stays ours between the run's end and the release. */
   private readonly kept = new Set<string>();
   /** Why the agent's own connection cannot read the queue now, or null. */
@@ -132,7 +107,7 @@ export class PgSlotPool implements PoolBackend {
         runId,
         ticket: null,
         generation: -1,
-        keeper: null,
+        trying: null,
         position: 0,
         resolve,
         reject,
@@ -157,11 +132,6 @@ export class PgSlotPool implements PoolBackend {
 
   close(): void {
     this.closed = true;
-    if (this.spare) {
-      this.spare.lifeline.destroy();
-      this.spare.child.kill('SIGTERM');
-      this.spare = null;
-    }
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     for (const w of [...this.waiters]) {
@@ -199,9 +169,9 @@ export class PgSlotPool implements PoolBackend {
     if (at >= 0) this.waiters.splice(at, 1);
     if (this.waiters.length === 0) this.forgetKeeperFailure();
     waiter.cleanup();
-    if (waiter.keeper) {
-      waiter.keeper.kill('SIGTERM');
-      waiter.keeper = null;
+    if (waiter.trying) {
+      waiter.trying.abort();
+      waiter.trying = null;
     }
     this.dropTicket(waiter);
   }
@@ -302,7 +272,7 @@ export class PgSlotPool implements PoolBackend {
         w.position = rank + 1;
         if (this.told === null) w.onPosition(w.position);
       }
-      if (rank < free && w.keeper === null && keepersMayStart) this.tryKeeper(w);
+      if (rank < free && w.trying === null && keepersMayStart) this.tryKeeper(w);
     }
   }
 
@@ -362,146 +332,72 @@ export class PgSlotPool implements PoolBackend {
   }
 
   /**
-   * Gives the waiter a lock keeper: the warm spare if there is one, else a new one. It answers acquired
-   * (the waiter is served) or busy (it waits on). A new spare is started meanwhile, so the next waiter
-   * does not pay for a process start and a connection.
+   * Asks the station's keeper for a slot for the waiter. It answers acquired (the waiter is served) or
+   * busy (it waits on); a keeper that cannot connect for a passing cause makes the waiter wait on too.
    */
   private tryKeeper(waiter: Waiter): void {
-    const handle = this.spare ?? this.startKeeper();
-    this.spare = null;
-    handle.retire();
-    const { child: keeper, lifeline } = handle;
-    waiter.keeper = keeper;
-    let answered = false;
-    const answerTimer = setTimeout(() => {
-      if (!answered) keeper.kill('SIGKILL');
-    }, KEEPER_ANSWER_MS);
-    answerTimer.unref();
-    const giveUp = (err: Error | null) => {
-      answered = true;
-      clearTimeout(answerTimer);
-      if (waiter.keeper !== keeper) return;
-      waiter.keeper = null;
-      lifeline.destroy();
-      if (err) {
-        this.remove(waiter);
-        waiter.reject(err);
-      } else {
-        this.kick();
-      }
-    };
-    handle.onExit = () => {
-      if (!answered) giveUp(null);
-    };
-    handle.onError = (err) => giveUp(new RunRefusedError('slot-error', `cannot start the slot keeper: ${err.message}`));
-    handle.onMessage = (msg) => {
-      if (msg.lost !== undefined) {
+    const trying = new AbortController();
+    waiter.trying = trying;
+    const handlers = {
+      onLost: (why: string) => {
         this.opts.logger.warn(
-          { pool: this.name, runId: waiter.runId, why: msg.lost },
+          { pool: this.name, runId: waiter.runId, why },
           "slot-session-lost: the slot's PostgreSQL session ended; its keeper stopped the run",
         );
-        this.opts.onLost?.(waiter.runId, msg.lost);
+        this.opts.onLost?.(waiter.runId, why);
+      },
+      onReleased: () => {},
+    };
+    void this.opts.backend.keeper.take(this.name, waiter.runId, handlers, trying.signal).then((answer) => {
+      if (waiter.trying !== trying) {
+        // Given up meanwhile: closing the lifeline frees the slot.
+        if ('acquired' in answer) answer.lifeline.destroy();
         return;
       }
-      if (answered) return;
-      if (msg.busy) {
+      waiter.trying = null;
+      if ('acquired' in answer) {
         this.keeperConnected();
-        giveUp(null);
-      } else if (msg.error !== undefined) {
-        const cause = slotBackendCause(msg);
-        if (cause === null) {
-          giveUp(new RunRefusedError('slot-backend-unavailable', `the slot keeper failed: ${msg.error}`));
-        } else {
-          this.keeperCannotConnect(cause, msg.error);
-          giveUp(null);
-        }
-      } else if (typeof msg.acquired === 'number') {
-        this.keeperConnected();
-        this.served(waiter, keeper, lifeline, msg.acquired, () => {
-          answered = true;
-          clearTimeout(answerTimer);
-        });
+        this.served(waiter, answer, handlers);
+        return;
       }
-    };
-    keeper.stdin?.write(`${JSON.stringify({ take: waiter.runId })}\n`);
-    this.warmSpare();
-  }
-
-  /** A keeper started ahead of need: connected and idle until it is told which run it takes a slot for. */
-  private warmSpare(): void {
-    if (this.closed || this.spare !== null) return;
-    const spare = this.startKeeper();
-    this.spare = spare;
-    const drop = () => {
-      if (this.spare !== spare) return;
-      this.spare = null;
-      clearTimeout(idle);
-      spare.lifeline.destroy();
-      spare.child.kill('SIGTERM');
-    };
-    // An idle spare holds a process and a connection: it goes after a while without waiters.
-    const idle = setTimeout(drop, SPARE_IDLE_MS);
-    idle.unref();
-    spare.child.unref();
-    spare.onExit = drop;
-    spare.onError = drop;
-    // A spare says nothing until it is given a run: anything it says now (lost, error) ends it.
-    spare.onMessage = drop;
-    spare.retire = () => {
-      clearTimeout(idle);
-      spare.child.ref();
-    };
-  }
-
-  private startKeeper(): KeeperHandle {
-    const { backend } = this.opts;
-    const child = spawn(process.execPath, [this.opts.keeperPath, this.name, backend.station], {
-      // Its own session: a Ctrl-C or a signal to the agent's group must not end the slot of a running fetcher.
-      detached: true,
-      stdio: ['pipe', 'pipe', 'ignore', 'pipe'],
-      // No environment: a fetcher can read any /proc/PID/environ of this account; the URL (a secret)
-      // goes as the first line of the keeper's stdin (agent/slots/pgSlotKeeper.ts).
-      env: {},
-    });
-    const lifeline = child.stdio[3] as net.Socket;
-    lifeline.pause();
-    child.stdin?.on('error', () => {});
-    child.stdin?.write(`${JSON.stringify({ url: backend.url })}\n`);
-    const handle: KeeperHandle = { child, lifeline, onMessage: () => {}, onExit: () => {}, onError: () => {}, retire: () => {} };
-    child.on('error', (err) => handle.onError(err));
-    child.on('exit', () => handle.onExit());
-    readline.createInterface({ input: child.stdout! }).on('line', (line) => {
-      try {
-        handle.onMessage(JSON.parse(line) as KeeperMessage);
-      } catch {
-        /* not a message of ours */
+      if ('busy' in answer) {
+        this.keeperConnected();
+        this.kick();
+        return;
+      }
+      if (answer.code === 'keeper-gone') {
+        this.kick();
+        return;
+      }
+      const cause = slotBackendCause(answer);
+      if (cause === null) {
+        this.remove(waiter);
+        waiter.reject(new RunRefusedError('slot-backend-unavailable', `the slot keeper failed: ${answer.error}`));
+      } else {
+        this.keeperCannotConnect(cause, answer.error);
+        this.kick();
       }
     });
-    return handle;
   }
 
-  private served(waiter: Waiter, keeper: ChildProcess, lifeline: net.Socket, index: number, settle: () => void): void {
-    settle();
-    if (waiter.keeper !== keeper || !this.waiters.includes(waiter)) {
-      // Aborted meanwhile: ending the lifeline ends the keeper and frees the lock.
+  private served(waiter: Waiter, answer: { acquired: number; lifeline: net.Socket; id: string }, handlers: TakeHandlers): void {
+    const { acquired: index, lifeline, id } = answer;
+    if (!this.waiters.includes(waiter)) {
       lifeline.destroy();
       return;
     }
     const at = this.waiters.indexOf(waiter);
     this.waiters.splice(at, 1);
     waiter.cleanup();
-    waiter.keeper = null;
     this.dropTicket(waiter);
-    // The keeper lives on by itself, also after this agent ends; when it ends, so do our pipes to it
-    // (and a lifeline not yet handed to a fetcher: its fd getter then says the session is gone).
-    keeper.once('exit', () => {
-      keeper.stdin?.destroy();
-      keeper.stdout?.destroy();
+    const { keeper } = this.opts.backend;
+    let keptRun: string | null = null;
+    // When the keeper releases the slot (the lifeline's last holder is gone, or the keeper ended), so
+    // does the agent's copy of the lifeline, if it still has one: its fd getter then says the session is gone.
+    handlers.onReleased = () => {
       lifeline.destroy();
-    });
-    keeper.unref();
-    (keeper.stdout as net.Socket | null)?.unref();
-    (keeper.stdin as net.Socket | null)?.on('error', () => {});
+      if (keptRun !== null) this.kept.delete(keptRun);
+    };
     lifeline.unref();
     const fd = (lifeline as unknown as { _handle?: { fd?: number } })._handle?.fd;
     if (typeof fd !== 'number' || fd < 0) {
@@ -510,10 +406,6 @@ export class PgSlotPool implements PoolBackend {
       return;
     }
     let closed = false;
-    let keptRun: string | null = null;
-    keeper.once('exit', () => {
-      if (keptRun !== null) this.kept.delete(keptRun);
-    });
     waiter.resolve({
       index,
       lock: {
@@ -524,19 +416,16 @@ export class PgSlotPool implements PoolBackend {
         writeRecord: (record: OwnerRecord) => {
           // A record of the agent itself (in-agent work) names no process group the keeper may kill.
           const group = record.pid === process.pid ? null : record.pid;
-          if (record.runId && keeper.exitCode === null && keeper.signalCode === null) {
+          if (record.runId && keeper.holds(id)) {
             keptRun = record.runId;
             this.kept.add(record.runId);
           }
-          keeper.stdin?.write(
-            `${JSON.stringify({ record: { pid: group, fetcher: record.fetcher, runId: record.runId, since: record.since } })}\n`,
-          );
+          keeper.record(id, { pid: group, fetcher: record.fetcher, runId: record.runId, since: record.since });
         },
         closeOwnCopy: () => {
           if (closed) return;
           closed = true;
           lifeline.destroy();
-          (keeper.stdin as net.Socket | null)?.unref();
         },
       },
     });
