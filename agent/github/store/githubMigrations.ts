@@ -89,13 +89,16 @@ const sqliteTables = tables
 const requestsByBudget = `ALTER TABLE github.sync ADD COLUMN requests_core bigint NOT NULL DEFAULT 0;
 ALTER TABLE github.sync ADD COLUMN requests_graphql bigint NOT NULL DEFAULT 0;`;
 
-// The sync as a daily collector: cursors per repository and stream that outlive a sync, the ETag of
-// every REST answer, and the fields dashboards read. Booleans are 0/1 integers on both engines.
+// The sync as a daily collector: cursors per repository and stream that outlive a sync (high_water:
+// the newest change stored by a completed stage; cursor: where an unfinished full load stopped), the
+// ETag of every REST answer (with the next page and total it came with, for a 304 has neither), what
+// a run's stored jobs were read at, and the fields dashboards read. Booleans are 0/1 on both engines.
 const incremental = `
 CREATE TABLE github.stream_state (
   repo text NOT NULL,
   stream text NOT NULL CHECK (stream IN ('pull_requests', 'workflow_runs')),
   high_water text,
+  cursor text,
   sync_id text NOT NULL,
   updated_at bigint NOT NULL,
   PRIMARY KEY (repo, stream)
@@ -104,6 +107,7 @@ CREATE TABLE github.etag (
   path text PRIMARY KEY,
   etag text NOT NULL,
   next_path text,
+  total_count bigint,
   updated_at bigint NOT NULL
 );
 ALTER TABLE github.sync ADD COLUMN requests_not_modified bigint NOT NULL DEFAULT 0;
@@ -126,6 +130,7 @@ ALTER TABLE github.workflow_run ADD COLUMN pull_requests text;
 ALTER TABLE github.workflow_run ADD COLUMN jobs_run_attempt integer;
 ALTER TABLE github.workflow_run ADD COLUMN jobs_run_updated_at text;
 ALTER TABLE github.workflow_run ADD COLUMN jobs_completed integer;
+ALTER TABLE github.workflow_run ADD COLUMN jobs_sync_id text;
 ALTER TABLE github.workflow_job ADD COLUMN run_attempt integer;
 ALTER TABLE github.workflow_job ADD COLUMN created_at text;
 ALTER TABLE github.workflow_job ADD COLUMN runner_name text;
