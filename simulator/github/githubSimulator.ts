@@ -7,7 +7,8 @@ import { createdFilter, RESULTS_CAP, runsListing } from './runsListing';
 
 /** `forbidden`: 403 with the quota left (a permission, not a limit); `truncated`: half of a JSON body; `huge`: an endless body. */
 export type FaultKind = 'server-error' | 'malformed' | 'drop' | 'slow' | 'forbidden' | 'truncated' | 'huge';
-export interface FaultSpec { kind: FaultKind; stage: 'changes' | 'checks' }
+/** `fromPage`: a `slow` fault only on REST pages from this one on (the earlier pages answer at once). */
+export interface FaultSpec { kind: FaultKind; stage: 'changes' | 'checks'; fromPage?: number }
 
 export interface SimulatorOptions {
   /** How many repositories (named sim-org/repo-001…), or their names. */
@@ -113,10 +114,15 @@ export class GithubSimulator {
   }
 
   /** `days` later: runs complete, a failed run is re-run, new runs and pull requests, some updated and merged. */
-  advanceDay(days = 1): void {
+  advanceDay(days = 1, change: Partial<DayShape> = {}): void {
     this.day += days;
-    const shape = { ...DEFAULT_DAY, ...this.options.day };
+    const shape = { ...DEFAULT_DAY, ...this.options.day, ...change };
     for (const repo of this.repos.values()) advanceRepo(repo, dayStart(this.day), shape);
+  }
+
+  /** Faults from now on (a test's second sync without the first one's). */
+  setFaults(faults: Record<string, FaultSpec>): void {
+    this.options.faults = faults;
   }
 
   /** Another consumer spends the rest of the current window (for tests and the demo). */
@@ -153,7 +159,8 @@ export class GithubSimulator {
     const faults = Object.entries(this.options.faults ?? {}).filter(([, f]) => f.kind === 'slow');
     if (faults.length === 0) return false;
     const route = this.route(req.method ?? 'GET', new URL(req.url ?? '/', 'http://127.0.0.1'), body);
-    return faults.some(([repo, f]) => route.repo?.fullName === repo && route.stage === f.stage);
+    const page = Number(new URL(req.url ?? '/', 'http://127.0.0.1').searchParams.get('page') ?? 1);
+    return faults.some(([repo, f]) => route.repo?.fullName === repo && route.stage === f.stage && page >= (f.fromPage ?? 0));
   }
 
   private answer(req: http.IncomingMessage, res: http.ServerResponse, body: string): void {

@@ -67,8 +67,10 @@ export interface DayShape {
   newRuns: number;
   updatedPullRequests: number;
   newPullRequests: number;
+  /** Whether the runs in progress complete (false: a run that stays in progress for longer). */
+  completeRuns: boolean;
 }
-export const DEFAULT_DAY: DayShape = { newRuns: 3, updatedPullRequests: 2, newPullRequests: 1 };
+export const DEFAULT_DAY: DayShape = { newRuns: 3, updatedPullRequests: 2, newPullRequests: 1, completeRuns: true };
 
 /** GitHub lets a run be re-run this long after it was created. */
 export const RERUN_WINDOW_MS = 30 * 86_400_000;
@@ -178,7 +180,7 @@ export function advanceRepo(repo: SimRepoData, nowMs: number, shape: DayShape): 
   let minute = 0;
   const tick = () => iso(nowMs + ++minute * 60_000);
   for (const run of repo.runs) {
-    if (run.status === 'completed') continue;
+    if (run.status === 'completed' || !shape.completeRuns) continue;
     run.status = 'completed';
     run.conclusion = 'success';
     run.updated_at = tick();
