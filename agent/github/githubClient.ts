@@ -130,7 +130,7 @@ export class GithubClient {
             budgets.refund(budget);
             budgets.observe(e.response.headers);
             onNotModified();
-            return { status: 304, headers: e.response.headers, data: undefined, url: '' } as unknown as Awaited<ReturnType<typeof request>>;
+            return { status: 304, headers: e.response.headers, data: undefined, url: '' };
           }
           if (e.status === 401) {
             this.unauthorized = true;

@@ -28,7 +28,11 @@ export class PendingCounters {
   }
 
   take(): Partial<Counters> {
-    const out = { requests_made: this.made, requests_saved: this.saved, requests_core: this.core, requests_graphql: this.graphql,
+    const out = {
+      requests_made: this.made,
+      requests_saved: this.saved,
+      requests_core: this.core,
+      requests_graphql: this.graphql,
       requests_not_modified: this.notModified,
     };
     this.made = 0;

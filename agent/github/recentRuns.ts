@@ -57,7 +57,13 @@ async function listRange(
     if (page.notModified) continue;
     const runs = page.data?.workflow_runs;
     if (runs === undefined) throw new MalformedAnswerError(`${repo} workflow_runs: missing`);
-    await c.store.upsertWorkflowRuns(c.syncId, repo, parseAll(workflowRunSchema, runs, `${repo} workflow_runs`), RECENT_PHASE, c.pending.take());
+    await c.store.upsertWorkflowRuns(
+      c.syncId,
+      repo,
+      parseAll(workflowRunSchema, runs, `${repo} workflow_runs`),
+      RECENT_PHASE,
+      c.pending.take(),
+    );
     await saveEtag(c, page.path, page.etag);
   }
 }

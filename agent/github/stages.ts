@@ -35,7 +35,13 @@ async function startOf(c: StageContext, repo: string, stream: Stream): Promise<{
  * Keeps a full load's cursor for the next sync when the stage stops before its end (not reached,
  * timed out), so that no stored page is asked for again; then lets the error go on.
  */
-async function keepingCursor(c: StageContext, repo: string, stream: Stream, full: boolean, work: (mark: (cursor: string | null) => void) => Promise<void>) {
+async function keepingCursor(
+  c: StageContext,
+  repo: string,
+  stream: Stream,
+  full: boolean,
+  work: (mark: (cursor: string | null) => void) => Promise<void>,
+) {
   let last: string | null = null;
   try {
     await work((cursor) => {

@@ -106,10 +106,13 @@ export class GithubStore {
   async createSync(repos: readonly string[], full = false): Promise<string> {
     const id = `${new Date(this.now()).toISOString().slice(0, 10).replace(/-/g, '')}-${crypto.randomBytes(4).toString('hex')}`;
     const at = this.now();
-    await this.db.query(
-      'INSERT INTO github.sync (id, status, repos, started_at, progress_at, full_load) VALUES ($1, $2, $3, $4, $4, $5)',
-      [id, 'running', JSON.stringify(repos), at, full ? 1 : 0],
-    );
+    await this.db.query('INSERT INTO github.sync (id, status, repos, started_at, progress_at, full_load) VALUES ($1, $2, $3, $4, $4, $5)', [
+      id,
+      'running',
+      JSON.stringify(repos),
+      at,
+      full ? 1 : 0,
+    ]);
     return id;
   }
 

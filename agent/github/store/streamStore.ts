@@ -102,9 +102,10 @@ export class StreamStore {
 
   /** Whether every stored job of the run is completed. */
   async jobsComplete(runId: number): Promise<boolean> {
-    const rows = await this.db.query<{ n: number }>("SELECT count(*) AS n FROM github.workflow_job WHERE run_id = $1 AND status <> 'completed'", [
-      runId,
-    ]);
+    const rows = await this.db.query<{ n: number }>(
+      "SELECT count(*) AS n FROM github.workflow_job WHERE run_id = $1 AND status <> 'completed'",
+      [runId],
+    );
     return Number(rows[0]?.n ?? 0) === 0;
   }
 
