@@ -67,6 +67,12 @@ export class BudgetTracker {
     state.remaining -= cost;
   }
 
+  /** A reserved request that cost nothing (a 304 Not Modified): its point is given back. */
+  refund(budget: Budget, cost = 1): void {
+    const state = this.budgets.get(budget);
+    if (state) state.remaining = Math.min(state.limit, state.remaining + cost);
+  }
+
   /** Reads an answer's headers; returns the resource they were about. */
   observe(headers: Headers, receivedAt = this.now()): Budget | null {
     const date = headers.date;

@@ -16,7 +16,9 @@ export function formatGithubStatus(s: GithubSyncStatus | null): string {
   }
   const c = s.counters;
   out.push(`  records  ${c.records_collected} collected, ${c.records_created} created`);
-  out.push(`  requests ${c.requests_made} made, ${c.requests_saved} saved; ${c.hibernations} hibernations`);
+  out.push(
+    `  requests ${c.requests_made} made, ${c.requests_saved} saved, ${c.requests_not_modified} not modified (no quota); ${c.hibernations} hibernations`,
+  );
   const quota = Object.entries(s.quota).map(([budget, q]) => `${budget} ${q.remaining}/${q.limit} (resets ${q.resetAt})`);
   out.push(`  quota    ${quota.length > 0 ? quota.join(', ') : 'not known yet'}`);
   return `${out.join('\n')}\n`;

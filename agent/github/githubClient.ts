@@ -10,10 +10,8 @@ import {
   MalformedAnswerError,
   parseAll,
   pullRequestSchema,
-  workflowJobSchema,
   workflowRunSchema,
   type PullRequestRecord,
-  type WorkflowJobRecord,
   type WorkflowRunRecord,
 } from './records';
 import type { Budget } from './store/githubStore';
@@ -55,7 +53,6 @@ const { paginateGraphQL } = require('@octokit/plugin-paginate-graphql') as typeo
 const SyncOctokit = Octokit.plugin(paginateRest, paginateGraphQL);
 // Routes as plain strings: the typed routes' parameters have no room for `request: { signal }`.
 const RUNS_ROUTE: string = 'GET /repos/{owner}/{repo}/actions/runs';
-const JOBS_ROUTE: string = 'GET /repos/{owner}/{repo}/actions/runs/{run_id}/jobs';
 type SyncOctokit = InstanceType<typeof SyncOctokit>;
 
 interface RequestOptionsLike {
@@ -88,7 +85,7 @@ interface ResponseLike {
  */
 export class GithubClient {
   private readonly octokit: SyncOctokit;
-  private readonly pageSize: number;
+  readonly pageSize: number;
   private readonly apiRoot: string;
   /** Until one answer proves the token is accepted, one request at a time: a 401 costs one request. */
   private authenticated = false;
@@ -99,6 +96,7 @@ export class GithubClient {
     config: GithubClientConfig,
     readonly budgets: BudgetTracker,
     onRequest: (budget: Budget) => void,
+    onNotModified: () => void = () => {},
   ) {
     this.pageSize = config.pageSize ?? 100;
     this.apiRoot = config.baseUrl.replace(/\/+$/, '');
@@ -126,6 +124,14 @@ export class GithubClient {
         const e = err as { response?: ResponseLike; status?: number; cause?: unknown };
         if (e.cause instanceof MalformedAnswerError) throw e.cause;
         if (e.response) {
+          // Octokit throws for a 304; it is an answer: what was stored is still GitHub's, at no quota.
+          if (e.status === 304) {
+            this.authenticated = true;
+            budgets.refund(budget);
+            budgets.observe(e.response.headers);
+            onNotModified();
+            return { status: 304, headers: e.response.headers, data: undefined, url: '' };
+          }
           if (e.status === 401) {
             this.unauthorized = true;
             throw new UnauthorizedError();
@@ -232,30 +238,41 @@ export class GithubClient {
     }
   }
 
-  /** Every job of one run (all its pages). */
-  async jobs(repo: string, runId: number, signal: AbortSignal): Promise<WorkflowJobRecord[]> {
-    const [owner, name] = repo.split('/');
-    const all: WorkflowJobRecord[] = [];
-    const followed = new Set<string>();
-    let path: string | null = null;
-    do {
-      const response =
-        path === null
-          ? await this.octokit.request(JOBS_ROUTE, { owner, repo: name, run_id: runId, per_page: this.pageSize, request: { signal } })
-          : await this.octokit.request(`GET ${path}`, { request: { signal } });
-      const data = response.data as { jobs?: unknown } | string | null;
-      if (typeof data !== 'object' || data === null) throw new MalformedAnswerError(`${repo} run ${runId} jobs: not an object`);
-      all.push(...parseAll(workflowJobSchema, data.jobs, `${repo} run ${runId} jobs`));
-      path = nextPagePath(response.headers.link, this.apiRoot, followed);
-    } while (path !== null);
-    return all;
+  /**
+   * One GET of a path under the API root, with If-None-Match when an ETag is given (a 304 comes back
+   * as `notModified`, without data). The path is what ETags are stored under.
+   */
+  async get(path: string, etag: string | null, signal: AbortSignal): Promise<RestAnswer> {
+    const response = (await this.octokit.request(`GET ${path}`, {
+      headers: etag !== null ? { 'if-none-match': etag } : {},
+      request: { signal },
+    })) as { status: number; data: unknown; headers: Record<string, string | number | undefined> };
+    const tag = response.headers.etag;
+    return {
+      notModified: response.status === 304,
+      data: response.data,
+      etag: typeof tag === 'string' ? tag : null,
+      link: response.headers.link === undefined ? undefined : String(response.headers.link),
+    };
+  }
+
+  /** The next page of an answer (checked like every Link next), or null. */
+  nextPath(link: string | undefined, followed: Set<string>): string | null {
+    return nextPagePath(link, this.apiRoot, followed);
   }
 
   /** A stored cursor: a path under the API root (an absolute URL is checked like a Link next). */
-  private storedPath(stored: string, followed: Set<string>): string {
+  storedPath(stored: string, followed: Set<string>): string {
     const path = nextPagePath(`<${stored.startsWith('/') ? `${this.apiRoot}${stored}` : stored}>; rel="next"`, this.apiRoot, followed);
     return path!;
   }
+}
+
+export interface RestAnswer {
+  notModified: boolean;
+  data: unknown;
+  etag: string | null;
+  link: string | undefined;
 }
 
 interface PullRequestsAnswer {

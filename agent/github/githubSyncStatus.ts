@@ -61,6 +61,7 @@ export async function githubSyncStatus(store: GithubStore, sync: SyncRow | strin
       hibernations: row.hibernations,
       requests_core: row.requests_core,
       requests_graphql: row.requests_graphql,
+      requests_not_modified: row.requests_not_modified,
     },
     stages,
     hibernatingUntil: iso(row.hibernatingUntil),

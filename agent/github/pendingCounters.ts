@@ -10,6 +10,7 @@ export class PendingCounters {
   private saved = 0;
   private core = 0;
   private graphql = 0;
+  private notModified = 0;
 
   requestMade(budget: Budget): void {
     this.made += 1;
@@ -17,16 +18,28 @@ export class PendingCounters {
     else this.core += 1;
   }
 
+  /** A 304: made (and in requests_made), but without quota. */
+  notModifiedAnswer(): void {
+    this.notModified += 1;
+  }
+
   requestSaved(): void {
     this.saved += 1;
   }
 
   take(): Partial<Counters> {
-    const out = { requests_made: this.made, requests_saved: this.saved, requests_core: this.core, requests_graphql: this.graphql };
+    const out = {
+      requests_made: this.made,
+      requests_saved: this.saved,
+      requests_core: this.core,
+      requests_graphql: this.graphql,
+      requests_not_modified: this.notModified,
+    };
     this.made = 0;
     this.saved = 0;
     this.core = 0;
     this.graphql = 0;
+    this.notModified = 0;
     return out;
   }
 }

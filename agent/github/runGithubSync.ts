@@ -11,6 +11,7 @@ import { STAGE_WORK } from './stages';
 import { SyncTimeoutError } from './syncTimeoutError';
 import { UnauthorizedError } from './unauthorizedError';
 import { STAGES, type Budget, type GithubStore } from './store/githubStore';
+import { StreamStore } from './store/streamStore';
 
 /**
  * The seam between the sync and whoever runs it (the CLI today, the agent's run lifecycle later).
@@ -21,6 +22,8 @@ export interface GithubSyncContext {
   store: GithubStore;
   client: GithubClientConfig;
   repos?: readonly string[];
+  /** With `repos`: a full load of every repository, whatever their cursors (`github sync --full`). */
+  full?: boolean;
   resume?: string;
   /** Aborting it cancels the sync: requests are aborted, the row ends `cancelled` (`failed`, timeout, for a SyncTimeoutError). */
   signal?: AbortSignal;
@@ -55,13 +58,19 @@ export async function runGithubSync(ctx: GithubSyncContext): Promise<GithubSyncO
     await store.wake(syncId);
   } else {
     if (ctx.repos === undefined || ctx.repos.length === 0) return { kind: 'failed', syncId: null, reason: 'no-repositories' };
-    syncId = await store.createSync(ctx.repos);
+    syncId = await store.createSync(ctx.repos, ctx.full === true);
   }
   const row = (await store.getSync(syncId))!;
   const budgets = ctx.budgets ?? new BudgetTracker();
   budgets.secondaryStreak = row.secondaryBackoffs;
   const pending = new PendingCounters();
-  const client = new GithubClient(ctx.client, budgets, (budget) => pending.requestMade(budget));
+  const client = new GithubClient(
+    ctx.client,
+    budgets,
+    (budget) => pending.requestMade(budget),
+    () => pending.notModifiedAnswer(),
+  );
+  const streams = new StreamStore(store.db);
   let quotaSavedAt = 0;
   let reportedAt = 0;
   const progress = async (force = false) => {
@@ -95,7 +104,7 @@ export async function runGithubSync(ctx: GithubSyncContext): Promise<GithubSyncO
         },
         (repo, signal) =>
           withTaskSignal(signal, () =>
-            STAGE_WORK[stage]({ store, client, syncId, pending, checkpoint: checkpoints.get(repo) }, repo, signal),
+            STAGE_WORK[stage]({ store, streams, client, syncId, pending, checkpoint: checkpoints.get(repo), full: row.full }, repo, signal),
           ),
         async (repo, outcome) => {
           if (outcome.kind === 'done') {

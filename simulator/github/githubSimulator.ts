@@ -1,11 +1,14 @@
+import * as crypto from 'node:crypto';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { QuotaWindows, type Resource } from './quotaWindows';
-import { pullRequest, repoNames, runId, workflowJob, workflowRun, type SimRepoData } from './simulatorData';
+import { advanceRepo, dayStart, DEFAULT_DAY, newRepo, repoNames, type DayShape, type SimRepoData } from './simulatorData';
+import { createdFilter, RESULTS_CAP, runsListing } from './runsListing';
 
 /** `forbidden`: 403 with the quota left (a permission, not a limit); `truncated`: half of a JSON body; `huge`: an endless body. */
 export type FaultKind = 'server-error' | 'malformed' | 'drop' | 'slow' | 'forbidden' | 'truncated' | 'huge';
-export interface FaultSpec { kind: FaultKind; stage: 'changes' | 'checks' }
+/** `fromPage`: a `slow` fault only on REST pages from this one on (the earlier pages answer at once). */
+export interface FaultSpec { kind: FaultKind; stage: 'changes' | 'checks'; fromPage?: number }
 
 export interface SimulatorOptions {
   /** How many repositories (named sim-org/repo-001…), or their names. */
@@ -30,6 +33,8 @@ export interface SimulatorOptions {
   secondaryFrom?: { requests: number; retryAfterSeconds: number | null; remainingZero?: boolean };
   /** Workflow-run listings' `Link` next: on another origin (this base URL), or the page's own URL. */
   runsNext?: { foreignOrigin: string } | 'self';
+  /** What each advanced day changes (advanceDay, POST /_simulator/advance-day). */
+  day?: Partial<DayShape>;
   /** When set, a request without this token is answered 401 Bad credentials. */
   token?: string;
   /** The type GraphQL's rate-limit error carries (GitHub sends both). */
@@ -67,12 +72,12 @@ export class GithubSimulator {
   private readonly server: http.Server;
   private readonly counts: Record<Resource, number> = { graphql: 0, core: 0 };
   private total = 0;
+  /** Days advanced since the start: the data's clock. */
+  private day = 0;
 
   constructor(private readonly options: SimulatorOptions) {
     const names = typeof options.repos === 'number' ? repoNames(options.repos) : options.repos;
-    names.forEach((fullName, i) => this.repos.set(fullName.toLowerCase(), {
-      index: i + 1, fullName, pullRequests: options.pullRequestsPerRepo ?? 30, runs: options.runsPerRepo ?? 20, jobsPerRun: options.jobsPerRun ?? 3,
-    }));
+    names.forEach((fullName, i) => this.repos.set(fullName.toLowerCase(), newRepo(i + 1, fullName, options.pullRequestsPerRepo ?? 30, options.runsPerRepo ?? 20, options.jobsPerRun ?? 3)));
     this.quota = new QuotaWindows({ graphql: options.limits?.graphql ?? 5000, core: options.limits?.core ?? 5000 }, options.windowSeconds ?? 3600);
     this.server = http.createServer((req, res) => { this.handle(req, res); });
     this.server.keepAliveTimeout = 5_000;
@@ -103,6 +108,23 @@ export class GithubSimulator {
     return Date.now() + (this.options.clockOffsetMs ?? 0);
   }
 
+  /** The data as a sync should have stored it (for tests): every repository's records, by full name. */
+  data(fullName: string): SimRepoData | undefined {
+    return this.repos.get(fullName.toLowerCase());
+  }
+
+  /** `days` later: runs complete, a failed run is re-run, new runs and pull requests, some updated and merged. */
+  advanceDay(days = 1, change: Partial<DayShape> = {}): void {
+    this.day += days;
+    const shape = { ...DEFAULT_DAY, ...this.options.day, ...change };
+    for (const repo of this.repos.values()) advanceRepo(repo, dayStart(this.day), shape);
+  }
+
+  /** Faults from now on (a test's second sync without the first one's). */
+  setFaults(faults: Record<string, FaultSpec>): void {
+    this.options.faults = faults;
+  }
+
   /** Another consumer spends the rest of the current window (for tests and the demo). */
   drain(resource: Resource): number {
     const reset = this.quota.drain(resource, this.serverNow());
@@ -114,6 +136,12 @@ export class GithubSimulator {
     // The simulator's own account, for a test or benchmark running it as a separate process; not GitHub's.
     if (req.method === 'GET' && req.url === '/_simulator/served') {
       this.send(res, 200, { 'content-type': 'application/json' }, { served: this.served, drained: this.drained });
+      return;
+    }
+    const advance = /^\/_simulator\/advance-day(?:\?days=(\d+))?$/.exec(req.url ?? '');
+    if (req.method === 'POST' && advance) {
+      this.advanceDay(advance[1] === undefined ? 1 : Number(advance[1]));
+      this.send(res, 200, { 'content-type': 'application/json' }, { day: this.day });
       return;
     }
     let body = '';
@@ -131,7 +159,8 @@ export class GithubSimulator {
     const faults = Object.entries(this.options.faults ?? {}).filter(([, f]) => f.kind === 'slow');
     if (faults.length === 0) return false;
     const route = this.route(req.method ?? 'GET', new URL(req.url ?? '/', 'http://127.0.0.1'), body);
-    return faults.some(([repo, f]) => route.repo?.fullName === repo && route.stage === f.stage);
+    const page = Number(new URL(req.url ?? '/', 'http://127.0.0.1').searchParams.get('page') ?? 1);
+    return faults.some(([repo, f]) => route.repo?.fullName === repo && route.stage === f.stage && page >= (f.fromPage ?? 0));
   }
 
   private answer(req: http.IncomingMessage, res: http.ServerResponse, body: string): void {
@@ -196,6 +225,19 @@ export class GithubSimulator {
     }
     const result = route.answer(fault?.stage === route.stage && fault.kind === 'malformed', s);
     Object.assign(headers, result.headers ?? {});
+    if (req.method === 'GET' && result.status === 200) {
+      // GitHub's ETag is a digest of the answer; a matching If-None-Match is a 304 that costs no quota.
+      const etag = `W/"${crypto.createHash('sha1').update(JSON.stringify(result.body)).digest('hex')}"`;
+      if (req.headers['if-none-match'] === etag) {
+        this.quota.give(resource, now, 1);
+        const after = this.quota.state(resource, now);
+        record(304, false);
+        res.writeHead(304, { ...this.headers(resource, now, after), etag });
+        res.end();
+        return;
+      }
+      headers.etag = etag;
+    }
     record(result.status, false);
     if (fault && fault.stage === route.stage && fault.kind === 'truncated') {
       const text = JSON.stringify(result.body);
@@ -249,9 +291,10 @@ export class GithubSimulator {
   private route(method: string, url: URL, body: string): Route {
     if (method === 'POST' && url.pathname === '/graphql') return this.graphqlRoute(body);
     const runs = /^\/repos\/([^/]+)\/([^/]+)\/actions\/runs$/.exec(url.pathname);
+    const oneRun = /^\/repos\/([^/]+)\/([^/]+)\/actions\/runs\/(\d+)$/.exec(url.pathname);
     const jobs = /^\/repos\/([^/]+)\/([^/]+)\/actions\/runs\/(\d+)\/jobs$/.exec(url.pathname);
-    if (method === 'GET' && (runs || jobs)) {
-      const m = (runs ?? jobs)!;
+    if (method === 'GET' && (runs || oneRun || jobs)) {
+      const m = (runs ?? oneRun ?? jobs)!;
       const repo = this.repos.get(`${m[1]}/${m[2]}`.toLowerCase()) ?? null;
       const perPage = Math.min(MAX_PER_PAGE, Math.max(1, Number(url.searchParams.get('per_page') ?? 30) || 30));
       const page = Math.max(1, Number(url.searchParams.get('page') ?? 1) || 1);
@@ -260,19 +303,28 @@ export class GithubSimulator {
         answer: (malformed) => {
           if (!repo) return { status: 404, body: { message: 'Not Found' } };
           if (runs) {
-            const items = pageOf(repo.runs, page, perPage).map((k) => workflowRun(repo, k));
+            const created = url.searchParams.get('created');
+            const filter = created === null ? null : createdFilter(created);
+            if (filter === 'invalid') return { status: 422, body: { message: 'Validation Failed', errors: [{ field: 'created', code: 'invalid' }] } };
+            const listing = runsListing(repo.runs, filter, url.searchParams.get('status'));
+            // With a filter, GitHub answers at most 1,000 results however many match.
+            const reachable = listing.filtered ? listing.runs.slice(0, RESULTS_CAP) : listing.runs;
+            const items: Record<string, unknown>[] = pageOf(reachable.length, page, perPage).map((i) => ({ ...reachable[i - 1], html_url: `https://github.com/${repo.fullName}/actions/runs/${reachable[i - 1].id}` }));
             if (malformed && page === 1 && items.length > 0) items[0] = { ...items[0], id: 'not-a-number' };
-            const link = linkHeader(url, page, perPage, repo.runs);
+            const link = linkHeader(url, page, perPage, reachable.length);
             const next = this.options.runsNext;
             if (next === 'self') link.link = `<${this.url}${url.pathname}${url.search}>; rel="next"`;
             else if (next !== undefined) link.link = `<${next.foreignOrigin}${url.pathname}?per_page=${perPage}&page=${page + 1}>; rel="next"`;
-            return { status: 200, headers: link, body: { total_count: repo.runs, workflow_runs: items } };
+            return { status: 200, headers: link, body: { total_count: listing.runs.length, workflow_runs: items } };
           }
-          const run = Number(jobs![3]);
-          const k = run - runId(repo, 0);
-          if (k < 1 || k > repo.runs) return { status: 404, body: { message: 'Not Found' } };
-          const items = pageOf(repo.jobsPerRun, page, perPage).map((j) => workflowJob(run, j));
-          return { status: 200, headers: linkHeader(url, page, perPage, repo.jobsPerRun), body: { total_count: repo.jobsPerRun, jobs: items } };
+          const run = repo.runs.find((r) => r.id === Number((oneRun ?? jobs)![3]));
+          if (run === undefined) return { status: 404, body: { message: 'Not Found' } };
+          if (oneRun) return { status: 200, body: { ...run, html_url: `https://github.com/${repo.fullName}/actions/runs/${run.id}` } };
+          // filter=latest (GitHub's default): the latest attempt's jobs; all: every attempt's.
+          const every = repo.jobs.get(run.id) ?? [];
+          const chosen = url.searchParams.get('filter') === 'all' ? every : every.filter((j) => j.run_attempt === run.run_attempt);
+          const items = pageOf(chosen.length, page, perPage).map((i) => chosen[i - 1]);
+          return { status: 200, headers: linkHeader(url, page, perPage, chosen.length), body: { total_count: chosen.length, jobs: items } };
         },
       };
     }
@@ -297,13 +349,16 @@ export class GithubSimulator {
         if (!repo) return { status: 200, body: { data: { rateLimit, repository: null }, errors: [{ type: 'NOT_FOUND', path: ['repository'], message: `Could not resolve to a Repository with the name '${String(vars.owner)}/${String(vars.name)}'.` }] } };
         const first = Math.min(MAX_PER_PAGE, Math.max(1, Number(vars.first ?? 50) || 50));
         const offset = typeof vars.cursor === 'string' ? Number(Buffer.from(vars.cursor, 'base64').toString('utf8').split(':').pop()) : 0;
-        const numbers = Array.from({ length: Math.max(0, Math.min(first, repo.pullRequests - offset)) }, (_, i) => offset + i + 1);
-        const nodes = numbers.map((n) => pullRequest(repo, n));
+        // orderBy UPDATED_AT DESC (newest change first) or GitHub's default, CREATED_AT ASC.
+        const ordered = /UPDATED_AT,\s*direction:\s*DESC/.test(query)
+          ? [...repo.pullRequests].sort((a, b) => (a.updatedAt === b.updatedAt ? b.number - a.number : a.updatedAt < b.updatedAt ? 1 : -1))
+          : repo.pullRequests;
+        const nodes: Record<string, unknown>[] = ordered.slice(offset, offset + first).map((p) => ({ ...p }));
         if (malformed && nodes.length > 0) nodes[0] = { ...nodes[0], number: 'seven' };
-        const end = offset + numbers.length;
+        const end = offset + nodes.length;
         return {
           status: 200,
-          body: { data: { rateLimit, repository: { pullRequests: { totalCount: repo.pullRequests, nodes, pageInfo: { hasNextPage: end < repo.pullRequests, endCursor: numbers.length > 0 ? Buffer.from(`cursor:v2:${end}`).toString('base64') : null } } } } },
+          body: { data: { rateLimit, repository: { pullRequests: { totalCount: ordered.length, nodes, pageInfo: { hasNextPage: end < ordered.length, endCursor: nodes.length > 0 ? Buffer.from(`cursor:v2:${end}`).toString('base64') : null } } } } },
         };
       },
     };

@@ -21,13 +21,16 @@ const program = new Command('github-simulator')
   .option('--clock-offset <ms>', "the server's clock ahead of the real one (negative: behind)", Number, 0)
   .option('--exit-with-stdin', 'exit when stdin closes (a parent that starts it dies, -9 included)')
   .option('--fault <repo=kind:stage...>', 'inject a fault: kind server-error|malformed|drop|slow|forbidden|truncated|huge, stage changes|checks')
+  .option('--day-new-runs <n>', 'runs created per advanced day (POST /_simulator/advance-day[?days=N])', int('--day-new-runs'), 3)
+  .option('--day-updated-pull-requests <n>', 'open pull requests updated per advanced day (the first merged)', int('--day-updated-pull-requests'), 2)
+  .option('--day-new-pull-requests <n>', 'pull requests opened per advanced day', int('--day-new-pull-requests'), 1)
   .option('--token <token>', 'answer 401 Bad credentials to any other token')
   .option('--graphql-limit-type <type>', 'the type of GraphQL rate-limit errors: RATE_LIMITED or RATE_LIMIT', 'RATE_LIMITED')
   .option('--reset-ahead <seconds>', 'limited answers claim a reset this many seconds ahead', int('--reset-ahead'))
   .option('--runs-next <self|origin>', "runs listings' Link next: the page itself, or on another origin (a base URL)")
   .parse(process.argv);
 
-const opts = program.opts<{ port: number; repos: number; pullRequests: number; runs: number; jobs: number; limit: number; window: number; latency: number; clockOffset: number; fault?: string[]; exitWithStdin?: boolean; token?: string; graphqlLimitType: string; resetAhead?: number; runsNext?: string }>();
+const opts = program.opts<{ port: number; repos: number; pullRequests: number; runs: number; jobs: number; limit: number; window: number; latency: number; clockOffset: number; fault?: string[]; exitWithStdin?: boolean; token?: string; dayNewRuns: number; dayUpdatedPullRequests: number; dayNewPullRequests: number; graphqlLimitType: string; resetAhead?: number; runsNext?: string }>();
 if (opts.graphqlLimitType !== 'RATE_LIMITED' && opts.graphqlLimitType !== 'RATE_LIMIT') {
   process.stderr.write(`--graphql-limit-type ${opts.graphqlLimitType}: expected RATE_LIMITED or RATE_LIMIT\n`);
   process.exit(64);
@@ -44,7 +47,8 @@ for (const f of opts.fault ?? []) {
 const simulator = new GithubSimulator({
   repos: opts.repos, pullRequestsPerRepo: opts.pullRequests, runsPerRepo: opts.runs, jobsPerRun: opts.jobs,
   limits: { graphql: opts.limit, core: opts.limit }, windowSeconds: opts.window, latencyMs: opts.latency,
-  clockOffsetMs: opts.clockOffset, faults, token: opts.token, graphqlLimitType: opts.graphqlLimitType, resetAheadSeconds: opts.resetAhead,
+  clockOffsetMs: opts.clockOffset, faults,
+  day: { newRuns: opts.dayNewRuns, updatedPullRequests: opts.dayUpdatedPullRequests, newPullRequests: opts.dayNewPullRequests }, token: opts.token, graphqlLimitType: opts.graphqlLimitType, resetAheadSeconds: opts.resetAhead,
   runsNext: opts.runsNext === undefined ? undefined : opts.runsNext === 'self' ? 'self' : { foreignOrigin: new URL(opts.runsNext).origin },
 });
 simulator.start(opts.port).then((url) => {

@@ -29,6 +29,13 @@ export class QuotaWindows {
     return true;
   }
 
+  /** Points given back: an answer that, as GitHub's 304s, does not count against the limit. */
+  give(resource: Resource, serverMs: number, cost: number): void {
+    this.state(resource, serverMs);
+    const entry = this.used.get(resource)!;
+    entry.used = Math.max(0, entry.used - cost);
+  }
+
   /** Another consumer of the same token (a second collector, `gh`) spends what is left of the window. */
   drain(resource: Resource, serverMs: number): number {
     const s = this.state(resource, serverMs);

@@ -101,7 +101,7 @@ test('migrations: applied once, the second time a no-op, on both engines', async
   const pgDb = new PostgresGithubDb({ url: pgServer.url, logger: memoryLogger() });
   const sqlite = new SqliteGithubDb(path.join(dir, 'migrate.db'));
   try {
-    assert.deepEqual(await migrateGithub(sqlite), [1, 2, 3]);
+    assert.deepEqual(await migrateGithub(sqlite), [1, 2, 3, 4]);
     assert.deepEqual(await migrateGithub(sqlite), []);
     await migrateGithub(pgDb);
     assert.deepEqual(await migrateGithub(pgDb), []);
@@ -110,7 +110,7 @@ test('migrations: applied once, the second time a no-op, on both engines', async
     );
     assert.deepEqual(
       tables.map((r) => r.t),
-      ['checkpoint', 'pull_request', 'schema_migration', 'sync', 'workflow_job', 'workflow_run'],
+      ['checkpoint', 'etag', 'pull_request', 'schema_migration', 'stream_state', 'sync', 'workflow_job', 'workflow_run'],
     );
     assert.equal(fs.statSync(path.join(dir, 'migrate.db')).mode & 0o777, 0o600);
   } finally {

@@ -89,6 +89,56 @@ const sqliteTables = tables
 const requestsByBudget = `ALTER TABLE github.sync ADD COLUMN requests_core bigint NOT NULL DEFAULT 0;
 ALTER TABLE github.sync ADD COLUMN requests_graphql bigint NOT NULL DEFAULT 0;`;
 
+// The sync as a daily collector: cursors per repository and stream that outlive a sync (high_water:
+// the newest change stored by a completed stage; cursor: where an unfinished full load stopped), the
+// ETag of every REST answer (with the next page and total it came with, for a 304 has neither), what
+// a run's stored jobs were read at, and the fields dashboards read. Booleans are 0/1 on both engines.
+const incremental = `
+CREATE TABLE github.stream_state (
+  repo text NOT NULL,
+  stream text NOT NULL CHECK (stream IN ('pull_requests', 'workflow_runs')),
+  high_water text,
+  cursor text,
+  sync_id text NOT NULL,
+  updated_at bigint NOT NULL,
+  PRIMARY KEY (repo, stream)
+);
+CREATE TABLE github.etag (
+  path text PRIMARY KEY,
+  etag text NOT NULL,
+  next_path text,
+  total_count bigint,
+  updated_at bigint NOT NULL
+);
+ALTER TABLE github.sync ADD COLUMN requests_not_modified bigint NOT NULL DEFAULT 0;
+ALTER TABLE github.sync ADD COLUMN full_load integer NOT NULL DEFAULT 0;
+ALTER TABLE github.pull_request ADD COLUMN author text;
+ALTER TABLE github.pull_request ADD COLUMN is_draft integer;
+ALTER TABLE github.pull_request ADD COLUMN review_decision text;
+ALTER TABLE github.pull_request ADD COLUMN closed_at text;
+ALTER TABLE github.pull_request ADD COLUMN base_ref text;
+ALTER TABLE github.pull_request ADD COLUMN head_ref text;
+ALTER TABLE github.pull_request ADD COLUMN head_sha text;
+ALTER TABLE github.pull_request ADD COLUMN checks_state text;
+ALTER TABLE github.workflow_run ADD COLUMN run_attempt integer;
+ALTER TABLE github.workflow_run ADD COLUMN event text;
+ALTER TABLE github.workflow_run ADD COLUMN head_sha text;
+ALTER TABLE github.workflow_run ADD COLUMN head_branch text;
+ALTER TABLE github.workflow_run ADD COLUMN run_started_at text;
+ALTER TABLE github.workflow_run ADD COLUMN actor text;
+ALTER TABLE github.workflow_run ADD COLUMN pull_requests text;
+ALTER TABLE github.workflow_run ADD COLUMN jobs_run_attempt integer;
+ALTER TABLE github.workflow_run ADD COLUMN jobs_run_updated_at text;
+ALTER TABLE github.workflow_run ADD COLUMN jobs_completed integer;
+ALTER TABLE github.workflow_run ADD COLUMN jobs_sync_id text;
+ALTER TABLE github.workflow_job ADD COLUMN run_attempt integer;
+ALTER TABLE github.workflow_job ADD COLUMN created_at text;
+ALTER TABLE github.workflow_job ADD COLUMN runner_name text;
+CREATE INDEX workflow_job_run ON github.workflow_job (run_id);
+CREATE INDEX workflow_run_repo_created ON github.workflow_run (repo, created_at);
+`;
+const sqliteIncremental = incremental.replace(/CREATE INDEX (\w+) ON github\.(\w+)/g, 'CREATE INDEX github.$1 ON $2');
+
 export const GITHUB_MIGRATIONS: readonly GithubMigration[] = [
   { version: 1, name: 'github_sync', postgres: tables, sqlite: sqliteTables },
   // The agent's run of a sync (null for a CLI's): what an agent finds again after a restart or kill -9.
@@ -100,4 +150,5 @@ export const GITHUB_MIGRATIONS: readonly GithubMigration[] = [
   },
   // requests_made by budget (each request is reserved on one), for quantilica_github_requests_total {budget}.
   { version: 3, name: 'sync_requests_by_budget', postgres: requestsByBudget, sqlite: requestsByBudget },
+  { version: 4, name: 'incremental_streams', postgres: incremental, sqlite: sqliteIncremental },
 ];

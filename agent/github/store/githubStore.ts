@@ -18,6 +18,8 @@ export interface Counters {
   /** requests_made by the budget each was reserved on. */
   requests_core: number;
   requests_graphql: number;
+  /** Requests GitHub answered 304 Not Modified (in requests_made too; they cost no quota). */
+  requests_not_modified: number;
 }
 const COUNTERS: ReadonlyArray<keyof Counters> = [
   'records_collected',
@@ -27,6 +29,7 @@ const COUNTERS: ReadonlyArray<keyof Counters> = [
   'hibernations',
   'requests_core',
   'requests_graphql',
+  'requests_not_modified',
 ];
 
 /** What every sync in the store sent and how often it hibernated, in total and per sync (newest first). */
@@ -50,6 +53,8 @@ export interface SyncRow extends Counters {
   reason: string | null;
   repos: string[];
   secondaryBackoffs: number;
+  /** A full load of every repository (`github sync --full`), not from the streams' cursors. */
+  full: boolean;
   startedAt: number;
   finishedAt: number | null;
   progressAt: number;
@@ -66,6 +71,12 @@ export interface CheckpointRow {
   reason: string | null;
 }
 
+// What a run's stored jobs were read at: a later sync reads them again when the run's attempt or update
+// differs, or when they were not all completed (a job still running when stored).
+const MARK_JOBS = (now: string, runId: string, syncId: string, complete: string) =>
+  `UPDATE github.workflow_run SET jobs_stored_at = ${now}, jobs_run_attempt = run_attempt, jobs_run_updated_at = updated_at,
+  jobs_completed = CASE WHEN status = 'completed' AND ${complete} = 1 THEN 1 ELSE 0 END, jobs_sync_id = ${syncId} WHERE id = ${runId}`;
+
 // The one statement that changes counters; progress_at moves with it (the stuck-sync reconciler reads it).
 const INCREMENT = `UPDATE github.sync SET ${COUNTERS.map((c, i) => `${c} = ${c} + $${i + 2}`).join(', ')}, progress_at = $${COUNTERS.length + 2} WHERE id = $1`;
 
@@ -77,10 +88,12 @@ const pgCountUp = (
   saved: string,
   core: string,
   graphql: string,
+  notModified: string,
 ) => `UPDATE github.sync SET records_collected = records_collected + (SELECT count(*) FROM up),
   records_created = records_created + (SELECT count(*) FROM up WHERE created),
   requests_made = requests_made + ${made}, requests_saved = requests_saved + ${saved},
-  requests_core = requests_core + ${core}, requests_graphql = requests_graphql + ${graphql}, progress_at = ${now}`;
+  requests_core = requests_core + ${core}, requests_graphql = requests_graphql + ${graphql},
+  requests_not_modified = requests_not_modified + ${notModified}, progress_at = ${now}`;
 
 /** The GitHub sync's storage, the same statements on PostgreSQL and on the embedded SQLite file. */
 export class GithubStore {
@@ -89,14 +102,16 @@ export class GithubStore {
     private readonly now: () => number = Date.now,
   ) {}
 
-  async createSync(repos: readonly string[]): Promise<string> {
+  /** `full`: a full load of every repository, whatever their streams' cursors (`github sync --full`). */
+  async createSync(repos: readonly string[], full = false): Promise<string> {
     const id = `${new Date(this.now()).toISOString().slice(0, 10).replace(/-/g, '')}-${crypto.randomBytes(4).toString('hex')}`;
     const at = this.now();
-    await this.db.query('INSERT INTO github.sync (id, status, repos, started_at, progress_at) VALUES ($1, $2, $3, $4, $4)', [
+    await this.db.query('INSERT INTO github.sync (id, status, repos, started_at, progress_at, full_load) VALUES ($1, $2, $3, $4, $4, $5)', [
       id,
       'running',
       JSON.stringify(repos),
       at,
+      full ? 1 : 0,
     ]);
     return id;
   }
@@ -184,7 +199,16 @@ export class GithubStore {
   }
 
   async markStage(syncId: string, repo: string, stage: Stage, state: 'done' | 'not-reached', reason: string | null): Promise<void> {
-    await this.saveCheckpoint(this.db, syncId, repo, stage, state, null, reason);
+    if (state === 'done') {
+      await this.saveCheckpoint(this.db, syncId, repo, stage, state, null, reason);
+      return;
+    }
+    // Not reached keeps its cursor: the next leg continues after the last page stored.
+    await this.db.query(
+      `INSERT INTO github.checkpoint (sync_id, repo, stage, state, cursor, reason, updated_at) VALUES ($1, $2, $3, $4, NULL, $5, $6)
+      ON CONFLICT (sync_id, repo, stage) DO UPDATE SET state = excluded.state, reason = excluded.reason, updated_at = excluded.updated_at`,
+      [syncId, repo, stage, state, reason, this.now()],
+    );
   }
 
   /**
@@ -213,13 +237,21 @@ export class GithubStore {
   }
 
   /** A run's jobs and the mark that they are stored, in one transaction: a resume trusts the mark. */
-  async storeJobs(syncId: string, runId: number, records: WorkflowJobRecord[], extra: Partial<Counters> = {}): Promise<number> {
+  async storeJobs(
+    syncId: string,
+    runId: number,
+    records: WorkflowJobRecord[],
+    extra: Partial<Counters> = {},
+    // A 304 brings no records: whether the stored ones are all completed is the caller's to say.
+    allCompleted = records.every((j) => j.status === 'completed'),
+  ): Promise<number> {
+    const complete = allCompleted ? 1 : 0;
     if (this.db.dialect === 'postgres') {
       // One statement (atomic by itself): a round trip per run instead of five, on the hot path.
       const rows = await this.db.query<{ created: number }>(
         `WITH up AS (${upsertSql('workflow_job', 'postgres')}),
-        mark AS (UPDATE github.workflow_run SET jobs_stored_at = $3 WHERE id = $4)
-        ${pgCountUp('$3', '$5', '$6', '$7', '$8')} WHERE id = $2 RETURNING (SELECT count(*) FROM up WHERE created)::int AS created`,
+        mark AS (${MARK_JOBS('$3', '$4', '$2', '$9')})
+        ${pgCountUp('$3', '$5', '$6', '$7', '$8', '$10')} WHERE id = $2 RETURNING (SELECT count(*) FROM up WHERE created)::int AS created`,
         [
           JSON.stringify(records),
           syncId,
@@ -229,13 +261,15 @@ export class GithubStore {
           extra.requests_saved ?? 0,
           extra.requests_core ?? 0,
           extra.requests_graphql ?? 0,
+          complete,
+          extra.requests_not_modified ?? 0,
         ],
       );
       return Number(rows[0]?.created ?? 0);
     }
     return this.db.transaction(async (tx) => {
       const created = await this.upsert(tx, 'workflow_job', records, [syncId]);
-      await tx.query('UPDATE github.workflow_run SET jobs_stored_at = $2 WHERE id = $1', [runId, this.now()]);
+      await tx.query(MARK_JOBS('$1', '$2', '$3', '$4'), [this.now(), runId, syncId, complete]);
       await this.increment(syncId, { ...extra, records_collected: records.length, records_created: created }, tx);
       return created;
     });
@@ -277,7 +311,7 @@ export class GithubStore {
         `WITH up AS (${upsertSql(entity, 'postgres')}),
         cp AS (INSERT INTO github.checkpoint (sync_id, repo, stage, state, cursor, reason, updated_at) VALUES ($2, $3, $4, 'in-progress', $5, NULL, $6)
           ON CONFLICT (sync_id, repo, stage) DO UPDATE SET state = excluded.state, cursor = excluded.cursor, reason = NULL, updated_at = excluded.updated_at)
-        ${pgCountUp('$6', '$7', '$8', '$9', '$10')} WHERE id = $2 RETURNING (SELECT count(*) FROM up WHERE created)::int AS created`,
+        ${pgCountUp('$6', '$7', '$8', '$9', '$10', '$11')} WHERE id = $2 RETURNING (SELECT count(*) FROM up WHERE created)::int AS created`,
         [
           JSON.stringify(records),
           syncId,
@@ -289,6 +323,7 @@ export class GithubStore {
           extra.requests_saved ?? 0,
           extra.requests_core ?? 0,
           extra.requests_graphql ?? 0,
+          extra.requests_not_modified ?? 0,
         ],
       );
       return Number(rows[0]?.created ?? 0);
@@ -331,6 +366,7 @@ export class GithubStore {
 }
 
 interface RawSync extends Counters {
+  full_load?: number | null;
   id: string;
   status: SyncStatus;
   reason: string | null;
@@ -360,6 +396,8 @@ function toSync(r: RawSync): SyncRow {
     hibernations: Number(r.hibernations),
     requests_core: Number(r.requests_core ?? 0),
     requests_graphql: Number(r.requests_graphql ?? 0),
+    requests_not_modified: Number(r.requests_not_modified ?? 0),
+    full: Number(r.full_load ?? 0) === 1,
     secondaryBackoffs: Number(r.secondary_backoffs),
     startedAt: Number(r.started_at),
     finishedAt: num(r.finished_at),
