@@ -27,14 +27,19 @@ export async function runBounded<T, R>(
     while (next < items.length) {
       if (!options.mayStart() || options.signal?.aborted === true) return;
       const item = items[next++];
-      await onOutcome(item, await runOne(item, options, task));
+      await onOutcome(item, await runTask(item, options, task));
     }
   };
   await Promise.all(Array.from({ length: Math.min(options.concurrency, items.length) }, worker));
   for (; next < items.length; next += 1) await onOutcome(items[next], { kind: 'not-started' });
 }
 
-async function runOne<T, R>(item: T, options: BoundedOptions, task: (item: T, signal: AbortSignal) => Promise<R>): Promise<TaskOutcome<R>> {
+/** One task with its own abort signal (aborted by `options.signal` too) and its declared timeout. */
+export async function runTask<T, R>(
+  item: T,
+  options: Pick<BoundedOptions, 'timeoutMs' | 'signal'>,
+  task: (item: T, signal: AbortSignal) => Promise<R>,
+): Promise<TaskOutcome<R>> {
   const controller = new AbortController();
   const onCancel = () => controller.abort(options.signal?.reason);
   options.signal?.addEventListener('abort', onCancel, { once: true });

@@ -1,9 +1,11 @@
 import type * as OctokitCore from '@octokit/core' with { 'resolution-mode': 'import' };
 import type * as PaginateGraphql from '@octokit/plugin-paginate-graphql' with { 'resolution-mode': 'import' };
 import type * as PaginateRest from '@octokit/plugin-paginate-rest' with { 'resolution-mode': 'import' };
+import type * as PluginRetry from '@octokit/plugin-retry' with { 'resolution-mode': 'import' };
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { guardedFetch, nextPagePath } from './answerGuard';
 import { BudgetTracker } from './budgetTracker';
+import { GraphqlPageTooLargeError, MIN_GRAPHQL_PAGE } from './graphqlPageTooLarge';
 import { PULL_REQUESTS_QUERY } from './queries';
 import { RateLimitedError } from './rateLimited';
 import {
@@ -14,6 +16,7 @@ import {
   type PullRequestRecord,
   type WorkflowRunRecord,
 } from './records';
+import { RETRY_BASE_MS, RETRY_PLUGIN_OPTIONS, waitBeforeRetry } from './requestRetry';
 import type { Budget } from './store/githubStore';
 import { UnauthorizedError } from './unauthorizedError';
 
@@ -26,6 +29,8 @@ export interface GithubClientConfig {
   pageSize?: number;
   /** The largest answer body read (default MAX_ANSWER_BYTES). */
   maxAnswerBytes?: number;
+  /** The first retry's wait after a 5xx or a dropped connection (default RETRY_BASE_MS). */
+  retryBaseMs?: number;
 }
 
 /** Whether an API is configured (GITHUB_TOKEN or QUANTILICA_GITHUB_API_URL): only without one does the demo use its simulator. */
@@ -49,8 +54,24 @@ export function githubClientConfigFromEnv(env: NodeJS.ProcessEnv = process.env):
 const { Octokit } = require('@octokit/core') as typeof OctokitCore;
 const { paginateRest } = require('@octokit/plugin-paginate-rest') as typeof PaginateRest;
 const { paginateGraphQL } = require('@octokit/plugin-paginate-graphql') as typeof PaginateGraphql;
+const { retry } = require('@octokit/plugin-retry') as typeof PluginRetry;
 /* eslint-enable @typescript-eslint/no-require-imports */
-const SyncOctokit = Octokit.plugin(paginateRest, paginateGraphQL);
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type RequestHook = (request: (options: any) => any, options: any) => Promise<any>;
+/**
+ * The slot for the sync's own hook, registered before plugin-retry: hooks registered first run
+ * innermost, so every try of a retried request goes through it (reserves budget, is counted, is
+ * classified) and plugin-retry sees only what the hook lets through.
+ */
+function syncHookSlot(octokit: InstanceType<typeof Octokit>): { syncHook: { wrap: RequestHook | null } } {
+  const slot: { wrap: RequestHook | null } = { wrap: null };
+  octokit.hook.wrap(
+    'request',
+    (request, options) => (slot.wrap ? slot.wrap(request, options) : request(options)) as ReturnType<typeof request>,
+  );
+  return { syncHook: slot };
+}
+const SyncOctokit = Octokit.plugin(syncHookSlot, retry, paginateRest, paginateGraphQL);
 // Routes as plain strings: the typed routes' parameters have no room for `request: { signal }`.
 const RUNS_ROUTE: string = 'GET /repos/{owner}/{repo}/actions/runs';
 type SyncOctokit = InstanceType<typeof SyncOctokit>;
@@ -59,7 +80,8 @@ interface RequestOptionsLike {
   method?: string;
   url?: string;
   baseUrl?: string;
-  request?: { signal?: AbortSignal };
+  request?: { signal?: AbortSignal; retryCount?: number };
+  variables?: { first?: unknown };
 }
 
 // plugin-paginate-rest's iterator passes only method, url and headers to each page's request, so a
@@ -71,6 +93,8 @@ const taskSignal = new AsyncLocalStorage<AbortSignal>();
 export function withTaskSignal<T>(signal: AbortSignal, fn: () => Promise<T>): Promise<T> {
   return taskSignal.run(signal, fn);
 }
+const SECONDARY_MESSAGE = /secondary rate limit|abuse/i;
+
 interface ResponseLike {
   headers: Record<string, string | number | undefined>;
   data?: unknown;
@@ -107,13 +131,17 @@ export class GithubClient {
       ...(config.token !== null ? { auth: config.token } : {}),
       // Octokit logs deprecations and warnings to the console by default; the sync has its own logger.
       log: { debug: () => {}, info: () => {}, warn: () => {}, error: () => {} },
+      retry: RETRY_PLUGIN_OPTIONS,
     });
-    this.octokit.hook.wrap('request', async (request, options) => {
+    const retryBaseMs = config.retryBaseMs ?? RETRY_BASE_MS;
+    this.octokit.syncHook.wrap = async (request, options) => {
       const opts = options as RequestOptionsLike;
       const budget: Budget = /\/graphql$/.test(opts.url ?? '') ? 'graphql' : 'core';
       const signal = taskSignal.getStore();
       if (signal !== undefined && opts.request?.signal === undefined) opts.request = { ...opts.request, signal };
       signal?.throwIfAborted();
+      // A retry (plugin-retry's) waits first, then reserves its budget and is counted like any request.
+      await waitBeforeRetry(opts.request, retryBaseMs, opts.request?.signal);
       const release = await this.gate();
       let response: ResponseLike;
       try {
@@ -137,6 +165,8 @@ export class GithubClient {
             throw new UnauthorizedError();
           }
           this.authenticated = true;
+          const first = Number(opts.variables?.first);
+          if (budget === 'graphql' && e.status === 502 && first > MIN_GRAPHQL_PAGE) throw new GraphqlPageTooLargeError(first);
           throw this.classify(budget, err as { status: number; response: ResponseLike }) ?? err;
         }
         throw err;
@@ -146,13 +176,17 @@ export class GithubClient {
       this.authenticated = true;
       budgets.observe(response.headers);
       if (budget === 'graphql') {
-        const body = response.data as { errors?: Array<{ type?: string }>; data?: { rateLimit?: Record<string, unknown> } } | undefined;
+        const body = response.data as
+          { errors?: Array<{ type?: string; message?: unknown }>; data?: { rateLimit?: Record<string, unknown> } } | undefined;
         if (body?.data?.rateLimit) budgets.observeGraphql(body.data.rateLimit);
         if (body?.errors?.some((e) => e.type === 'RATE_LIMITED' || e.type === 'RATE_LIMIT'))
           throw budgets.limited('graphql', response.headers, 'graphql');
+        // GitHub's docs: a secondary limit on GraphQL can come as a 200 with an error that says so.
+        if (body?.errors?.some((e) => typeof e.message === 'string' && SECONDARY_MESSAGE.test(e.message)))
+          throw budgets.limited('graphql', response.headers, 'secondary');
       }
-      return response as Awaited<ReturnType<typeof request>>;
-    });
+      return response;
+    };
   }
 
   /** Waits while the first request is out; returns its release when this request is the first. */
@@ -179,7 +213,7 @@ export class GithubClient {
     this.budgets.observe(headers);
     if (err.status !== 403 && err.status !== 429) return null;
     const message = JSON.stringify(err.response.data ?? '');
-    if (/secondary rate limit|abuse/i.test(message) || (headers['retry-after'] !== undefined && headers['x-ratelimit-remaining'] !== '0')) {
+    if (SECONDARY_MESSAGE.test(message) || (headers['retry-after'] !== undefined && headers['x-ratelimit-remaining'] !== '0')) {
       return this.budgets.limited(budget, headers, 'secondary');
     }
     if (String(headers['x-ratelimit-remaining']) === '0' || err.status === 429) return this.budgets.limited(budget, headers, 'primary');
@@ -193,21 +227,35 @@ export class GithubClient {
     signal: AbortSignal,
   ): AsyncGenerator<{ records: PullRequestRecord[]; endCursor: string | null; hasNextPage: boolean }> {
     const [owner, name] = repo.split('/');
-    const pages = this.octokit.graphql.paginate.iterator<PullRequestsAnswer>(PULL_REQUESTS_QUERY, {
-      owner,
-      name,
-      first: this.pageSize,
-      cursor,
-      request: { signal },
-    });
-    for await (const page of pages) {
+    // Paged here, not by the paginate plugin, so that a 502 can ask the same cursor again at half the size.
+    let first = this.pageSize;
+    let after = cursor;
+    for (;;) {
+      let page: PullRequestsAnswer;
+      try {
+        page = await this.octokit.graphql<PullRequestsAnswer>(PULL_REQUESTS_QUERY, {
+          owner,
+          name,
+          first,
+          cursor: after,
+          request: { signal },
+        });
+      } catch (err) {
+        if (err instanceof GraphqlPageTooLargeError) {
+          first = err.smaller;
+          continue;
+        }
+        throw err;
+      }
       const connection = page.repository?.pullRequests;
       if (!connection) throw new MalformedAnswerError(`${repo}: no pullRequests in the answer`);
-      yield {
-        records: parseAll(pullRequestSchema, connection.nodes, `${repo} pullRequests`),
-        endCursor: connection.pageInfo?.endCursor ?? null,
-        hasNextPage: connection.pageInfo?.hasNextPage === true,
-      };
+      const endCursor = connection.pageInfo?.endCursor ?? null;
+      const hasNextPage = connection.pageInfo?.hasNextPage === true;
+      yield { records: parseAll(pullRequestSchema, connection.nodes, `${repo} pullRequests`), endCursor, hasNextPage };
+      if (!hasNextPage) return;
+      if (endCursor === null || endCursor === after)
+        throw new MalformedAnswerError(`${repo} pullRequests: a next page without a new cursor`);
+      after = endCursor;
     }
   }
 

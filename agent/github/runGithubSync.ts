@@ -1,10 +1,11 @@
 import type { Logger } from '../log/logger';
-import { runBounded } from './boundedTasks';
 import { BudgetTracker } from './budgetTracker';
 import { GITHUB_SYNC_CONCURRENCY, GITHUB_TASK_TIMEOUT_MS, validateConcurrency } from './concurrency';
 import { GithubClient, withTaskSignal, type GithubClientConfig } from './githubClient';
 import { githubSyncStatus, type GithubSyncStatus } from './githubSyncStatus';
+import { hibernateBlocked as hibernate } from './hibernateBlocked';
 import { notReachedReason } from './notReachedReason';
+import { runParallelStages } from './parallelStages';
 import { PendingCounters } from './pendingCounters';
 import { RateLimitedError, type RateLimitKind } from './rateLimited';
 import { STAGE_WORK } from './stages';
@@ -43,8 +44,10 @@ export type GithubSyncOutcome =
 /** At most one progress report (status queries and a change event) per this many ms. */
 const PROGRESS_MS = 250;
 
-/** One leg of a sync: runs the stages until the sync completes, hibernates, is cancelled or fails. */
-
+/**
+ * One leg of a sync: runs the stages side by side, each on its own budget, until the sync completes,
+ * no stage can proceed (it hibernates), or it is cancelled or fails.
+ */
 export async function runGithubSync(ctx: GithubSyncContext): Promise<GithubSyncOutcome> {
   const { store } = ctx;
   const concurrency = ctx.concurrency ?? GITHUB_SYNC_CONCURRENCY;
@@ -89,78 +92,68 @@ export async function runGithubSync(ctx: GithubSyncContext): Promise<GithubSyncO
   };
 
   try {
-    for (const stage of STAGES) {
-      const checkpoints = new Map((await store.checkpoints(syncId)).filter((c) => c.stage === stage).map((c) => [c.repo, c]));
-      const todo = row.repos.filter((repo) => checkpoints.get(repo)?.state !== 'done');
-      let stop: RateLimitedError | null = null;
-      let unauthorized = false;
-      await runBounded(
-        todo,
-        {
-          concurrency,
-          timeoutMs: ctx.taskTimeoutMs ?? GITHUB_TASK_TIMEOUT_MS,
-          mayStart: () => stop === null && !unauthorized,
-          signal: ctx.signal,
-        },
-        (repo, signal) =>
-          withTaskSignal(signal, () =>
-            STAGE_WORK[stage]({ store, streams, client, syncId, pending, checkpoint: checkpoints.get(repo), full: row.full }, repo, signal),
-          ),
-        async (repo, outcome) => {
-          if (outcome.kind === 'done') {
-            await store.markStage(syncId, repo, stage, 'done', null);
-          } else if (outcome.kind === 'failed') {
-            // Rate limited: no checkpoint, the resume redoes it. Cancelled: nothing to record either.
-            if (outcome.error instanceof RateLimitedError) {
-              if (stop === null || outcome.error.until > stop.until) stop = outcome.error;
-              return;
-            }
-            // The token is refused: every other request would be too; the sync stops, no checkpoint.
-            if (outcome.error instanceof UnauthorizedError) {
-              unauthorized = true;
-              return;
-            }
-            if (ctx.signal?.aborted === true) return;
-            const reason = notReachedReason(outcome.error, outcome.timedOut);
-            ctx.logger?.warn(
-              { syncId, repo, stage, reason, err: outcome.error instanceof Error ? outcome.error.message : String(outcome.error) },
-              'repository stage not reached',
-            );
-            await store.markStage(syncId, repo, stage, 'not-reached', reason);
-          } else {
+    const checkpoints = new Map((await store.checkpoints(syncId)).map((c) => [`${c.stage} ${c.repo}`, c]));
+    // A repository met by a limit is tried again in this leg when its stage can go on: from its checkpoint as it is then.
+    const again = new Set<string>();
+    let unauthorized = false;
+    let lastSecondary: RateLimitedError | null = null;
+    const blocked = await runParallelStages(
+      STAGES.map((stage) => ({ stage, items: row.repos.filter((repo) => checkpoints.get(`${stage} ${repo}`)?.state !== 'done') })),
+      {
+        concurrency,
+        timeoutMs: ctx.taskTimeoutMs ?? GITHUB_TASK_TIMEOUT_MS,
+        mayStart: () => !unauthorized,
+        signal: ctx.signal,
+      },
+      async (stage, repo, signal) => {
+        const key = `${stage} ${repo}`;
+        const checkpoint = again.has(key)
+          ? (await store.checkpoints(syncId)).find((c) => c.stage === stage && c.repo === repo)
+          : checkpoints.get(key);
+        await withTaskSignal(signal, () => STAGE_WORK[stage]({ store, streams, client, syncId, pending, checkpoint, full: row.full }, repo, signal));
+      },
+      (error) => (error instanceof RateLimitedError ? error : null),
+      async (stage, repo, outcome) => {
+        if (outcome.kind === 'done') {
+          await store.markStage(syncId, repo, stage, 'done', null);
+        } else {
+          // The token is refused: every other request would be too; the sync stops, no checkpoint.
+          if (outcome.error instanceof UnauthorizedError) {
+            unauthorized = true;
             return;
           }
-          await progress();
-        },
-      );
-      await store.increment(syncId, pending.take());
-      if (ctx.signal?.aborted === true) {
-        const timedOut = ctx.signal.reason instanceof SyncTimeoutError;
-        await store.finish(syncId, timedOut ? 'failed' : 'cancelled', timedOut ? 'timeout' : 'cancelled');
-        return { kind: 'failed', syncId, reason: timedOut ? 'timeout' : 'cancelled' };
-      }
-      if (unauthorized) {
-        ctx.logger?.error({ syncId, stage }, 'the GitHub API refused the token (401): sync failed');
-        await store.finish(syncId, 'failed', 'unauthorized');
-        return { kind: 'failed', syncId, reason: 'unauthorized' };
-      }
-      const limit = stop as RateLimitedError | null;
-      if (limit !== null) {
-        if (limit.claimedUntil !== null) {
+          // Cancelled: nothing to record.
+          if (ctx.signal?.aborted === true) return;
+          const reason = notReachedReason(outcome.error, outcome.timedOut);
           ctx.logger?.warn(
-            { syncId, stage, budget: limit.budget, claimedUntil: new Date(limit.claimedUntil).toISOString() },
-            'a rate-limit reset beyond the next hour: malformed, the wait is cut',
+            { syncId, repo, stage, reason, err: outcome.error instanceof Error ? outcome.error.message : String(outcome.error) },
+            'repository stage not reached',
           );
+          await store.markStage(syncId, repo, stage, 'not-reached', reason);
         }
-        await store.saveQuota(syncId, budgets.snapshot());
-        await store.hibernate(syncId, limit.until, limit.budget, limit.secondaryBackoff);
-        ctx.logger?.info(
-          { syncId, stage, until: new Date(limit.until).toISOString(), budget: limit.budget, kind: limit.kind },
-          'github sync hibernating',
-        );
-        return { kind: 'hibernate', syncId, until: limit.until, budget: limit.budget, reason: limit.kind };
-      }
+        await progress();
+      },
+      (stage, repo, block) => {
+        again.add(`${stage} ${repo}`);
+        // A secondary limit met again in this leg waits twice as long as the last (as across legs).
+        if (block.secondaryBackoff && block !== lastSecondary) {
+          lastSecondary = block;
+          budgets.secondaryStreak += 1;
+        }
+      },
+    );
+    await store.increment(syncId, pending.take());
+    if (ctx.signal?.aborted === true) {
+      const timedOut = ctx.signal.reason instanceof SyncTimeoutError;
+      await store.finish(syncId, timedOut ? 'failed' : 'cancelled', timedOut ? 'timeout' : 'cancelled');
+      return { kind: 'failed', syncId, reason: timedOut ? 'timeout' : 'cancelled' };
     }
+    if (unauthorized) {
+      ctx.logger?.error({ syncId }, 'the GitHub API refused the token (401): sync failed');
+      await store.finish(syncId, 'failed', 'unauthorized');
+      return { kind: 'failed', syncId, reason: 'unauthorized' };
+    }
+    if (blocked.size > 0) return await hibernate(ctx, syncId, budgets, blocked);
     await store.finish(syncId, 'completed', null);
     await progress(true);
     return { kind: 'completed', syncId, summary: (await githubSyncStatus(store, syncId))! };

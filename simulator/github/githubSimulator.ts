@@ -3,10 +3,14 @@ import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { QuotaWindows, type Resource } from './quotaWindows';
 import { advanceRepo, dayStart, DEFAULT_DAY, newRepo, repoNames, type DayShape, type SimRepoData } from './simulatorData';
+import { TransientFaults, tooLargeGraphqlPage } from './transientFaults';
 import { createdFilter, RESULTS_CAP, runsListing } from './runsListing';
 
-/** `forbidden`: 403 with the quota left (a permission, not a limit); `truncated`: half of a JSON body; `huge`: an endless body. */
-export type FaultKind = 'server-error' | 'malformed' | 'drop' | 'slow' | 'forbidden' | 'truncated' | 'huge';
+/**
+ * `forbidden`: 403 with the quota left (a permission, not a limit); `truncated`: half of a JSON body; `huge`: an endless body;
+ * `drop-once`, `server-error-once`: the first try of each page is dropped or answered 502, the next one answered.
+ */
+export type FaultKind = 'server-error' | 'malformed' | 'drop' | 'slow' | 'forbidden' | 'truncated' | 'huge' | 'drop-once' | 'server-error-once';
 /** `fromPage`: a `slow` fault only on REST pages from this one on (the earlier pages answer at once). */
 export interface FaultSpec { kind: FaultKind; stage: 'changes' | 'checks'; fromPage?: number }
 
@@ -29,8 +33,13 @@ export interface SimulatorOptions {
   slowMs?: number;
   /** After this many requests served on `resource`, another consumer drains that window's quota. */
   drainAfter?: { resource: Resource; requests: number };
-  /** Answer every request from the n-th one on with a secondary limit (403, retry-after or not). */
-  secondaryFrom?: { requests: number; retryAfterSeconds: number | null; remainingZero?: boolean };
+  /**
+   * Answer every request from the n-th one on with a secondary limit (403, retry-after or not); with
+   * `resource`, only that resource's requests, counted apart; `status` 200: GraphQL's other way to say it.
+   */
+  secondaryFrom?: { requests: number; retryAfterSeconds: number | null; remainingZero?: boolean; resource?: Resource; status?: 200 | 403 };
+  /** A GraphQL page asking for more nodes than this answers 502, as GitHub's do when they take too long. */
+  graphqlMaxFirst?: number;
   /** Workflow-run listings' `Link` next: on another origin (this base URL), or the page's own URL. */
   runsNext?: { foreignOrigin: string } | 'self';
   /** What each advanced day changes (advanceDay, POST /_simulator/advance-day). */
@@ -74,6 +83,7 @@ export class GithubSimulator {
   private total = 0;
   /** Days advanced since the start: the data's clock. */
   private day = 0;
+  private readonly transient = new TransientFaults();
 
   constructor(private readonly options: SimulatorOptions) {
     const names = typeof options.repos === 'number' ? repoNames(options.repos) : options.repos;
@@ -177,7 +187,8 @@ export class GithubSimulator {
     if (drainAfter && drainAfter.resource === resource && this.counts[resource] === drainAfter.requests + 1) this.drain(resource);
 
     const fault = route.repo ? this.options.faults?.[route.repo.fullName] : undefined;
-    if (fault && fault.stage === route.stage && fault.kind === 'drop') {
+    const once = (kind: FaultKind) => fault?.stage === route.stage && fault.kind === kind && this.transient.firstTime(req.method ?? 'GET', `${url.pathname}${url.search}`, body);
+    if (fault && fault.stage === route.stage && (fault.kind === 'drop' || once('drop-once'))) {
       record(0, false);
       req.socket.destroy();
       return;
@@ -188,11 +199,16 @@ export class GithubSimulator {
       return;
     }
     const secondary = this.options.secondaryFrom;
-    if (secondary && this.total >= secondary.requests) {
+    if (secondary && (secondary.resource === undefined ? this.total : secondary.resource === resource ? this.counts[resource] : -1) >= secondary.requests) {
       const s = this.limitedState(resource, now, secondary.remainingZero === true);
       const headers = this.headers(resource, now, s);
       if (secondary.retryAfterSeconds !== null) headers['retry-after'] = String(secondary.retryAfterSeconds);
-      record(403, true);
+      const status = resource === 'graphql' ? secondary.status ?? 403 : 403;
+      record(status, true);
+      if (status === 200) {
+        this.send(res, 200, headers, { errors: [{ message: 'You have exceeded a secondary rate limit. Please wait a few minutes before you try again.' }] });
+        return;
+      }
       this.send(res, 403, headers, { message: 'You have exceeded a secondary rate limit. Please wait a few minutes before you try again.', documentation_url: 'https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits' });
       return;
     }
@@ -208,7 +224,7 @@ export class GithubSimulator {
     }
     const s = this.quota.state(resource, now);
     const headers = this.headers(resource, now, s);
-    if (fault && fault.stage === route.stage && fault.kind === 'server-error') {
+    if ((fault && fault.stage === route.stage && (fault.kind === 'server-error' || once('server-error-once'))) || (resource === 'graphql' && tooLargeGraphqlPage(body, this.options.graphqlMaxFirst))) {
       record(502, false);
       this.send(res, 502, headers, { message: 'Server Error' });
       return;

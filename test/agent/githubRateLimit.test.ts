@@ -83,23 +83,38 @@ async function limitInTheChecks(clockOffsetMs: number): Promise<void> {
       assert.equal(sync.budget, 'core');
       assert.equal(sync.hibernatingUntil !== null, true);
     });
-    assert.equal(legs.outcomes.length, 2, JSON.stringify(legs.outcomes.map((o) => o.kind)));
-    const first = legs.outcomes[0];
-    assert.ok(first.kind === 'hibernate' && first.budget === 'core' && first.reason === 'primary', JSON.stringify(first));
-    const last = legs.outcomes[1];
-    assert.equal(last.kind, 'completed');
-    if (first.kind !== 'hibernate' || last.kind !== 'completed') return;
-
-    // The wake-up is the server's reset on our clock: never before it, and not 10 minutes late either.
+    // The changes stage (GraphQL) goes on while the checks wait for the core reset. When it is done
+    // first, no stage can proceed and the sync hibernates until the reset; when it still works at the
+    // reset, the checks go on in the same leg. Both keep the same guarantees.
     const drained = bed.sim.drained!;
     const resetLocal = drained.reset * 1000 - clockOffsetMs;
-    assert.ok(first.until >= resetLocal, `wakes ${resetLocal - first.until} ms before the reset`);
-    assert.ok(first.until <= resetLocal + 1500, `wakes ${first.until - resetLocal} ms after the reset`);
+    const last = legs.outcomes[legs.outcomes.length - 1];
+    assert.equal(last.kind, 'completed');
+    if (last.kind !== 'completed') return;
+    const first = legs.outcomes[0];
+    if (legs.outcomes.length === 2) {
+      assert.ok(first.kind === 'hibernate' && first.budget === 'core' && first.reason === 'primary', JSON.stringify(first));
+      if (first.kind !== 'hibernate') return;
+      // The wake-up is the server's reset on our clock: never before it, and not 10 minutes late either.
+      assert.ok(first.until >= resetLocal, `wakes ${resetLocal - first.until} ms before the reset`);
+      assert.ok(first.until <= resetLocal + 1500, `wakes ${first.until - resetLocal} ms after the reset`);
+      assert.ok(savedExpected > 0, 'the limit fell where no jobs were stored yet; move drainAfter');
+      assert.equal(last.summary.counters.requests_saved, savedExpected);
+      assert.equal(last.summary.counters.hibernations, 1);
+    } else {
+      assert.equal(legs.outcomes.length, 1, JSON.stringify(legs.outcomes.map((o) => o.kind)));
+      assert.equal(last.summary.counters.hibernations, 0);
+    }
+    // Never a core request answered before the reset once the window was drained.
+    const coreAfter = bed.sim.served.filter((r) => r.resource === 'core' && r.at > drained.at && r.status === 200 && !r.limited);
+    assert.ok(
+      coreAfter.every((r) => r.at >= resetLocal - 5),
+      `a core request answered ${resetLocal - Math.min(...coreAfter.map((r) => r.at))} ms before the reset`,
+    );
 
-    // Between the limit and the reset: only what was already in flight.
-    const between = bed.sim.served.filter((r) => r.at > drained.at && r.at < resetLocal);
-    assert.ok(between.length <= CONCURRENCY, `${between.length} requests between the limit and the reset`);
-    assert.ok(between.every((r) => r.resource === 'core'));
+    // Between the limit and the reset, on the core budget: only what was already in flight.
+    const between = bed.sim.served.filter((r) => r.resource === 'core' && r.at > drained.at && r.at < resetLocal);
+    assert.ok(between.length <= CONCURRENCY, `${between.length} core requests between the limit and the reset`);
 
     // Zero wasted: the same successful requests as a run without the limit, none of them twice.
     const answered = ok(bed);
@@ -108,10 +123,7 @@ async function limitInTheChecks(clockOffsetMs: number): Promise<void> {
     assert.deepEqual(await storedCounts(bed.store), reference.rows);
 
     const c = last.summary.counters;
-    assert.equal(c.hibernations, 1);
     assert.equal(c.requests_made, bed.sim.served.length);
-    assert.equal(c.requests_saved, savedExpected);
-    assert.ok(savedExpected > 0, 'the limit fell where no jobs were stored yet; move drainAfter');
     assert.equal(c.records_collected, reference.rows.pullRequests + reference.rows.runs + reference.rows.jobs);
     for (const stage of ['changes', 'checks'] as const) {
       assert.equal(last.summary.stages[stage].done, 8);
