@@ -11,6 +11,7 @@ import { STAGE_WORK } from './stages';
 import { SyncTimeoutError } from './syncTimeoutError';
 import { UnauthorizedError } from './unauthorizedError';
 import { STAGES, type Budget, type GithubStore } from './store/githubStore';
+import { isStorageLost, keepStorageLoss, storageLossCause, type StorageLossCause } from './store/storageLost';
 
 /**
  * The seam between the sync and whoever runs it (the CLI today, the agent's run lifecycle later).
@@ -35,7 +36,9 @@ export interface GithubSyncContext {
 export type GithubSyncOutcome =
   | { kind: 'completed'; syncId: string; summary: GithubSyncStatus }
   | { kind: 'hibernate'; syncId: string; until: number; budget: Budget; reason: RateLimitKind }
-  | { kind: 'failed'; syncId: string | null; reason: string };
+  | { kind: 'failed'; syncId: string | null; reason: string }
+  /** The storage went away (restart, outage, full disk): the row is as the last write left it; resume once it is back. */
+  | { kind: 'storage-lost'; syncId: string | null; cause: StorageLossCause; message: string };
 
 /** At most one progress report (status queries and a change event) per this many ms. */
 const PROGRESS_MS = 250;
@@ -85,45 +88,59 @@ export async function runGithubSync(ctx: GithubSyncContext): Promise<GithubSyncO
       const todo = row.repos.filter((repo) => checkpoints.get(repo)?.state !== 'done');
       let stop: RateLimitedError | null = null;
       let unauthorized = false;
+      let lost: Error | null = null;
       await runBounded(
         todo,
         {
           concurrency,
           timeoutMs: ctx.taskTimeoutMs ?? GITHUB_TASK_TIMEOUT_MS,
-          mayStart: () => stop === null && !unauthorized,
+          mayStart: () => stop === null && !unauthorized && lost === null,
           signal: ctx.signal,
         },
         (repo, signal) =>
           withTaskSignal(signal, () =>
             STAGE_WORK[stage]({ store, client, syncId, pending, checkpoint: checkpoints.get(repo) }, repo, signal),
           ),
-        async (repo, outcome) => {
-          if (outcome.kind === 'done') {
-            await store.markStage(syncId, repo, stage, 'done', null);
-          } else if (outcome.kind === 'failed') {
-            // Rate limited: no checkpoint, the resume redoes it. Cancelled: nothing to record either.
-            if (outcome.error instanceof RateLimitedError) {
-              if (stop === null || outcome.error.until > stop.until) stop = outcome.error;
+        keepStorageLoss(
+          async (repo, outcome) => {
+            if (outcome.kind === 'done') {
+              await store.markStage(syncId, repo, stage, 'done', null);
+            } else if (outcome.kind === 'failed') {
+              // Rate limited: no checkpoint, the resume redoes it. Cancelled: nothing to record either.
+              if (outcome.error instanceof RateLimitedError) {
+                if (stop === null || outcome.error.until > stop.until) stop = outcome.error;
+                return;
+              }
+              // The token is refused: every other request would be too; the sync stops, no checkpoint.
+              if (outcome.error instanceof UnauthorizedError) {
+                unauthorized = true;
+                return;
+              }
+              // The storage is gone, not the repository: no mark (none could be written), the resume redoes it.
+              if (isStorageLost(outcome.error)) {
+                lost ??= outcome.error as Error;
+                return;
+              }
+              if (ctx.signal?.aborted === true) return;
+              const reason = notReachedReason(outcome.error, outcome.timedOut);
+              ctx.logger?.warn(
+                { syncId, repo, stage, reason, err: outcome.error instanceof Error ? outcome.error.message : String(outcome.error) },
+                'repository stage not reached',
+              );
+              await store.markStage(syncId, repo, stage, 'not-reached', reason);
+            } else {
               return;
             }
-            // The token is refused: every other request would be too; the sync stops, no checkpoint.
-            if (outcome.error instanceof UnauthorizedError) {
-              unauthorized = true;
-              return;
-            }
-            if (ctx.signal?.aborted === true) return;
-            const reason = notReachedReason(outcome.error, outcome.timedOut);
-            ctx.logger?.warn(
-              { syncId, repo, stage, reason, err: outcome.error instanceof Error ? outcome.error.message : String(outcome.error) },
-              'repository stage not reached',
-            );
-            await store.markStage(syncId, repo, stage, 'not-reached', reason);
-          } else {
-            return;
-          }
-          await progress();
-        },
+            await progress();
+          },
+          (err) => {
+            lost ??= err;
+          },
+        ),
       );
+      // Set in the handlers: TypeScript cannot see the assignment there.
+      const lostError = lost as Error | null;
+      if (lostError !== null) throw lostError;
       await store.increment(syncId, pending.take());
       if (ctx.signal?.aborted === true) {
         const timedOut = ctx.signal.reason instanceof SyncTimeoutError;
@@ -156,6 +173,13 @@ export async function runGithubSync(ctx: GithubSyncContext): Promise<GithubSyncO
     await progress(true);
     return { kind: 'completed', syncId, summary: (await githubSyncStatus(store, syncId))! };
   } catch (err) {
+    const cause = storageLossCause(err);
+    if (cause !== null) {
+      // Nothing more can be written now; the row stays running and its checkpoints say what is left.
+      ctx.logger?.warn({ syncId, cause, err: (err as Error).message }, 'github sync storage lost; the leg stops to wait for it');
+      await store.increment(syncId, pending.take()).catch(() => {});
+      return { kind: 'storage-lost', syncId, cause, message: (err as Error).message };
+    }
     // Only the database can get here (tasks' errors are outcomes): the sync cannot record its work.
     ctx.logger?.error({ syncId, err: err instanceof Error ? err.message : String(err) }, 'github sync failed');
     await store.increment(syncId, pending.take()).catch(() => {});

@@ -89,6 +89,16 @@ const sqliteTables = tables
 const requestsByBudget = `ALTER TABLE github.sync ADD COLUMN requests_core bigint NOT NULL DEFAULT 0;
 ALTER TABLE github.sync ADD COLUMN requests_graphql bigint NOT NULL DEFAULT 0;`;
 
+// The entry a sync belongs to (one running sync per entry, across the agent and CLIs without one: the
+// index refuses a second) and when a leg last said it works on it (the stuck-sync reconciler measures
+// progress only while one does: waiting for a slot, for storage or for an agent does not count).
+const syncOwnerPg = `ALTER TABLE github.sync ADD COLUMN entry text;
+ALTER TABLE github.sync ADD COLUMN alive_at bigint;
+CREATE UNIQUE INDEX sync_one_running_per_entry ON github.sync (entry) WHERE status = 'running';`;
+const syncOwnerSqlite = `ALTER TABLE github.sync ADD COLUMN entry text;
+ALTER TABLE github.sync ADD COLUMN alive_at bigint;
+CREATE UNIQUE INDEX github.sync_one_running_per_entry ON sync (entry) WHERE status = 'running';`;
+
 export const GITHUB_MIGRATIONS: readonly GithubMigration[] = [
   { version: 1, name: 'github_sync', postgres: tables, sqlite: sqliteTables },
   // The agent's run of a sync (null for a CLI's): what an agent finds again after a restart or kill -9.
@@ -100,4 +110,5 @@ export const GITHUB_MIGRATIONS: readonly GithubMigration[] = [
   },
   // requests_made by budget (each request is reserved on one), for quantilica_github_requests_total {budget}.
   { version: 3, name: 'sync_requests_by_budget', postgres: requestsByBudget, sqlite: requestsByBudget },
+  { version: 4, name: 'sync_entry_and_liveness', postgres: syncOwnerPg, sqlite: syncOwnerSqlite },
 ];
