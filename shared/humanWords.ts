@@ -51,6 +51,7 @@ export const WAIT_KIND_WORDS: Readonly<Record<WaitReason['kind'], string>> = {
   hibernating: 'hibernating until GitHub’s rate limit resets',
   retry: 'waiting to try again',
   'slot-backend': 'waiting for the slot database',
+  storage: 'waiting for its storage to come back',
 };
 
 /** Who started a run. `protocol` is what VS Code sends (the CLI sends `cli`). */
@@ -126,6 +127,8 @@ export function waitWords(wait: WaitReason | null, run?: Pick<RunInfo, 'attempt'
       return wait.cause === 'connection-cap'
         ? 'waiting for the slot database (at its connection cap)'
         : 'waiting for the slot database (unreachable)';
+    case 'storage':
+      return `waiting for its storage (${wait.cause === 'disk-full' ? 'disk full' : 'unreachable'}) since ${clockTime(wait.since)}; resumes from its checkpoints`;
   }
 }
 

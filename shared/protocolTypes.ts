@@ -82,7 +82,12 @@ export type WaitReason =
   /** Between two tries of a run under a retry policy: the next try (`attempt`, 1-based) at `until`. */
   | { kind: 'retry'; until: string; attempt: number }
   /** The postgres slot backend cannot take a slot now: its database is down, or at its connection cap. */
-  | { kind: 'slot-backend'; cause: 'unreachable' | 'connection-cap' };
+  | { kind: 'slot-backend'; cause: 'unreachable' | 'connection-cap' }
+  /**
+   * A GitHub sync whose storage went away mid-sync (its database restarting or down, its disk full): it
+   * holds no slot and resumes from its checkpoints once a probe finds the storage back.
+   */
+  | { kind: 'storage'; cause: 'unreachable' | 'disk-full'; since: string };
 
 export interface RunInfo {
   runId: string;

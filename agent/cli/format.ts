@@ -165,5 +165,7 @@ export function waitText(r: RunInfo): string | null {
       return `try ${w.attempt} at ${moment(w.until)}`;
     case 'slot-backend':
       return w.cause === 'connection-cap' ? 'slot database at its connection cap' : 'slot database unreachable';
+    case 'storage':
+      return `waiting for its storage (${w.cause === 'disk-full' ? 'disk full' : 'unreachable'}) since ${moment(w.since)}`;
   }
 }

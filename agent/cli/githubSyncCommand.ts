@@ -102,6 +102,7 @@ function pickEntry(catalog: CatalogEntryInfo[], name: string | undefined): Catal
 
 function describe(run: RunInfo): string {
   if (run.wait?.kind === 'hibernating') return `hibernating until ${run.wait.until}`;
+  if (run.wait?.kind === 'storage') return `waiting for its storage (${run.wait.cause}) since ${run.wait.since}`;
   if (run.status === 'waiting') return `queued in ${run.pool}`;
   return run.status;
 }

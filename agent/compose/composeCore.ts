@@ -103,7 +103,17 @@ export function composeCore(config: Config, logger: Logger, inputs: CoreInputs):
       : config.spawner === 'native'
         ? new NativeSpawner(distFile('quantilica-spawner'), new ThreadSpawner(), logger)
         : new ThreadSpawner();
-  const github = new GithubRuns({ config, logger, pools, adopts: role === 'agent', onSync: (sync) => hub.publish({ kind: 'sync', sync }) });
+  const github = new GithubRuns({
+    config,
+    logger,
+    pools,
+    adopts: role === 'agent',
+    onSync: (sync) => hub.publish({ kind: 'sync', sync }),
+    runEnded: (runId) => {
+      const run = store.get(runId);
+      return run !== null && run.status !== 'waiting' && run.status !== 'running';
+    },
+  });
   // A pool's waiting count moves when a run enters or leaves the queue, not on position updates.
   const lastStatus = new Map<string, RunInfo['status']>();
   const runs = new RunManager({

@@ -4,6 +4,7 @@ import type { LegRequest, LegMessage } from './runLegInWorker';
 import { runGithubSync } from './runGithubSync';
 import { openGithubStore } from './store/openGithubStore';
 import { SyncTimeoutError } from './syncTimeoutError';
+import { storageLossCause } from './store/storageLost';
 
 // The worker thread of one leg of an in-agent GitHub sync (runLegInWorker.ts): its requests, JSON,
 // database round trips and garbage stay off the agent's event loop, which keeps answering clients.
@@ -15,6 +16,13 @@ port.on('message', (message: { type: 'abort'; reason?: { timeoutSeconds: number 
     controller.abort(message.reason ? new SyncTimeoutError(message.reason.timeoutSeconds) : new Error('cancelled'));
 });
 const send = (message: LegMessage) => port.postMessage(message);
+// A storage that is away (opening it, or reading the sync before the stages) is an outcome the agent waits out, not an error.
+const fail = (err: unknown) => {
+  const cause = storageLossCause(err);
+  const message = err instanceof Error ? err.message : String(err);
+  if (cause !== null) send({ type: 'outcome', outcome: { kind: 'storage-lost', syncId: request.syncId, cause, message } });
+  else send({ type: 'error', message });
+};
 
 void (async () => {
   const logger = createLogger('quantilica-agent', request.logLevel);
@@ -22,7 +30,7 @@ void (async () => {
   try {
     store = await openGithubStore({ databaseUrl: request.databaseUrl, homeDir: request.homeDir, logger });
   } catch (err) {
-    send({ type: 'error', message: err instanceof Error ? err.message : String(err) });
+    fail(err);
     return;
   }
   try {
@@ -37,7 +45,7 @@ void (async () => {
     });
     send({ type: 'outcome', outcome });
   } catch (err) {
-    send({ type: 'error', message: err instanceof Error ? err.message : String(err) });
+    fail(err);
   } finally {
     await store.db.close().catch(() => {});
     // Nothing keeps the thread alive after this: it ends once the outcome is sent.

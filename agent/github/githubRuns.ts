@@ -20,6 +20,9 @@ import type { GithubStore, SyncTotals } from './store/githubStore';
 import { openGithubStore } from './store/openGithubStore';
 import { SyncTimeoutError } from './syncTimeoutError';
 import { SyncWorkClock } from './syncWorkClock';
+import { SyncActiveError } from './store/githubStore';
+import { storageLossCause, type StorageLossCause } from './store/storageLost';
+import { probeStorage, storageProbeDelay } from './storageProbe';
 
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -34,6 +37,11 @@ export interface GithubRunsDeps {
   adopts: boolean;
   /** A change of the sync part of the snapshot. */
   onSync(sync: GithubSyncInfo): void;
+  /**
+   * Whether a run of this station has ended (its runs store says so): a sync of such a run still running
+   * is an orphan. A run the store does not know (another station's, on a shared database) is not.
+   */
+  runEnded?: (runId: string) => boolean;
 }
 
 /**
@@ -53,12 +61,16 @@ interface SyncRun {
   clock: SyncWorkClock;
   /** Set when the working time ran out: the leg was stopped for it. */
   timedOut: SyncTimeoutError | null;
+  /** Probes of a lost storage so far (the backoff's step); 0 while the storage answers. */
+  storageProbes: number;
 }
 
 /**
  * The GitHub sync as in-agent work of a run (ADR 0006; agent/github/README.md): each leg holds a
  * network-light slot (the agent's own flock), a hibernation releases it and moves the run to
- * `waiting` (reason `hibernating`) with a timer at the wake-up time, which takes a slot again. The
+ * `waiting` (reason `hibernating`) with a timer at the wake-up time, which takes a slot again. A
+ * storage lost mid-sync (a database restart, a full disk) does the same with `wait: storage` and a
+ * probe with backoff in place of the timer (storageProbe.ts): the sync resumes from its checkpoints. The
  * wake-up time lives in github.sync, so a next agent (after a restart or kill -9) re-arms it. A
  * timeout counts working time only (syncWorkClock.ts): at its end the leg is stopped, the slot freed
  * at once, and the run ends `failed` (timeout).
@@ -106,12 +118,30 @@ export class GithubRuns implements InAgentWork {
         if (row !== null && this.latest === null) this.publish(await githubSyncStatus(store, row), row.runId, null, false);
         if (this.deps.adopts && this.stuckTimer === null) {
           this.stuckTimer = setInterval(() => {
-            void store.reconcileStuck(GITHUB_STUCK_AFTER_MS).catch(() => {});
+            void this.reconcile(store);
           }, 60_000);
           this.stuckTimer.unref();
         }
       })
       .catch((err: unknown) => this.deps.logger.warn({ err: String(err) }, 'github sync storage not available'));
+  }
+
+  /**
+   * The reconciler's round: stuck syncs (a leg works without progress: stuck-no-progress), and syncs of
+   * this station's runs that have ended (a cancel while the storage was away could not write the row):
+   * a row is never left running without a run to resume it.
+   */
+  private async reconcile(store: GithubStore): Promise<void> {
+    try {
+      const stuck = await store.reconcileStuck(GITHUB_STUCK_AFTER_MS);
+      if (stuck.length > 0) this.deps.logger.warn({ syncIds: stuck }, 'github syncs without progress while working: failed as stuck');
+      const ended = this.deps.runEnded;
+      if (ended === undefined) return;
+      const orphans = await store.reconcileOrphans(ended, 'owner-exited-while-waiting');
+      if (orphans.length > 0) this.deps.logger.warn({ syncIds: orphans }, 'github syncs whose run is gone: failed');
+    } catch {
+      // The storage is away: the next round tries again.
+    }
   }
 
   begin(state: ActiveRun, grant: HeldSlot, moves: RunMoves): void {
@@ -161,7 +191,10 @@ export class GithubRuns implements InAgentWork {
             await this.wake(run);
           }
         } catch (err) {
-          this.end(run, 'failed', 'storage-error', null, String(err));
+          const cause = storageLossCause(err);
+          // The storage is away: the run waits for it, then this adoption is done again.
+          if (cause !== null) await this.awaitStorage(run, cause, String(err), () => Promise.resolve(this.adopt(state, moves)));
+          else this.end(run, 'failed', 'storage-error', null, String(err));
         }
       })(),
     );
@@ -193,6 +226,7 @@ export class GithubRuns implements InAgentWork {
       heartbeat: null,
       clock,
       timedOut: null,
+      storageProbes: 0,
     };
     this.runs.set(state.run.runId, run);
     // A cancel while hibernating: nothing runs, so the abort itself ends the sync and the run.
@@ -249,8 +283,18 @@ export class GithubRuns implements InAgentWork {
     try {
       const store = await this.openStore();
       if (run.syncId === null) {
-        run.syncId = await store.createSync(this.reposOf(run));
-        await store.attachRun(run.syncId, state.run.runId);
+        // A run whose first leg lost its storage may have its row already; else one row naming entry and run
+        // at once, which the database refuses while another sync of the entry runs (one sync per entry).
+        const own = await store.syncOfRun(state.run.runId);
+        if (own?.status === 'running') run.syncId = own.id;
+        else {
+          try {
+            run.syncId = await store.createSync(this.reposOf(run), { owner: { entry: state.run.fetcher, runId: state.run.runId } });
+          } catch (err) {
+            if (err instanceof SyncActiveError) throw new RunRefusedError('already-active', err.message);
+            throw err;
+          }
+        }
       }
       const syncId = run.syncId;
       const workLeftMs = run.clock.start(() => this.onDeadline(run, legAbort));
@@ -258,8 +302,14 @@ export class GithubRuns implements InAgentWork {
       // The first leg starts the run; a later one wakes it from its hibernation.
       if (first) await moves.start(state, run.slot!, { syncId, ...timing }, workLeftMs);
       else await moves.wake(state, run.slot!, { syncId, budget: null, ...timing }, workLeftMs);
+      // Progress is measured from here: the time the sync waited (a slot, its storage, an agent) was not work.
+      await store.legBegins(syncId);
+      run.storageProbes = 0;
       this.progress(run, legStartLines(first, run.slot, state.run.pool));
-      run.heartbeat = setInterval(() => moves.heartbeat(state, { syncId }), this.deps.config.heartbeatSeconds * 1000);
+      run.heartbeat = setInterval(() => {
+        moves.heartbeat(state, { syncId });
+        void store.legAlive(syncId).catch(() => {});
+      }, this.deps.config.heartbeatSeconds * 1000);
       run.heartbeat.unref();
       const client = await this.clientOf(run.entry);
       // The leg works in a thread of its own: the agent's event loop stays free for its clients.
@@ -277,6 +327,12 @@ export class GithubRuns implements InAgentWork {
       );
       run.clock.pause();
       this.releaseSlot(run);
+      if (outcome.kind === 'storage-lost') {
+        this.progress(run, legEndLines(null, outcome));
+        await this.awaitStorage(run, outcome.cause, outcome.message);
+        return;
+      }
+      await store.legEnds(syncId);
       const status = await githubSyncStatus(store, syncId);
       if (status) this.publish(status, state.run.runId, state.run.fetcher, run.entry.demo);
       this.progress(
@@ -304,6 +360,12 @@ export class GithubRuns implements InAgentWork {
     } catch (err) {
       run.clock.pause();
       this.releaseSlot(run);
+      const cause = storageLossCause(err);
+      if (cause !== null && !state.abort.signal.aborted) {
+        // Lost before the worker got going (opening the store, the sync's row, its start): wait, never fail.
+        await this.awaitStorage(run, cause, (err as Error).message);
+        return;
+      }
       const reason = err instanceof RunRefusedError ? err.reason : 'start-error';
       if (run.syncId !== null)
         await this.openStore()
@@ -347,6 +409,58 @@ export class GithubRuns implements InAgentWork {
     );
   }
 
+  /**
+   * The storage went away: the slot is already free; the run waits (`wait: storage`; a started run by
+   * the `awaitStorage` move, a run whose first leg never started in its queue) and a probe with
+   * backoff looks for the storage; once it answers, `resume` (the next leg, by default) goes on from
+   * the checkpoints. A cancel meanwhile ends it like a cancel of a hibernating run (the timer is the
+   * run's wake timer).
+   */
+  private async awaitStorage(run: SyncRun, cause: StorageLossCause, message: string, resume?: () => Promise<void>): Promise<void> {
+    const { state } = run;
+    const wait = { kind: 'storage' as const, cause, since: new Date().toISOString() };
+    this.deps.logger.warn({ runId: state.run.runId, syncId: run.syncId, cause, err: message }, 'github sync storage lost; waiting for it');
+    try {
+      if (state.run.status === 'running')
+        await run.moves.awaitingStorage(state, wait, { syncId: run.syncId, cause, message }, run.clock.left());
+      else run.moves.setWait(state, wait);
+    } catch (err) {
+      // The agent's own journal refused the move: nothing can be recorded, the run ends as it can.
+      this.end(run, 'failed', 'storage-error', null, String(err));
+      return;
+    }
+    run.storageProbes = 0;
+    this.probeLater(run, resume ?? (() => this.wake(run)));
+  }
+
+  private probeLater(run: SyncRun, resume: () => Promise<void>): void {
+    if (this.closed) return;
+    run.wakeTimer = setTimeout(() => {
+      run.wakeTimer = null;
+      run.moves.driving(run.state, this.probe(run, resume));
+    }, storageProbeDelay(run.storageProbes++));
+  }
+
+  private async probe(run: SyncRun, resume: () => Promise<void>): Promise<void> {
+    if (this.closed || run.state.abort.signal.aborted) return;
+    try {
+      await probeStorage(await this.openStore(), run.syncId);
+    } catch (err) {
+      if (storageLossCause(err) === null) {
+        this.end(run, 'failed', 'storage-error', null, String(err));
+        return;
+      }
+      this.deps.logger.debug({ runId: run.state.run.runId, probes: run.storageProbes, err: String(err) }, 'github sync storage still away');
+      this.probeLater(run, resume);
+      return;
+    }
+    this.deps.logger.info(
+      { runId: run.state.run.runId, syncId: run.syncId, probes: run.storageProbes },
+      'github sync storage is back; resuming',
+    );
+    await resume();
+  }
+
   /** Takes a slot again (waiting in the pool like any run), then the next leg. */
   private async wake(run: SyncRun): Promise<void> {
     const { state } = run;
@@ -375,7 +489,8 @@ export class GithubRuns implements InAgentWork {
       this.end(run, cancelled ? 'cancelled' : 'failed', reason, null, cancelled ? undefined : (err as Error).message);
       return;
     }
-    await this.leg(run, false);
+    // A run whose first leg lost its storage before it started starts now; any other resumes.
+    await this.leg(run, state.run.reason !== 'hibernating');
   }
 
   private end(

@@ -12,6 +12,7 @@ import { STAGE_WORK } from './stages';
 import { SyncTimeoutError } from './syncTimeoutError';
 import { UnauthorizedError } from './unauthorizedError';
 import { STAGES, type Budget, type GithubStore } from './store/githubStore';
+import { isStorageLost, keepStorageLoss, storageLossCause, type StorageLossCause } from './store/storageLost';
 import { StreamStore } from './store/streamStore';
 
 /**
@@ -39,7 +40,9 @@ export interface GithubSyncContext {
 export type GithubSyncOutcome =
   | { kind: 'completed'; syncId: string; summary: GithubSyncStatus }
   | { kind: 'hibernate'; syncId: string; until: number; budget: Budget; reason: RateLimitKind }
-  | { kind: 'failed'; syncId: string | null; reason: string };
+  | { kind: 'failed'; syncId: string | null; reason: string }
+  /** The storage went away (restart, outage, full disk): the row is as the last write left it; resume once it is back. */
+  | { kind: 'storage-lost'; syncId: string | null; cause: StorageLossCause; message: string };
 
 /** At most one progress report (status queries and a change event) per this many ms. */
 const PROGRESS_MS = 250;
@@ -61,7 +64,7 @@ export async function runGithubSync(ctx: GithubSyncContext): Promise<GithubSyncO
     await store.wake(syncId);
   } else {
     if (ctx.repos === undefined || ctx.repos.length === 0) return { kind: 'failed', syncId: null, reason: 'no-repositories' };
-    syncId = await store.createSync(ctx.repos, ctx.full === true);
+    syncId = await store.createSync(ctx.repos, { full: ctx.full === true });
   }
   const row = (await store.getSync(syncId))!;
   const budgets = ctx.budgets ?? new BudgetTracker();
@@ -96,13 +99,14 @@ export async function runGithubSync(ctx: GithubSyncContext): Promise<GithubSyncO
     // A repository met by a limit is tried again in this leg when its stage can go on: from its checkpoint as it is then.
     const again = new Set<string>();
     let unauthorized = false;
+    let lost: Error | null = null;
     let lastSecondary: RateLimitedError | null = null;
     const blocked = await runParallelStages(
       STAGES.map((stage) => ({ stage, items: row.repos.filter((repo) => checkpoints.get(`${stage} ${repo}`)?.state !== 'done') })),
       {
         concurrency,
         timeoutMs: ctx.taskTimeoutMs ?? GITHUB_TASK_TIMEOUT_MS,
-        mayStart: () => !unauthorized,
+        mayStart: () => !unauthorized && lost === null,
         signal: ctx.signal,
       },
       async (stage, repo, signal) => {
@@ -110,29 +114,41 @@ export async function runGithubSync(ctx: GithubSyncContext): Promise<GithubSyncO
         const checkpoint = again.has(key)
           ? (await store.checkpoints(syncId)).find((c) => c.stage === stage && c.repo === repo)
           : checkpoints.get(key);
-        await withTaskSignal(signal, () => STAGE_WORK[stage]({ store, streams, client, syncId, pending, checkpoint, full: row.full }, repo, signal));
+        await withTaskSignal(signal, () =>
+          STAGE_WORK[stage]({ store, streams, client, syncId, pending, checkpoint, full: row.full }, repo, signal),
+        );
       },
       (error) => (error instanceof RateLimitedError ? error : null),
-      async (stage, repo, outcome) => {
-        if (outcome.kind === 'done') {
-          await store.markStage(syncId, repo, stage, 'done', null);
-        } else {
-          // The token is refused: every other request would be too; the sync stops, no checkpoint.
-          if (outcome.error instanceof UnauthorizedError) {
-            unauthorized = true;
-            return;
+      keepStorageLoss(
+        async (stage, repo, outcome) => {
+          if (outcome.kind === 'done') {
+            await store.markStage(syncId, repo, stage, 'done', null);
+          } else {
+            // The token is refused: every other request would be too; the sync stops, no checkpoint.
+            if (outcome.error instanceof UnauthorizedError) {
+              unauthorized = true;
+              return;
+            }
+            // The storage is gone, not the repository: no mark (none could be written), the resume redoes it.
+            if (isStorageLost(outcome.error)) {
+              lost ??= outcome.error as Error;
+              return;
+            }
+            // Cancelled: nothing to record.
+            if (ctx.signal?.aborted === true) return;
+            const reason = notReachedReason(outcome.error, outcome.timedOut);
+            ctx.logger?.warn(
+              { syncId, repo, stage, reason, err: outcome.error instanceof Error ? outcome.error.message : String(outcome.error) },
+              'repository stage not reached',
+            );
+            await store.markStage(syncId, repo, stage, 'not-reached', reason);
           }
-          // Cancelled: nothing to record.
-          if (ctx.signal?.aborted === true) return;
-          const reason = notReachedReason(outcome.error, outcome.timedOut);
-          ctx.logger?.warn(
-            { syncId, repo, stage, reason, err: outcome.error instanceof Error ? outcome.error.message : String(outcome.error) },
-            'repository stage not reached',
-          );
-          await store.markStage(syncId, repo, stage, 'not-reached', reason);
-        }
-        await progress();
-      },
+          await progress();
+        },
+        (err) => {
+          lost ??= err;
+        },
+      ),
       (stage, repo, block) => {
         again.add(`${stage} ${repo}`);
         // A secondary limit met again in this leg waits twice as long as the last (as across legs).
@@ -142,6 +158,9 @@ export async function runGithubSync(ctx: GithubSyncContext): Promise<GithubSyncO
         }
       },
     );
+    // Set in the handlers: TypeScript cannot see the assignment there.
+    const lostError = lost as Error | null;
+    if (lostError !== null) throw lostError;
     await store.increment(syncId, pending.take());
     if (ctx.signal?.aborted === true) {
       const timedOut = ctx.signal.reason instanceof SyncTimeoutError;
@@ -158,6 +177,13 @@ export async function runGithubSync(ctx: GithubSyncContext): Promise<GithubSyncO
     await progress(true);
     return { kind: 'completed', syncId, summary: (await githubSyncStatus(store, syncId))! };
   } catch (err) {
+    const cause = storageLossCause(err);
+    if (cause !== null) {
+      // Nothing more can be written now; the row stays running and its checkpoints say what is left.
+      ctx.logger?.warn({ syncId, cause, err: (err as Error).message }, 'github sync storage lost; the leg stops to wait for it');
+      await store.increment(syncId, pending.take()).catch(() => {});
+      return { kind: 'storage-lost', syncId, cause, message: (err as Error).message };
+    }
     // Only the database can get here (tasks' errors are outcomes): the sync cannot record its work.
     ctx.logger?.error({ syncId, err: err instanceof Error ? err.message : String(err) }, 'github sync failed');
     await store.increment(syncId, pending.take()).catch(() => {});

@@ -13,7 +13,11 @@ export function legStartLines(first: boolean, slot: number | null, pool: string)
 
 export function legEndLines(
   status: GithubSyncStatus | null,
-  end: { kind: 'hibernate'; until: number; budget: string } | { kind: 'completed' } | { kind: 'failed' | 'cancelled'; reason: string },
+  end:
+    | { kind: 'hibernate'; until: number; budget: string }
+    | { kind: 'completed' }
+    | { kind: 'failed' | 'cancelled'; reason: string }
+    | { kind: 'storage-lost'; cause: string; message: string },
 ): string[] {
   const lines: string[] = [];
   if (status) {
@@ -37,6 +41,10 @@ export function legEndLines(
       `hibernating: the ${end.budget} budget is spent; the slot is released; wakes at ${new Date(end.until).toISOString()} (${clockTime(new Date(end.until).toISOString())} local).`,
     );
   else if (end.kind === 'completed') lines.push('GitHub sync completed.');
+  else if (end.kind === 'storage-lost')
+    lines.push(
+      `storage lost (${end.cause}: ${end.message}); the slot is released; the sync waits for its storage and resumes from its checkpoints.`,
+    );
   else lines.push(`GitHub sync ${end.kind}: ${reasonWords(end.reason)} (${end.reason}).`);
   return lines;
 }

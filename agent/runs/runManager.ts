@@ -252,6 +252,8 @@ export class RunManager {
         { slot: null, reason: 'hibernating', wait: { kind: 'hibernating', until: until.toISOString() }, deadline: null, workLeftMs },
         detail,
       ),
+    awaitingStorage: (state, wait, detail, workLeftMs = null) =>
+      transition(this.ports, state.run, 'awaitStorage', { slot: null, reason: 'hibernating', wait, deadline: null, workLeftMs }, detail),
     setWait: (state, wait) => this.positions.setWait(state, wait),
     heartbeat: (state, payload) => {
       if (this.phase !== 'closed')

@@ -17,6 +17,13 @@ export interface RunMoves {
   wake(state: ActiveRun, slot: number, detail: Record<string, unknown>, workLeftMs?: number | null): Promise<void>;
   /** running → waiting with reason `hibernating` and the wake-up time (`hibernated`); the slot is already released; `workLeftMs` is kept for the wake. */
   hibernating(state: ActiveRun, until: Date, detail: Record<string, unknown>, workLeftMs?: number | null): Promise<void>;
+  /** running → waiting for its storage (`awaitStorage`, reason `hibernating`, `wait: storage`); the slot is already released. */
+  awaitingStorage(
+    state: ActiveRun,
+    wait: Extract<WaitReason, { kind: 'storage' }>,
+    detail: Record<string, unknown>,
+    workLeftMs?: number | null,
+  ): Promise<void>;
   /** Why a waiting run still waits (the pool, when it wakes up). */
   setWait(state: ActiveRun, wait: WaitReason): void;
   /** A `heartbeat` event while the work goes on. */

@@ -137,6 +137,17 @@ export const RUN_MOVES = {
       payload: { until: after.wait?.kind === 'hibernating' ? after.wait.until : null, ...detail },
     }),
   },
+  /**
+   * A GitHub sync's storage went away mid-leg (a database restart, a full disk): its slot is released and
+   * it waits (`wait: storage`, reason `hibernating`: between legs) until a probe finds the storage back,
+   * then wakes like a hibernation; event `waiting` with the wait. Never a failure for a transient loss.
+   */
+  awaitStorage: {
+    from: { running: [null] },
+    to: 'waiting',
+    reasons: ['hibernating'],
+    event: ({ after, detail }) => ({ ...base(after), event: 'waiting', payload: { reason: after.wait, ...detail } }),
+  },
   /** A hibernating sync got a slot again for its next leg; event `resumed`. */
   wake: {
     from: { waiting: ['hibernating'] },

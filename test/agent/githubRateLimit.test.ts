@@ -224,6 +224,8 @@ test('the stuck-sync reconciler fails a running sync without progress, never a h
     const stuck = await bed.store.createSync(['a/b']);
     const sleeping = await bed.store.createSync(['a/b']);
     const fresh = await bed.store.createSync(['a/b']);
+    // A leg works on each (its agent says so); progress is measured only while one does.
+    for (const id of [stuck, sleeping, fresh]) await bed.store.legBegins(id);
     await bed.store.hibernate(sleeping, Date.now() + 3_600_000, 'core', false);
     await bed.store.db.query('UPDATE github.sync SET progress_at = progress_at - 600000 WHERE id IN ($1, $2)', [stuck, sleeping]);
     assert.deepEqual(await bed.store.reconcileStuck(300_000), [stuck]);

@@ -10,6 +10,9 @@ import pg from 'pg';
 export interface TestPostgres {
   url: string;
   stop(): Promise<void>;
+  /** With `restartable`: the server goes down (fast shutdown, its sessions cut) and comes back, data kept. */
+  serverDown?(): Promise<void>;
+  serverUp?(): Promise<void>;
 }
 
 export interface TestPostgresOptions {
@@ -23,6 +26,8 @@ export interface TestPostgresOptions {
    * (and none reserved), also when QUANTILICA_TEST_DATABASE_URL names a server, whose cap is not ours to fill.
    */
   maxConnections?: number;
+  /** A server the test may stop and start again (a restart, an outage): always its own embedded cluster. */
+  restartable?: boolean;
 }
 
 const CONNECT_TIMEOUT_MS = 10_000;
@@ -35,10 +40,12 @@ const QUERY_TIMEOUT_MS = 60_000;
  */
 export async function startTestPostgres(options: TestPostgresOptions = {}): Promise<TestPostgres> {
   const external = process.env.QUANTILICA_TEST_DATABASE_URL;
-  if (external !== undefined && external !== '' && options.maxConnections === undefined) return freshDatabase(external, async () => {});
+  if (external !== undefined && external !== '' && options.maxConnections === undefined && options.restartable !== true)
+    return freshDatabase(external, async () => {});
   const cluster = await startEmbeddedCluster(options.durable === true, options.maxConnections);
   try {
-    return await freshDatabase(cluster.url, () => cluster.stop());
+    const db = await freshDatabase(cluster.url, () => cluster.stop());
+    return options.restartable === true ? { ...db, serverDown: () => cluster.down(), serverUp: () => cluster.up() } : db;
   } catch (err) {
     await cluster.stop();
     throw err;
@@ -84,6 +91,8 @@ async function admin(serverUrl: string, sql: string): Promise<void> {
 interface EmbeddedCluster {
   url: string;
   stop(): Promise<void>;
+  down(): Promise<void>;
+  up(): Promise<void>;
 }
 
 async function startEmbeddedCluster(durable: boolean, maxConnections = 200): Promise<EmbeddedCluster> {
@@ -109,7 +118,8 @@ async function startEmbeddedCluster(durable: boolean, maxConnections = 200): Pro
     password,
     // Cleartext over loopback: a test cluster; SCRAM's key derivation costs every short-lived test process ~40 ms.
     authMethod: 'password',
-    persistent: false,
+    // Persistent: a stop keeps the data, so a test can start the server again; the temp dir goes at the end.
+    persistent: true,
     createPostgresUser: isRoot,
     initdbFlags: ['--encoding=UTF8', '--no-sync'],
     postgresFlags: [
@@ -144,6 +154,8 @@ async function startEmbeddedCluster(durable: boolean, maxConnections = 200): Pro
       await server.stop();
       fs.rmSync(dir, { recursive: true, force: true });
     },
+    down: () => server.stop(),
+    up: () => server.start(),
   };
 }
 

@@ -138,6 +138,15 @@ CREATE INDEX workflow_job_run ON github.workflow_job (run_id);
 CREATE INDEX workflow_run_repo_created ON github.workflow_run (repo, created_at);
 `;
 const sqliteIncremental = incremental.replace(/CREATE INDEX (\w+) ON github\.(\w+)/g, 'CREATE INDEX github.$1 ON $2');
+// The entry a sync belongs to (one running sync per entry, across the agent and CLIs without one: the
+// index refuses a second) and when a leg last said it works on it (the stuck-sync reconciler measures
+// progress only while one does: waiting for a slot, for storage or for an agent does not count).
+const syncOwnerPg = `ALTER TABLE github.sync ADD COLUMN entry text;
+ALTER TABLE github.sync ADD COLUMN alive_at bigint;
+CREATE UNIQUE INDEX sync_one_running_per_entry ON github.sync (entry) WHERE status = 'running';`;
+const syncOwnerSqlite = `ALTER TABLE github.sync ADD COLUMN entry text;
+ALTER TABLE github.sync ADD COLUMN alive_at bigint;
+CREATE UNIQUE INDEX github.sync_one_running_per_entry ON sync (entry) WHERE status = 'running';`;
 
 export const GITHUB_MIGRATIONS: readonly GithubMigration[] = [
   { version: 1, name: 'github_sync', postgres: tables, sqlite: sqliteTables },
@@ -151,4 +160,5 @@ export const GITHUB_MIGRATIONS: readonly GithubMigration[] = [
   // requests_made by budget (each request is reserved on one), for quantilica_github_requests_total {budget}.
   { version: 3, name: 'sync_requests_by_budget', postgres: requestsByBudget, sqlite: requestsByBudget },
   { version: 4, name: 'incremental_streams', postgres: incremental, sqlite: sqliteIncremental },
+  { version: 5, name: 'sync_entry_and_liveness', postgres: syncOwnerPg, sqlite: syncOwnerSqlite },
 ];

@@ -95,6 +95,26 @@ const pgCountUp = (
   requests_core = requests_core + ${core}, requests_graphql = requests_graphql + ${graphql},
   requests_not_modified = requests_not_modified + ${notModified}, progress_at = ${now}`;
 
+/** How long after a leg last said it works (its agent's heartbeat) it still counts as working. */
+export const SYNC_ALIVE_WITHIN_MS = 5 * 60_000;
+
+/** A second running sync of one catalog entry, refused by the database's one-running-sync-per-entry index. */
+export class SyncActiveError extends Error {
+  constructor(
+    readonly entry: string,
+    readonly syncId: string | null,
+    readonly runId: string | null,
+  ) {
+    super(`entry ${entry} already has a sync running${syncId === null ? '' : ` (${syncId}${runId === null ? '' : `, run ${runId}`})`}`);
+    this.name = 'SyncActiveError';
+  }
+}
+
+function isUniqueViolation(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === '23505' || code === 'SQLITE_CONSTRAINT_UNIQUE';
+}
+
 /** The GitHub sync's storage, the same statements on PostgreSQL and on the embedded SQLite file. */
 export class GithubStore {
   constructor(
@@ -102,17 +122,28 @@ export class GithubStore {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** `full`: a full load of every repository, whatever their streams' cursors (`github sync --full`). */
-  async createSync(repos: readonly string[], full = false): Promise<string> {
+  /**
+   * A new running sync. `full`: a full load of every repository, whatever their streams' cursors
+   * (`github sync --full`). With `owner` (an agent's run of a catalog entry) the row names both in the
+   * same statement, and a second running sync of the entry is refused by the database (SyncActiveError).
+   */
+  async createSync(repos: readonly string[], options: { full?: boolean; owner?: { entry: string; runId: string } } = {}): Promise<string> {
+    const { owner, full = false } = options;
     const id = `${new Date(this.now()).toISOString().slice(0, 10).replace(/-/g, '')}-${crypto.randomBytes(4).toString('hex')}`;
     const at = this.now();
-    await this.db.query('INSERT INTO github.sync (id, status, repos, started_at, progress_at, full_load) VALUES ($1, $2, $3, $4, $4, $5)', [
-      id,
-      'running',
-      JSON.stringify(repos),
-      at,
-      full ? 1 : 0,
-    ]);
+    try {
+      await this.db.query(
+        'INSERT INTO github.sync (id, status, repos, started_at, progress_at, full_load, entry, run_id) VALUES ($1, $2, $3, $4, $4, $5, $6, $7)',
+        [id, 'running', JSON.stringify(repos), at, full ? 1 : 0, owner?.entry ?? null, owner?.runId ?? null],
+      );
+    } catch (err) {
+      if (owner === undefined || !isUniqueViolation(err)) throw err;
+      const held = await this.db.query<{ id: string; run_id: string | null }>(
+        "SELECT id, run_id FROM github.sync WHERE entry = $1 AND status = 'running'",
+        [owner.entry],
+      );
+      throw new SyncActiveError(owner.entry, held[0]?.id ?? null, held[0]?.run_id ?? null);
+    }
     return id;
   }
 
@@ -285,16 +316,50 @@ export class GithubStore {
   }
 
   /**
-   * Running syncs without progress for longer than `stuckAfterMs` that are not hibernating become
-   * failed (reason `stuck-no-progress`). A hibernating sync is never touched: it waits on purpose.
+   * Running syncs that a leg works on (it said so within `aliveWithinMs`) without progress for longer
+   * than `stuckAfterMs` become failed (reason `stuck-no-progress`). Progress is measured only while a
+   * leg works: a leg's start moves `progress_at` (legBegins), and a sync that hibernates, waits for a
+   * slot or for its storage, or whose agent is gone has no leg saying it works, so it is never touched.
    */
-  async reconcileStuck(stuckAfterMs: number): Promise<string[]> {
+  async reconcileStuck(stuckAfterMs: number, aliveWithinMs = SYNC_ALIVE_WITHIN_MS): Promise<string[]> {
+    const now = this.now();
     const rows = await this.db.query<{ id: string }>(
       `UPDATE github.sync SET status = 'failed', reason = 'stuck-no-progress', finished_at = $1
-      WHERE status = 'running' AND hibernating_until IS NULL AND progress_at < $2 RETURNING id`,
-      [this.now(), this.now() - stuckAfterMs],
+      WHERE status = 'running' AND hibernating_until IS NULL AND alive_at IS NOT NULL AND alive_at >= $3 AND progress_at < $2 RETURNING id`,
+      [now, now - stuckAfterMs, now - aliveWithinMs],
     );
     return rows.map((r) => r.id);
+  }
+
+  /** A leg starts working on the sync: its progress is measured from now (the time before was not work). */
+  async legBegins(syncId: string): Promise<void> {
+    await this.db.query("UPDATE github.sync SET alive_at = $2, progress_at = $2 WHERE id = $1 AND status = 'running'", [
+      syncId,
+      this.now(),
+    ]);
+  }
+
+  /** The leg still works on the sync (the agent's heartbeat). */
+  async legAlive(syncId: string): Promise<void> {
+    await this.db.query("UPDATE github.sync SET alive_at = $2 WHERE id = $1 AND status = 'running'", [syncId, this.now()]);
+  }
+
+  /** No leg works on the sync any more (it hibernates, waits, or ended). */
+  async legEnds(syncId: string): Promise<void> {
+    await this.db.query('UPDATE github.sync SET alive_at = NULL WHERE id = $1', [syncId]);
+  }
+
+  /**
+   * Running syncs whose run has ended (`ended` says which have): failed with `reason`. A sync row is
+   * never left running without a run that will resume it.
+   */
+  async reconcileOrphans(ended: (runId: string) => boolean, reason: string): Promise<string[]> {
+    const rows = await this.db.query<{ id: string; run_id: string }>(
+      "SELECT id, run_id FROM github.sync WHERE status = 'running' AND run_id IS NOT NULL",
+    );
+    const orphans = rows.filter((r) => ended(r.run_id)).map((r) => r.id);
+    for (const id of orphans) await this.finish(id, 'failed', reason);
+    return orphans;
   }
 
   private async writePage(
