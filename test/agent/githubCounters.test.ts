@@ -101,7 +101,7 @@ test('migrations: applied once, the second time a no-op, on both engines', async
   const pgDb = new PostgresGithubDb({ url: pgServer.url, logger: memoryLogger() });
   const sqlite = new SqliteGithubDb(path.join(dir, 'migrate.db'));
   try {
-    assert.deepEqual(await migrateGithub(sqlite), [1, 2, 3, 4]);
+    assert.deepEqual(await migrateGithub(sqlite), [1, 2, 3, 4, 5]);
     assert.deepEqual(await migrateGithub(sqlite), []);
     await migrateGithub(pgDb);
     assert.deepEqual(await migrateGithub(pgDb), []);
