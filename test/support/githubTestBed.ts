@@ -52,8 +52,7 @@ export async function githubBed(serverUrl: string, options: SimulatorOptions): P
 
 /** Rows stored, per table. */
 export async function storedCounts(store: GithubStore): Promise<{ pullRequests: number; runs: number; jobs: number }> {
-  const count = async (table: string) =>
-    Number((await store.db.query<{ n: number }>(`SELECT count(*) AS n FROM github.${table}`))[0].n);
+  const count = async (table: string) => Number((await store.db.query<{ n: number }>(`SELECT count(*) AS n FROM github.${table}`))[0].n);
   return { pullRequests: await count('pull_request'), runs: await count('workflow_run'), jobs: await count('workflow_job') };
 }
 
