@@ -7,6 +7,11 @@ import type { StoredEtag } from './store/streamStore';
 export const RERUN_LOOKBACK_MS = 30 * 86_400_000;
 /** A filtered workflow-runs listing answers at most this many runs, however many match. */
 export const FILTERED_RESULTS_CAP = 1000;
+/**
+ * The listing's start moves only when it falls this far behind the re-run window: until then its URL,
+ * and so the ETags of its pages, stay those of the last sync, and a day without changes costs 304s.
+ */
+export const WINDOW_SLACK_MS = 7 * 86_400_000;
 /** The checkpoint cursor of a sync's recent-runs listing: a resume lists again (its pages cost a 304). */
 export const RECENT_PHASE = 'recent';
 
@@ -19,8 +24,7 @@ const iso = (ms: number) => new Date(ms).toISOString().replace('.000Z', 'Z');
  */
 export async function syncRecentRuns(c: StageContext, repo: string, highWater: string, signal: AbortSignal): Promise<void> {
   const etags = await c.streams.etags(`${repoPath(repo)}/actions/runs`);
-  // From a whole day: the listing's URL, and so its pages' ETags, stay the same until a day passes.
-  const from = Date.parse(`${iso(Date.parse(highWater) - RERUN_LOOKBACK_MS).slice(0, 10)}T00:00:00Z`);
+  const from = await windowStart(c, repo, highWater);
   await listRange(c, repo, `>=${iso(from).slice(0, 10)}`, { from, to: null }, etags, signal);
   for (const id of await c.streams.unfinishedRuns(repo, c.syncId)) {
     signal.throwIfAborted();
@@ -31,6 +35,19 @@ export async function syncRecentRuns(c: StageContext, repo: string, highWater: s
       await saveEtag(c, page.path, page.etag);
     }
   }
+}
+
+/**
+ * From a whole day within the re-run window of the newest stored run; the start kept from the last
+ * sync while it reaches back at most WINDOW_SLACK_MS further than the window needs.
+ */
+async function windowStart(c: StageContext, repo: string, highWater: string): Promise<number> {
+  const wanted = Date.parse(`${iso(Date.parse(highWater) - RERUN_LOOKBACK_MS).slice(0, 10)}T00:00:00Z`);
+  const kept = (await c.streams.state(repo, 'workflow_runs'))?.windowFrom ?? null;
+  const keptAt = kept === null ? NaN : Date.parse(kept);
+  if (keptAt <= wanted && wanted - keptAt <= WINDOW_SLACK_MS) return keptAt;
+  await c.streams.keepWindow(repo, 'workflow_runs', iso(wanted));
+  return wanted;
 }
 
 async function listRange(

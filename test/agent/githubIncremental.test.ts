@@ -6,8 +6,8 @@ import { githubBed, githubSqliteBed, simulatedRepo, storedRepo, type GithubBed }
 import { startTestPostgres, type TestPostgres } from '../support/postgres';
 
 // The sync as a daily collector, on both engines: a first (full) sync, a simulated day of changes, a
-// second (incremental) sync whose result equals the simulator's data; a repository not reached
-// continues from its cursor.
+// second (incremental) sync whose result equals the simulator's data; unchanged data costs almost
+// nothing; a repository not reached continues from its cursor.
 
 let server: TestPostgres;
 before(async () => {
@@ -76,6 +76,49 @@ for (const engine of ENGINES) {
           bed.sim.served.slice(mark).some((r) => /\/actions\/runs\/\d+$/.test(r.path)),
           'no run read again by id',
         );
+      } finally {
+        await bed.close();
+      }
+    },
+  );
+
+  test(
+    `${engine}: a sync of unchanged data costs at most 3 counted requests per repository and at most 2 % of the first`,
+    { timeout: 180_000 },
+    async () => {
+      const bed = await bedOn(engine, { repos: 3, pullRequestsPerRepo: 12, runsPerRepo: 200, jobsPerRun: 1 });
+      try {
+        const first = await sync(bed, 20);
+        bed.sim.advanceDay();
+        await sync(bed, 20);
+        const before = bed.sim.served.length;
+        const unchanged = await sync(bed, 20);
+        const c = unchanged.summary.counters;
+        const asked = bed.sim.served.slice(before);
+        assert.equal(c.requests_made, asked.length);
+        assert.equal(c.requests_not_modified, asked.filter((r) => r.status === 304).length);
+        assert.ok(c.requests_not_modified > 0, 'no conditional request answered 304');
+        const counted = c.requests_made - c.requests_not_modified;
+        assert.ok(
+          counted <= 3 * 3,
+          `${counted} counted requests for 3 repositories: ${asked
+            .filter((r) => r.status !== 304)
+            .map((r) => r.path)
+            .join(' ')}`,
+        );
+        assert.ok(
+          counted <= 0.02 * first.summary.counters.requests_made,
+          `${counted} of ${first.summary.counters.requests_made}: ${asked
+            .filter((r) => r.status !== 304)
+            .map((r) => r.path)
+            .join(' ')}`,
+        );
+        // The jobs of every run were fresh or unchanged: none asked again at a cost.
+        assert.deepEqual(
+          asked.filter((r) => r.path.includes('/jobs') && r.status !== 304).map((r) => r.path),
+          [],
+        );
+        await assertStoredEqualsSimulator(bed);
       } finally {
         await bed.close();
       }

@@ -90,7 +90,8 @@ const requestsByBudget = `ALTER TABLE github.sync ADD COLUMN requests_core bigin
 ALTER TABLE github.sync ADD COLUMN requests_graphql bigint NOT NULL DEFAULT 0;`;
 
 // The sync as a daily collector: cursors per repository and stream that outlive a sync (high_water:
-// the newest change stored by a completed stage; cursor: where an unfinished full load stopped), the
+// the newest change stored by a completed stage; cursor: where an unfinished full load stopped;
+// window_from: where the recent-runs listing starts, kept for a week so its URLs and ETags stay the same), the
 // ETag of every REST answer (with the next page and total it came with, for a 304 has neither), what
 // a run's stored jobs were read at, and the fields dashboards read. Booleans are 0/1 on both engines.
 const incremental = `
@@ -99,6 +100,7 @@ CREATE TABLE github.stream_state (
   stream text NOT NULL CHECK (stream IN ('pull_requests', 'workflow_runs')),
   high_water text,
   cursor text,
+  window_from text,
   sync_id text NOT NULL,
   updated_at bigint NOT NULL,
   PRIMARY KEY (repo, stream)

@@ -8,6 +8,8 @@ export interface StreamState {
   highWater: string | null;
   /** Where an unfinished full load stopped (the checkpoint cursor of a stage not reached). */
   cursor: string | null;
+  /** Where the recent-runs listing starts (its `created` filter), while it stays within its slack. */
+  windowFrom: string | null;
 }
 
 /** A REST answer's validator, with what a 304 does not repeat: its next page and its total. */
@@ -34,11 +36,16 @@ export class StreamStore {
   ) {}
 
   async state(repo: string, stream: Stream): Promise<StreamState | null> {
-    const rows = await this.db.query<{ high_water: string | null; cursor: string | null }>(
-      'SELECT high_water, cursor FROM github.stream_state WHERE repo = $1 AND stream = $2',
+    const rows = await this.db.query<{ high_water: string | null; cursor: string | null; window_from: string | null }>(
+      'SELECT high_water, cursor, window_from FROM github.stream_state WHERE repo = $1 AND stream = $2',
       [repo, stream],
     );
-    return rows.length === 0 ? null : { highWater: rows[0].high_water, cursor: rows[0].cursor };
+    return rows.length === 0 ? null : { highWater: rows[0].high_water, cursor: rows[0].cursor, windowFrom: rows[0].window_from };
+  }
+
+  /** The start of the recent-runs listing the next syncs use (a stream that has a high-water mark). */
+  async keepWindow(repo: string, stream: Stream, from: string): Promise<void> {
+    await this.db.query('UPDATE github.stream_state SET window_from = $3 WHERE repo = $1 AND stream = $2', [repo, stream, from]);
   }
 
   /** A completed stage: the high-water mark is the newest stored change; no full load is left. */
