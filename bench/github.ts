@@ -23,6 +23,10 @@ import { printTable } from './benchSupport';
 //     wasted requests (target 0). A window must be long enough for the machine to spend 5,000 requests
 //     in it, or the CPU, not the quota, is what gets measured (the share then falls below 98 %).
 //     GITHUB_BENCH_SCALE divides requests and quota alike (same windows, same shares) for a quick look.
+// (3) daily: on the same data, a simulated day (3 new runs and 2 updated pull requests per repository,
+//     the runs in progress complete), a second sync (its requests against the records that changed),
+//     then a sync of unchanged data: counted requests per repository (target <= 3; a 304 does not
+//     count against the quota) and as a share of the initial load (target <= 1 %).
 // The simulator runs as its own process (dist/githubSimulator.js), as GitHub would: its CPU is not ours.
 // Run: npm run bench -- github   (GITHUB_BENCH_WINDOW=120 on a heavily loaded machine)
 
@@ -113,6 +117,12 @@ async function main(): Promise<void> {
       String(WINDOW),
       '--limit',
       String(LIMIT),
+      '--day-new-runs',
+      '3',
+      '--day-updated-pull-requests',
+      '2',
+      '--day-new-pull-requests',
+      '0',
     ]);
     try {
       const windowMs = WINDOW * 1000;
@@ -141,6 +151,42 @@ async function main(): Promise<void> {
           ['wasted requests', String(refused + repeated), `${refused} refused by GitHub, ${repeated} asked twice; target 0`],
         ],
       );
+
+      // (3) Daily: a day of changes, then a day without any.
+      const counted = (asked: ServedRequest[]) => asked.filter((r) => r.status !== 304).length;
+      const notModified = (asked: ServedRequest[]) => asked.filter((r) => r.status === 304).length;
+      const advanced = await fetch(`${b.url}/_simulator/advance-day`, { method: 'POST' });
+      if (!advanced.ok) throw new Error(`advance-day: ${advanced.status}`);
+      const day = await syncToTheEnd(b, 5);
+      const afterDay = await b.served();
+      const dayAsked = afterDay.slice(served.length);
+      const dayLast = day.legs[day.legs.length - 1] as Extract<GithubSyncOutcome, { kind: 'completed' }>;
+      const changedRecords = dayLast.summary.counters.records_collected;
+      const unchanged = await syncToTheEnd(b, 5);
+      const unchangedAsked = (await b.served()).slice(afterDay.length);
+      const unchangedCounted = counted(unchangedAsked);
+      printTable(`GitHub sync, daily: a day of changes (3 new runs, 2 updated pull requests per repository), then none`, [
+        [
+          'day: requests',
+          `${counted(dayAsked)} counted + ${notModified(dayAsked)} not modified`,
+          `${(counted(dayAsked) / REPOS).toFixed(1)} per repository, ${day.seconds.toFixed(1)} s`,
+        ],
+        [
+          'day: records stored',
+          String(changedRecords),
+          `${(counted(dayAsked) / Math.max(1, changedRecords)).toFixed(2)} counted requests per record`,
+        ],
+        [
+          'unchanged: requests',
+          `${unchangedCounted} counted + ${notModified(unchangedAsked)} not modified`,
+          `${(unchangedCounted / REPOS).toFixed(2)} counted per repository (target <= 3), ${unchanged.seconds.toFixed(1)} s`,
+        ],
+        [
+          'unchanged / initial load',
+          `${((unchangedCounted / served.length) * 100).toFixed(2)} %`,
+          `of ${served.length} requests; target <= 1 %`,
+        ],
+      ]);
       process.stdout.write(
         `${JSON.stringify({
           bench: 'github',
@@ -156,6 +202,15 @@ async function main(): Promise<void> {
             hibernations: legs.length - 1,
             minWindowShare: minShare,
             wasted: refused + repeated,
+          },
+          daily: {
+            dayCounted: counted(dayAsked),
+            dayNotModified: notModified(dayAsked),
+            dayRecords: changedRecords,
+            unchangedCounted,
+            unchangedNotModified: notModified(unchangedAsked),
+            unchangedPerRepo: unchangedCounted / REPOS,
+            unchangedShare: unchangedCounted / served.length,
           },
         })}\n`,
       );
