@@ -158,9 +158,21 @@ test('GraphQL RATE_LIMITED in the changes stage hibernates on the graphql budget
     const legs = await syncToTheEnd(bed);
     const first = legs.outcomes[0];
     assert.ok(first.kind === 'hibernate' && first.budget === 'graphql' && first.reason === 'graphql', JSON.stringify(first));
+    if (first.kind !== 'hibernate') return;
     const last = legs.outcomes[legs.outcomes.length - 1];
     assert.equal(last.kind, 'completed');
     assert.deepEqual(await storedCounts(bed.store), { pullRequests: 8 * 12, runs: 8 * 7, jobs: 8 * 7 * 2 });
+    // The stages side by side: the REST stage went on after the GraphQL limit and was done before the
+    // leg hibernated; the wake-up had only GraphQL left to do.
+    const core = bed.sim.served.filter((r) => r.resource === 'core');
+    assert.ok(
+      core.some((r) => r.at > bed.sim.drained!.at),
+      'no REST request after the GraphQL limit',
+    );
+    assert.deepEqual(
+      core.filter((r) => r.at >= first.until).map((r) => r.path),
+      [],
+    );
   } finally {
     await bed.close();
   }
