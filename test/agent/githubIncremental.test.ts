@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { workflowRunSchema } from '../../agent/github/records';
 import { runGithubSync, type GithubSyncOutcome } from '../../agent/github/runGithubSync';
 import type { SimulatorOptions } from '../../simulator/github/githubSimulator';
 import { githubBed, githubSqliteBed, simulatedRepo, storedRepo, type GithubBed } from '../support/githubTestBed';
@@ -161,4 +162,43 @@ for (const engine of ENGINES) {
       }
     },
   );
+}
+
+for (const engine of ENGINES) {
+  test(`${engine}: an upsert never replaces a row with an older updated_at`, { timeout: 60_000 }, async () => {
+    const bed = await bedOn(engine, { repos: 1 });
+    try {
+      const syncId = await bed.store.createSync(['a/b']);
+      const run = (updatedAt: string, status: string) =>
+        workflowRunSchema.parse({
+          id: 77,
+          name: 'ci',
+          status,
+          conclusion: status === 'completed' ? 'success' : null,
+          created_at: '2026-01-01T00:00:00Z',
+          updated_at: updatedAt,
+          run_attempt: 1,
+          event: 'push',
+          head_sha: 'abc',
+          head_branch: 'main',
+          run_started_at: '2026-01-01T00:00:01Z',
+          actor: { login: 'someone' },
+          pull_requests: [],
+        });
+      const stored = async () =>
+        (
+          await bed.store.db.query<{ status: string; updated_at: string }>(
+            'SELECT status, updated_at FROM github.workflow_run WHERE id = 77',
+          )
+        )[0];
+      await bed.store.upsertWorkflowRuns(syncId, 'a/b', [run('2026-01-02T00:00:00Z', 'completed')], null);
+      // A page read before the run completed, written after: the newer row stays.
+      await bed.store.upsertWorkflowRuns(syncId, 'a/b', [run('2026-01-01T12:00:00Z', 'in_progress')], null);
+      assert.deepEqual({ ...(await stored()) }, { status: 'completed', updated_at: '2026-01-02T00:00:00Z' });
+      await bed.store.upsertWorkflowRuns(syncId, 'a/b', [run('2026-01-03T00:00:00Z', 'in_progress')], null);
+      assert.deepEqual({ ...(await stored()) }, { status: 'in_progress', updated_at: '2026-01-03T00:00:00Z' });
+    } finally {
+      await bed.close();
+    }
+  });
 }
