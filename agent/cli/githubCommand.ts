@@ -18,14 +18,17 @@ export function registerGithubCommands(program: Command, setExitCode: (code: num
     .option('--repos <list>', "owner/name,owner/name (instead of the entry's)")
     .option('--repos-file <file>', 'one owner/name a line')
     .option('--entry <name>', 'the github-sync catalog entry, when there are several')
+    .option('--full', 'a full load again: forget what earlier syncs kept of these repositories (cursors, ETags)')
     .option(
       '--wait',
       'stay until the sync ends, through its hibernations; exit 0 only when it completed everywhere, 82 when repositories were not reached',
     )
     .option('--json', 'print the run (and with --wait the final status) as JSON')
-    .action(async (opts: { repos?: string; reposFile?: string; entry?: string; wait?: boolean; json?: boolean }) => {
+    .action(async (opts: { repos?: string; reposFile?: string; entry?: string; full?: boolean; wait?: boolean; json?: boolean }) => {
       const repos = parseRepos(opts.repos, opts.reposFile);
-      setExitCode(await githubSyncCommand({ repos, entry: opts.entry, wait: opts.wait === true, json: opts.json === true }));
+      setExitCode(
+        await githubSyncCommand({ repos, entry: opts.entry, full: opts.full === true, wait: opts.wait === true, json: opts.json === true }),
+      );
     });
   github
     .command('status')

@@ -12,12 +12,15 @@ import { formatGithubStatus } from '../github/formatGithubStatus';
 import { githubApiConfigured, githubClientConfigFromEnv } from '../github/githubClient';
 import { githubSyncStatus, type GithubSyncStatus } from '../github/githubSyncStatus';
 import { openGithubStore } from '../github/store/openGithubStore';
+import { StreamStore } from '../github/store/streamStore';
 
 export interface GithubSyncOptions {
   /** The run's repositories (--repos, --repos-file), or null for its catalog entry's. */
   repos: string[] | null;
   /** The github-sync catalog entry; needed only when the catalog has several. */
   entry?: string;
+  /** Forget the repositories' cursors and ETags first: the sync is a full load (`--full`). */
+  full?: boolean;
   wait: boolean;
   json: boolean;
 }
@@ -45,12 +48,13 @@ export async function githubSyncCommand(opts: GithubSyncOptions): Promise<number
     const api = entry.demo && !githubApiConfigured() ? "the demo's built-in GitHub simulator" : githubClientConfigFromEnv().baseUrl;
     process.stderr.write(`github sync: entry ${entry.name} against ${api}\n`);
     const active = runs.find((r) => r.fetcher === entry.name && (r.status === 'waiting' || r.status === 'running'));
-    if (active !== undefined && opts.repos !== null) {
+    if (active !== undefined && (opts.repos !== null || opts.full === true)) {
       process.stderr.write(
-        `github sync: run ${active.runId} of ${entry.name} is already ${describe(active)}; --repos applies to a new sync once it ends\n`,
+        `github sync: run ${active.runId} of ${entry.name} is already ${describe(active)}; ${opts.full === true ? '--full' : '--repos'} applies to a new sync once it ends\n`,
       );
       return ExitCode.refused;
     }
+    if (active === undefined && opts.full === true) await forgetStreams(config, logger, opts.repos);
     if (active !== undefined) {
       run = active;
       process.stderr.write(`github sync: following run ${run.runId} of ${entry.name}, ${describe(run)}\n`);
@@ -105,6 +109,19 @@ function describe(run: RunInfo): string {
   if (run.wait?.kind === 'storage') return `waiting for its storage (${run.wait.cause}) since ${run.wait.since}`;
   if (run.status === 'waiting') return `queued in ${run.pool}`;
   return run.status;
+}
+
+/** `--full`: what outlives a sync (cursors, ETags) forgotten for these repositories (null: every one). */
+async function forgetStreams(config: Config, logger: Logger, repos: string[] | null): Promise<void> {
+  const store = await openGithubStore({ databaseUrl: config.databaseUrl, homeDir: config.homeDir, logger });
+  try {
+    await new StreamStore(store.db).forget(repos);
+  } finally {
+    await store.db.close();
+  }
+  process.stderr.write(
+    `github sync: --full: ${repos === null ? 'every repository' : `${repos.length} repositories`} loaded in full again\n`,
+  );
 }
 
 /** The sync's own figures (counters, stages, reasons) for the run that ended. */

@@ -195,6 +195,37 @@ test(
 );
 
 test(
+  'github sync --full loads every repository in full again: the same requests as the first sync, none conditional',
+  { timeout: 120_000 },
+  async () => {
+    const sim = new GithubSimulator({ repos: 2, pullRequestsPerRepo: 12, runsPerRepo: 8, jobsPerRun: 1 });
+    const url = await sim.start();
+    try {
+      const t = syncStation(sim, url, { QUANTILICA_HOME: path.join(makeTestEnv(null).home, 'qh') });
+      const asked = async (args: string[]) => {
+        const from = sim.served.length;
+        const r = await runCli(t, ['github', 'sync', ...args, '--wait', '--json']);
+        assert.equal(r.code, 0, r.stderr);
+        return { stderr: r.stderr, served: sim.served.slice(from) };
+      };
+      const first = await asked([]);
+      const again = await asked([]);
+      assert.ok(again.served.length < first.served.length, `${again.served.length} requests again of ${first.served.length}`);
+      assert.ok(
+        again.served.some((r) => r.status === 304),
+        'the second sync sent no conditional request',
+      );
+      const full = await asked(['--full']);
+      assert.match(full.stderr, /--full: every repository loaded in full again/);
+      assert.deepEqual(full.served.map((r) => r.path).sort(), first.served.map((r) => r.path).sort());
+      assert.equal(full.served.filter((r) => r.status === 304).length, 0);
+    } finally {
+      await sim.stop();
+    }
+  },
+);
+
+test(
   'bad repositories are refused with a clear error and exit 64, an unknown entry with 65; no sync is created',
   { timeout: 60_000 },
   async () => {

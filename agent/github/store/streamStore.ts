@@ -1,3 +1,4 @@
+import { repoPath } from '../restPages';
 import type { GithubDb } from './githubDb';
 
 export type Stream = 'pull_requests' | 'workflow_runs';
@@ -70,6 +71,28 @@ export class StreamStore {
         sync_id = excluded.sync_id, updated_at = excluded.updated_at`,
       [repo, stream, hw, cursor, syncId, this.now()],
     );
+  }
+
+  /**
+   * A full load again (`github sync --full`): the streams' cursors, the ETags and the jobs' freshness of
+   * these repositories (null: of every repository) forgotten, in one transaction.
+   */
+  async forget(repos: readonly string[] | null): Promise<void> {
+    await this.db.transaction(async (tx) => {
+      // Stored jobs count as stale too: a full load asks for every run's jobs again.
+      if (repos === null) {
+        await tx.query('DELETE FROM github.stream_state');
+        await tx.query('DELETE FROM github.etag');
+        await tx.query('UPDATE github.workflow_run SET jobs_completed = 0');
+        return;
+      }
+      for (const repo of repos) {
+        const prefix = `${repoPath(repo)}/`;
+        await tx.query('DELETE FROM github.stream_state WHERE repo = $1', [repo]);
+        await tx.query('UPDATE github.workflow_run SET jobs_completed = 0 WHERE repo = $1', [repo]);
+        await tx.query('DELETE FROM github.etag WHERE path >= $1 AND path < $2', [prefix, `${prefix}\uffff`]);
+      }
+    });
   }
 
   /** Every stored ETag whose path starts with `prefix` (one repository's REST answers). */
