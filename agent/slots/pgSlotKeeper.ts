@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import * as readline from 'node:readline';
 import pg from 'pg';
 import { KeeperExit } from '../helperExitCodes';
-import { poolLocks, readPool, slotNumbers } from './pgSlotSql';
+import { poolState, slotNumbers } from './pgSlotSql';
 
 // The lock keeper of a station for the postgres backend (bundled as dist/pgSlotKeeper.js): one
 // process holds every slot the station's runs hold, each slot on a PostgreSQL session of its own
@@ -169,8 +169,7 @@ function session(): { client: Promise<pg.Client>; spare: boolean } {
  * slot numbers are the pool's first free numbers that no other role blocks (slotNumbers).
  */
 async function take(client: pg.Client, pool: string, runId: string): Promise<number | null> {
-  const { slots, lockKey } = await readPool(client, pool);
-  const { held: holding, blocked } = await poolLocks(client, lockKey);
+  const { slots, lockKey, held: holding, blocked } = await poolState(client, pool);
   if (holding.length >= slots) return null;
   const taken = new Set(holding);
   for (const index of slotNumbers(slots, blocked)) {
@@ -179,9 +178,9 @@ async function take(client: pg.Client, pool: string, runId: string): Promise<num
       (await client.query<{ ok: boolean }>('SELECT pg_catalog.pg_try_advisory_lock($1, $2) AS ok', [lockKey, index])).rows[0]?.ok === true;
     if (!got) continue;
     // Under the lock: count again (another station may have taken a slot meanwhile, or the pool shrunk).
-    const now = await readPool(client, pool);
+    const now = await poolState(client, pool);
     // The count decides; a number beyond a shrunk size is only shown as such.
-    if ((await poolLocks(client, lockKey)).held.length > now.slots) {
+    if (now.held.length > now.slots) {
       await client.query('SELECT pg_catalog.pg_advisory_unlock($1, $2)', [lockKey, index]);
       return null;
     }

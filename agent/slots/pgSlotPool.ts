@@ -4,7 +4,7 @@ import { RunRefusedError } from '../errors';
 import type { Logger } from '../log/logger';
 import type { OwnerRecord } from './ownerRecord';
 import type { PgSlotBackend } from './pgSlotBackend';
-import { heldSlots, readPool } from './pgSlotSql';
+import { poolState } from './pgSlotSql';
 import { slotBackendCause, type SlotBackendCause } from './slotBackendCause';
 import type { PoolBackend, PoolGrant } from './poolBackend';
 import type { TakeHandlers } from './pgStationKeeper';
@@ -248,16 +248,8 @@ export class PgSlotPool implements PoolBackend {
         w.ticket = row?.ticket ?? null;
         w.generation = backend.generation;
       }
-      const row = await readPool(client, this.name);
-      const locks = await heldSlots(client, row.lockKey);
-      const tickets = (
-        await client.query<{ ticket: string }>(
-          `SELECT w.ticket::text FROM core.slot_waiter w WHERE w.pool = $1
-        AND EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = w.backend_pid) ORDER BY w.ticket`,
-          [this.name],
-        )
-      ).rows.map((r) => r.ticket);
-      return { pool: row, held: locks, queue: tickets };
+      const state = await poolState(client, this.name, true);
+      return { pool: { slots: state.slots, lockKey: state.lockKey }, held: state.held, queue: state.queue };
     });
     backend.setPool(this.name, pool);
     this.lastError = null;

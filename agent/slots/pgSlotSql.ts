@@ -48,6 +48,45 @@ export interface PoolLocks {
   blocked: number[];
 }
 
+/** A pool's row, its locks and (for the agent) its live queue of tickets, read in one statement. */
+export interface PoolState extends PoolRow, PoolLocks {
+  /** Tickets of waiters whose session lives, in queue order. */
+  queue: string[];
+}
+
+// One round trip instead of three: under load each round trip is a wake-up of the server's backend and
+// of this process, and an acquire's latency is mostly those.
+const POOL_STATE = `WITH p AS (SELECT slots, lock_key FROM core.pool WHERE name = $1),
+  l AS (SELECT l.objid::bigint AS slot, (a.usename IS NULL OR a.usename = session_user) AS own
+    FROM p, pg_catalog.pg_locks l LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.classid = p.lock_key::integer::oid
+      AND l.objid::bigint < ${MAX_POOL_SLOTS}
+      AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()))
+  SELECT p.slots, p.lock_key,
+    coalesce((SELECT array_agg(l.slot::text) FROM l WHERE l.own), '{}') AS held,
+    coalesce((SELECT array_agg(l.slot::text) FROM l WHERE NOT l.own), '{}') AS blocked,
+    CASE WHEN $2::boolean THEN coalesce((SELECT array_agg(w.ticket::text ORDER BY w.ticket) FROM core.slot_waiter w WHERE w.pool = $1
+      AND EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = w.backend_pid)), '{}') ELSE '{}' END AS queue
+  FROM p`;
+
+/** The pool's row and locks in one statement; with `withQueue`, also its live queue of tickets. */
+export async function poolState(client: pg.ClientBase, name: string, withQueue = false): Promise<PoolState> {
+  const row = (
+    await client.query<{ slots: number; lock_key: number; held: string[]; blocked: string[]; queue: string[] }>(POOL_STATE, [
+      name,
+      withQueue,
+    ])
+  ).rows[0];
+  if (!row) throw new Error(`pool ${name} is not in core.pool`);
+  return {
+    slots: row.slots,
+    lockKey: row.lock_key,
+    held: row.held.map(Number),
+    blocked: row.blocked.map(Number),
+    queue: row.queue,
+  };
+}
+
 export async function poolLocks(client: pg.ClientBase, lockKey: number): Promise<PoolLocks> {
   const rows = (await client.query<{ slot: string; own: boolean }>(HELD_SLOTS, [lockKey])).rows;
   return { held: rows.filter((r) => r.own).map((r) => Number(r.slot)), blocked: rows.filter((r) => !r.own).map((r) => Number(r.slot)) };
