@@ -14,6 +14,7 @@ import { githubBed, newDatabase } from '../support/githubTestBed';
 import { makeTestEnv, runCli, startAgent, type TestEnv } from '../support/harness';
 import { startTestPostgres, type TestPostgres } from '../support/postgres';
 import { simulatorProcess } from '../support/simulatorProcess';
+import { runOf, startSync } from '../support/githubRunCli';
 import { waitFor } from '../support/waitFor';
 
 // The GitHub sync as a catalog entry run by the agent: its network-light slot is the
@@ -91,20 +92,6 @@ async function baselineRequests(): Promise<number> {
 }
 
 const okServed = (sim: GithubSimulator) => sim.served.filter((r) => r.status === 200 && !r.limited).length;
-
-async function runOf(env: TestEnv, runId: string): Promise<RunInfo> {
-  const r = await runCli(env, ['runs', '--json', '--limit', '50']);
-  assert.equal(r.code, 0, r.stderr);
-  const run = (JSON.parse(r.stdout) as { runs: RunInfo[] }).runs.find((x) => x.runId === runId);
-  assert.ok(run, `run ${runId} is listed`);
-  return run;
-}
-
-async function startSync(env: TestEnv): Promise<string> {
-  const r = await runCli(env, ['run', 'github', '--detach', '--json']);
-  assert.equal(r.code, 0, r.stderr);
-  return (JSON.parse(r.stdout) as RunInfo).runId;
-}
 
 /**
  * Waits for the sync's row to say it hibernates, read from its store: a hibernation lasts only until

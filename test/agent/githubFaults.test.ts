@@ -17,6 +17,7 @@ import { memoryLogger } from '../support/memoryLogger';
 import { startTestPostgres, type TestPostgres } from '../support/postgres';
 import { fillUp, freeUp, mountSmallTmpfs } from '../support/smallTmpfs';
 import { tryLockSlot } from '../support/tryLockSlot';
+import { runOf, startSync } from '../support/githubRunCli';
 import { waitFor } from '../support/waitFor';
 
 // Faults of an ordinary day do not lose a sync: its storage going away mid-sync (a PostgreSQL restart,
@@ -95,20 +96,6 @@ async function station(data: SimulatorOptions, opts: { dbUrl?: string; githubHom
       await store?.db.close().catch(() => {});
     },
   };
-}
-
-async function runOf(env: TestEnv, runId: string): Promise<RunInfo> {
-  const r = await runCli(env, ['runs', '--json', '--limit', '50']);
-  assert.equal(r.code, 0, r.stderr);
-  const run = (JSON.parse(r.stdout) as { runs: RunInfo[] }).runs.find((x) => x.runId === runId);
-  assert.ok(run, `run ${runId} is listed`);
-  return run;
-}
-
-async function startSync(env: TestEnv): Promise<string> {
-  const r = await runCli(env, ['run', 'github', '--detach', '--json']);
-  assert.equal(r.code, 0, r.stderr);
-  return (JSON.parse(r.stdout) as RunInfo).runId;
 }
 
 const ended = (env: TestEnv, runId: string) =>

@@ -1,26 +1,15 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { workflowRunSchema } from '../../agent/github/records';
 import { runGithubSync, type GithubSyncOutcome } from '../../agent/github/runGithubSync';
-import type { SimulatorOptions } from '../../simulator/github/githubSimulator';
-import { githubBed, githubSqliteBed, simulatedRepo, storedRepo, type GithubBed } from '../support/githubTestBed';
-import { startTestPostgres, type TestPostgres } from '../support/postgres';
+import { engineBeds, GITHUB_ENGINES, simulatedRepo, storedRepo, type GithubBed } from '../support/githubTestBed';
 
 // The sync as a daily collector, on both engines: a first (full) sync, a simulated day of changes, a
 // second (incremental) sync whose result equals the simulator's data; unchanged data costs almost
 // nothing; a repository not reached continues from its cursor.
 
-let server: TestPostgres;
-before(async () => {
-  server = await startTestPostgres();
-});
-after(async () => {
-  await server?.stop();
-});
-
-const ENGINES = ['postgres', 'sqlite'] as const;
-const bedOn = (engine: (typeof ENGINES)[number], options: SimulatorOptions): Promise<GithubBed> =>
-  engine === 'postgres' ? githubBed(server.url, options) : githubSqliteBed(options);
+const ENGINES = GITHUB_ENGINES;
+const bedOn = engineBeds();
 
 async function sync(
   bed: GithubBed,

@@ -1,27 +1,16 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { MIN_GRAPHQL_PAGE } from '../../agent/github/graphqlPageTooLarge';
 import { REQUEST_TRIES } from '../../agent/github/requestRetry';
 import { runGithubSync } from '../../agent/github/runGithubSync';
-import type { SimulatorOptions } from '../../simulator/github/githubSimulator';
-import { githubBed, githubSqliteBed, simulatedRepo, storedRepo, type GithubBed } from '../support/githubTestBed';
-import { startTestPostgres, type TestPostgres } from '../support/postgres';
+import { engineBeds, GITHUB_ENGINES, simulatedRepo, storedRepo } from '../support/githubTestBed';
 
 // One bad answer does not cost a repository its stage: a dropped connection and a 5xx are tried again
 // per request, and a GraphQL page that takes too long (a 502) is asked again at half the size. On both
 // engines, against the simulator's faults that pass.
 
-let server: TestPostgres;
-before(async () => {
-  server = await startTestPostgres();
-});
-after(async () => {
-  await server?.stop();
-});
-
-const ENGINES = ['postgres', 'sqlite'] as const;
-const bedOn = (engine: (typeof ENGINES)[number], options: SimulatorOptions): Promise<GithubBed> =>
-  engine === 'postgres' ? githubBed(server.url, options) : githubSqliteBed(options);
+const ENGINES = GITHUB_ENGINES;
+const bedOn = engineBeds();
 
 const PAGE = 40;
 const MAX_FIRST = MIN_GRAPHQL_PAGE;

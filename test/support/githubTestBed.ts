@@ -2,8 +2,10 @@ import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { after, before } from 'node:test';
 import pg from 'pg';
 import { memoryLogger } from './memoryLogger';
+import { startTestPostgres, type TestPostgres } from './postgres';
 import { GithubStore } from '../../agent/github/store/githubStore';
 import { migrateGithub } from '../../agent/github/store/migrateGithub';
 import { PostgresGithubDb } from '../../agent/github/store/postgresGithubDb';
@@ -139,4 +141,23 @@ export function simulatedRepo(sim: GithubSimulator, repo: string): { pullRequest
     runs: [...data.runs].sort((a, b) => a.id - b.id),
     jobs: [...data.jobs.values()].flat().sort((a, b) => a.id - b.id),
   };
+}
+
+/** The two engines the sync's store runs on. */
+export const GITHUB_ENGINES = ['postgres', 'sqlite'] as const;
+export type GithubEngine = (typeof GITHUB_ENGINES)[number];
+
+/**
+ * For a test file on both engines: a PostgreSQL server for the file's tests (started before, stopped
+ * after them) and a bed on either engine, a fresh database of that server or a private SQLite file.
+ */
+export function engineBeds(): (engine: GithubEngine, options: SimulatorOptions) => Promise<GithubBed> {
+  let server: TestPostgres | undefined;
+  before(async () => {
+    server = await startTestPostgres();
+  });
+  after(async () => {
+    await server?.stop();
+  });
+  return (engine, options) => (engine === 'postgres' ? githubBed(server!.url, options) : githubSqliteBed(options));
 }
