@@ -250,32 +250,45 @@ test(
   },
 );
 
+/**
+ * Takes the storage away mid-sync and gives it back once the run waits for it; the sync must then
+ * complete with every record once. Gives the run as it was while it waited.
+ */
+async function storageLostMidSync(st: Station, lose: () => unknown, restore: () => unknown): Promise<RunInfo> {
+  const agent = await startAgent(st.env);
+  try {
+    const runId = await startSync(st.env);
+    await midSync(st, runId);
+    await lose();
+    let waiting: RunInfo;
+    try {
+      waiting = await waitsForStorage(st, runId);
+    } finally {
+      await restore();
+    }
+    const done = await ended(st.env, runId);
+    assert.equal(done.status, 'completed', JSON.stringify(done));
+    await assertEveryRecordOnce(st, runId, DATA);
+    return waiting;
+  } finally {
+    agent.child.kill('SIGTERM');
+    await new Promise((resolve) => agent.child.once('exit', resolve));
+    await st.close();
+  }
+}
+
 test(
   'postgres: a restart mid-sync makes the run wait for its storage, then complete with every record once',
   { timeout: 300_000 },
   async () => {
     const st = await station(DATA, { dbUrl: await newDatabase(server.url) });
-    const agent = await startAgent(st.env);
-    try {
-      const runId = await startSync(st.env);
-      await midSync(st, runId);
-      await server.serverDown!();
-      let waiting: RunInfo;
-      try {
-        waiting = await waitsForStorage(st, runId);
-      } finally {
-        await server.serverUp!();
-      }
-      assert.equal(waiting.reason, 'hibernating');
-      assert.equal(waiting.slot, null, 'the slot is free while the storage is away');
-      const done = await ended(st.env, runId);
-      assert.equal(done.status, 'completed', JSON.stringify(done));
-      await assertEveryRecordOnce(st, runId, DATA);
-    } finally {
-      agent.child.kill('SIGTERM');
-      await new Promise((resolve) => agent.child.once('exit', resolve));
-      await st.close();
-    }
+    const waiting = await storageLostMidSync(
+      st,
+      () => server.serverDown!(),
+      () => server.serverUp!(),
+    );
+    assert.equal(waiting.reason, 'hibernating');
+    assert.equal(waiting.slot, null, 'the slot is free while the storage is away');
   },
 );
 
@@ -286,27 +299,13 @@ test(
     const disk = mountSmallTmpfs(t, 24);
     if (disk === null) return t.skip('a full disk needs a tmpfs (root)');
     const st = await station(DATA, { githubHome: disk });
-    const agent = await startAgent(st.env);
     const filler = path.join(disk, 'filler');
-    try {
-      const runId = await startSync(st.env);
-      await midSync(st, runId);
-      fillUp(filler);
-      let waiting: RunInfo;
-      try {
-        waiting = await waitsForStorage(st, runId);
-      } finally {
-        freeUp(filler);
-      }
-      assert.equal(waiting.wait?.kind === 'storage' ? waiting.wait.cause : null, 'disk-full');
-      const done = await ended(st.env, runId);
-      assert.equal(done.status, 'completed', JSON.stringify(done));
-      await assertEveryRecordOnce(st, runId, DATA);
-    } finally {
-      agent.child.kill('SIGTERM');
-      await new Promise((resolve) => agent.child.once('exit', resolve));
-      await st.close();
-    }
+    const waiting = await storageLostMidSync(
+      st,
+      () => fillUp(filler),
+      () => freeUp(filler),
+    );
+    assert.equal(waiting.wait?.kind === 'storage' ? waiting.wait.cause : null, 'disk-full');
   },
 );
 
