@@ -1,5 +1,5 @@
 // `npm run bench [-- name…]`: builds, then runs the benchmarks one after another (all by default),
-// each printing its figures, the targets and a JSON line. Names: slots, slotsPolicies, metrics, diskGate, schedule, flush, protocol, github, githubStatus, memory, pgSlots, pgSlotsThroughput.
+// each printing its figures, the targets and a JSON line. Names: slots, slotsPolicies, metrics, diskGate, schedule, flush, protocol, github, githubStatus, memory, pgSlots, pgSlotsThroughput, history.
 import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
 
@@ -17,6 +17,7 @@ const all = [
   'memory',
   'pgSlots',
   'pgSlotsThroughput',
+  'history',
 ];
 const chosen = process.argv.slice(2).length > 0 ? process.argv.slice(2) : all;
 const unknown = chosen.filter((n) => !all.includes(n));

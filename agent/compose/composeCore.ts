@@ -82,7 +82,7 @@ export function composeCore(config: Config, logger: Logger, inputs: CoreInputs):
     onLost: (pool) => publisher.changed(pool),
   });
   // The run state lives in the spool's database; a state.db of an earlier version is moved in.
-  const store = new RunStore(inputs.telemetry, path.join(config.homeDir, 'state.db'), logger);
+  const store = new RunStore(inputs.telemetry, path.join(config.homeDir, 'state.db'), logger, undefined, config.retention.runs);
   // Pools' cgroups made, and those an earlier agent left taken over or removed, before the run
   // manager adopts that agent's runs.
   const memory = new MemoryCeilings({

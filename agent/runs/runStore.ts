@@ -75,6 +75,7 @@ export function toRunRow(run: StoredRun): RunRow {
  */
 export class RunStore {
   private writes = 0;
+  private readonly keepFinished: number;
   readonly recovered: string | null = null;
 
   constructor(
@@ -82,7 +83,10 @@ export class RunStore {
     legacyFile: string | null,
     private readonly logger: Logger = silent,
     now: () => Date = () => new Date(),
+    /** Retention's count (QUANTILICA_RETENTION_RUNS): the trim never takes the table below it. */
+    retentionRuns = 0,
   ) {
+    this.keepFinished = Math.max(KEEP_FINISHED, retentionRuns);
     if (legacyFile !== null) this.recovered = this.migrate(legacyFile, now);
   }
 
@@ -157,22 +161,42 @@ export class RunStore {
    */
   pruneEnded(olderThan: Date, keep: number, active: ReadonlySet<string>): number {
     const removed = this.spool.withDatabase((db) => {
-      const doomed = db
+      // Each part reads only the rows it may remove (through runs_enqueued), never the whole history:
+      // an ended run is enqueued before it ends, so one that ended before `olderThan` was enqueued before it.
+      const old = db
         .prepare(
-          `WITH ended AS (
-          SELECT run_id, fetcher, enqueued_at, json_extract(body, '$.startedAt') AS started_at,
-            coalesce(json_extract(body, '$.finishedAt'), enqueued_at) AS ended_at,
-            row_number() OVER (ORDER BY enqueued_at DESC) AS newness
-          FROM runs WHERE status NOT IN ('waiting', 'running')),
-        last AS (SELECT fetcher, max(json_extract(body, '$.startedAt')) AS started_at FROM runs GROUP BY fetcher)
-        SELECT e.run_id AS runId FROM ended e JOIN last l ON l.fetcher = e.fetcher
-        WHERE (e.newness > ? OR e.ended_at < ?) AND (e.started_at IS NULL OR l.started_at IS NULL OR e.started_at <> l.started_at)`,
+          `SELECT run_id AS runId, fetcher, json_extract(body, '$.startedAt') AS startedAt FROM runs
+          WHERE enqueued_at < @before AND status NOT IN ('waiting', 'running')
+            AND coalesce(json_extract(body, '$.finishedAt'), enqueued_at) < @before`,
         )
-        .all(keep, olderThan.toISOString()) as Array<{ runId: string }>;
+        .all({ before: olderThan.toISOString() }) as Array<{ runId: string; fetcher: string; startedAt: string | null }>;
+      const ended = (db.prepare(`SELECT count(*) AS n FROM runs WHERE status NOT IN ('waiting', 'running')`).get() as { n: number }).n;
+      const beyond =
+        ended > keep
+          ? (db
+              .prepare(
+                `SELECT run_id AS runId, fetcher, json_extract(body, '$.startedAt') AS startedAt FROM runs
+                WHERE status NOT IN ('waiting', 'running') ORDER BY enqueued_at DESC LIMIT -1 OFFSET ?`,
+              )
+              .all(keep) as Array<{ runId: string; fetcher: string; startedAt: string | null }>)
+          : [];
+      if (old.length === 0 && beyond.length === 0) return 0;
+      const last = new Map(
+        (
+          db.prepare(`SELECT fetcher, max(json_extract(body, '$.startedAt')) AS startedAt FROM runs GROUP BY fetcher`).all() as Array<{
+            fetcher: string;
+            startedAt: string | null;
+          }>
+        ).map((r) => [r.fetcher, r.startedAt]),
+      );
       const remove = db.prepare(`DELETE FROM runs WHERE run_id = ? AND status NOT IN ('waiting', 'running')`);
       let n = 0;
       db.transaction(() => {
-        for (const { runId } of doomed) if (!active.has(runId)) n += remove.run(runId).changes;
+        for (const r of [...old, ...beyond]) {
+          const newest = last.get(r.fetcher) ?? null;
+          if (active.has(r.runId) || (r.startedAt !== null && newest !== null && r.startedAt === newest)) continue;
+          n += remove.run(r.runId).changes;
+        }
       })();
       return n;
     });
@@ -203,17 +227,20 @@ export class RunStore {
 
   /** Each fetcher's last run that completed or failed, and which (`recovered` after a restart). */
   lastOutcomes(): Map<string, 'completed' | 'failed'> {
+    // One seek per fetcher (runs_fetcher, newest first) rather than a correlated maximum per ended run.
     const rows =
       this.spool.withDatabase(
         (db) =>
           db
             .prepare(
-              `SELECT fetcher, status FROM runs r WHERE status IN ('completed', 'failed')
-      AND enqueued_at = (SELECT max(enqueued_at) FROM runs WHERE fetcher = r.fetcher AND status IN ('completed', 'failed'))`,
+              `SELECT f.fetcher, (SELECT status FROM runs WHERE fetcher = f.fetcher AND status IN ('completed', 'failed')
+        ORDER BY enqueued_at DESC LIMIT 1) AS status FROM (SELECT DISTINCT fetcher FROM runs) f`,
             )
-            .all() as Array<{ fetcher: string; status: 'completed' | 'failed' }>,
+            .all() as Array<{ fetcher: string; status: 'completed' | 'failed' | null }>,
       ) ?? [];
-    return new Map(rows.map((r) => [r.fetcher, r.status]));
+    const outcomes = new Map<string, 'completed' | 'failed'>();
+    for (const r of rows) if (r.status !== null) outcomes.set(r.fetcher, r.status);
+    return outcomes;
   }
 
   /** Every finished run's figures the metrics' counters start from (so an agent restart is no counter reset). */
@@ -270,14 +297,14 @@ export class RunStore {
     if (this.writes < TRIM_EVERY) return;
     this.writes = 0;
     try {
-      this.spool.withDatabase((db) =>
-        db
-          .prepare(
-            `DELETE FROM runs WHERE status NOT IN ('waiting', 'running') AND run_id NOT IN
-        (SELECT run_id FROM runs ORDER BY enqueued_at DESC LIMIT ${KEEP_FINISHED})`,
-          )
-          .run(),
-      );
+      this.spool.withDatabase((db) => {
+        // Counted first (an index scan): the delete reads every row, so it runs only when there is a surplus.
+        if ((db.prepare(`SELECT count(*) AS n FROM runs`).get() as { n: number }).n <= this.keepFinished) return;
+        db.prepare(
+          `DELETE FROM runs WHERE status NOT IN ('waiting', 'running') AND run_id NOT IN
+        (SELECT run_id FROM runs ORDER BY enqueued_at DESC LIMIT ${this.keepFinished})`,
+        ).run();
+      });
     } catch (err) {
       this.logger.warn({ err: errorText(err) }, 'cannot trim the run history');
     }

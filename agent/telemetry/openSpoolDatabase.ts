@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Logger } from '../log/logger';
 import { ensurePrivateDir } from './privateDir';
-import { SPOOL_SCHEMA, SPOOL_SCHEMA_VERSION } from './spoolSql';
+import { SPOOL_RUN_INDEXES, SPOOL_SCHEMA, SPOOL_SCHEMA_VERSION } from './spoolSql';
 import { guardSqliteFiles, tightenSqliteFiles } from './sqliteFileGuard';
 
 export interface OpenedSpool {
@@ -121,7 +121,7 @@ function configure(file: string): Database.Database {
     if (version > SPOOL_SCHEMA_VERSION)
       throw new Error(`spool schema version ${version} is newer than this agent's (${SPOOL_SCHEMA_VERSION})`);
     // A write on purpose: a read-only file or directory fails here, at open, and not on the first event.
-    db.exec(`BEGIN IMMEDIATE; ${SPOOL_SCHEMA} PRAGMA user_version = ${SPOOL_SCHEMA_VERSION}; COMMIT;`);
+    db.exec(`BEGIN IMMEDIATE; ${SPOOL_SCHEMA} ${SPOOL_RUN_INDEXES} PRAGMA user_version = ${SPOOL_SCHEMA_VERSION}; COMMIT;`);
     tightenSqliteFiles(file);
     return db;
   } catch (err) {

@@ -58,6 +58,22 @@ CREATE INDEX IF NOT EXISTS runs_status ON runs(status);
 CREATE INDEX IF NOT EXISTS runs_fetcher ON runs(fetcher, enqueued_at);
 `;
 
+/**
+ * Indexes that keep the run history's queries bounded however many ended runs retention keeps (the
+ * newest runs, each fetcher's last start and last success), applied after SPOOL_SCHEMA at every
+ * open. On the JSON body's fields, not new columns: SQLite maintains an index on an expression for
+ * every writer, so an older agent or CLI that writes the same file keeps them right. Additive (an
+ * older agent reads and writes the file as before), so the schema version stays: a higher version
+ * would make an older agent refuse the file. Built once, on the first open of a file without them.
+ */
+export const SPOOL_RUN_INDEXES = `
+CREATE INDEX IF NOT EXISTS runs_enqueued ON runs(enqueued_at);
+CREATE INDEX IF NOT EXISTS runs_fetcher_started ON runs(fetcher, json_extract(body, '$.startedAt'));
+CREATE INDEX IF NOT EXISTS runs_fetcher_finished ON runs(fetcher, status, json_extract(body, '$.finishedAt'));
+-- Covers the metrics' start (every ended run's figures) without reading a JSON body.
+CREATE INDEX IF NOT EXISTS runs_figures ON runs(status, fetcher, json_extract(body, '$.startedAt'), json_extract(body, '$.finishedAt'), json_extract(body, '$.attempt'));
+`;
+
 export const UPSERT_RUN = `
 INSERT INTO runs (run_id, fetcher, status, enqueued_at, owner_pid, owner_start_time, body)
 VALUES (@runId, @fetcher, @status, @enqueuedAt, @ownerPid, @ownerStartTime, @body)
