@@ -155,6 +155,9 @@ interface Figures {
   statusP99: number;
   runsP50: number;
   runsP99: number;
+  /** The same listing as the CLI's request over the protocol: the agent's part of `runs --limit 50`. */
+  listP50: number;
+  listP99: number;
   listed: number;
 }
 
@@ -170,6 +173,8 @@ async function measure(runs: number): Promise<Figures & { fillMs: number }> {
       try {
         const status: number[] = [];
         for (let i = 0; i < STATUS_CALLS; i++) status.push(await timed(() => client.getSnapshot()));
+        const asked: number[] = [];
+        for (let i = 0; i < STATUS_CALLS; i++) asked.push(await timed(() => client.listRuns(50)));
         const listing: number[] = [];
         let listed = 0;
         for (let i = 0; i < CLI_CALLS; i++) {
@@ -185,6 +190,8 @@ async function measure(runs: number): Promise<Figures & { fillMs: number }> {
           statusP99: percentile(status, 99),
           runsP50: percentile(listing, 50),
           runsP99: percentile(listing, 99),
+          listP50: percentile(asked, 50),
+          listP99: percentile(asked, 99),
           listed,
         };
       } finally {
@@ -233,6 +240,10 @@ async function main(): Promise<void> {
     ['runs --limit 50 p50, full store', ms(full.runsP50), `target ≤ 50 ms, ${ratio(full.runsP50, empty.runsP50)}`],
     ['runs --limit 50 p99, full store', ms(full.runsP99), ratio(full.runsP99, empty.runsP99)],
     ['node -e 0, p50', ms(floor), 'the floor of any CLI invocation'],
+    ['runs 50 over the protocol p50, empty store', ms(empty.listP50), `${STATUS_CALLS} requests: the agent's part of the CLI's call`],
+    ['runs 50 over the protocol p99, empty store', ms(empty.listP99), ''],
+    ['runs 50 over the protocol p50, full store', ms(full.listP50), ratio(full.listP50, empty.listP50)],
+    ['runs 50 over the protocol p99, full store', ms(full.listP99), `target ≤ 50 ms, ${ratio(full.listP99, empty.listP99)}`],
   ]);
   const r = (n: number) => Math.round(n * 100) / 100;
   process.stdout.write(
@@ -252,6 +263,10 @@ async function main(): Promise<void> {
       runsP50MsFull: r(full.runsP50),
       runsP99MsFull: r(full.runsP99),
       nodeFloorMs: r(floor),
+      listP50MsEmpty: r(empty.listP50),
+      listP99MsEmpty: r(empty.listP99),
+      listP50MsFull: r(full.listP50),
+      listP99MsFull: r(full.listP99),
       loadAverage: os.loadavg().map(r),
     })}\n`,
   );
