@@ -1,6 +1,7 @@
 import { parseAll, workflowJobSchema, type WorkflowJobRecord } from './records';
-import { repoPath, restPages, type RestPage } from './restPages';
-import type { StageContext } from './stages';
+import { repoPath } from './repoPath';
+import { restPages, type RestPage } from './restPages';
+import type { StageContext } from './stageContext';
 
 /**
  * The jobs of every run of the repository whose stored jobs are not GitHub's any more (another

@@ -1,6 +1,7 @@
 import { MalformedAnswerError, parseAll, parseRun, workflowRunSchema } from './records';
-import { repoPath, restPages } from './restPages';
-import type { StageContext } from './stages';
+import { repoPath } from './repoPath';
+import { restPages } from './restPages';
+import type { StageContext } from './stageContext';
 import type { StoredEtag } from './store/streamStore';
 
 /** GitHub lets a run be re-run up to 30 days after it was created: the listing looks back that far. */

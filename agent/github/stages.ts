@@ -1,22 +1,8 @@
 import { syncFreshJobs } from './freshJobs';
-import type { GithubClient } from './githubClient';
-import type { PendingCounters } from './pendingCounters';
 import { syncRecentRuns } from './recentRuns';
-import type { CheckpointRow, GithubStore, Stage } from './store/githubStore';
-import type { Stream, StreamStore } from './store/streamStore';
-
-/** What one repository's stage works with. */
-export interface StageContext {
-  store: GithubStore;
-  streams: StreamStore;
-  client: GithubClient;
-  syncId: string;
-  pending: PendingCounters;
-  /** The repository's checkpoint row for this stage from an earlier leg, if any. */
-  checkpoint: CheckpointRow | undefined;
-  /** A full load whatever the streams' cursors (`github sync --full`): no If-None-Match either. */
-  full: boolean;
-}
+import type { StageContext } from './stageContext';
+import type { Stage } from './store/githubStore';
+import type { Stream } from './store/streamStore';
 
 /** The checks stage's cursor once every page of runs is stored: what is left is jobs. */
 const JOBS_PHASE = 'jobs';

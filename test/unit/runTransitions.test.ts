@@ -93,6 +93,8 @@ const REFUSALS: Array<[RunMove, StoredRun, RunFields]> = [
   ['lingerOn', stored('running', null), { reason: 'lingering' }],
   ['hibernate', stored('waiting', null), { reason: 'hibernating' }],
   ['hibernate', stored('running', null), { reason: 'retry-backoff' }],
+  ['awaitStorage', stored('waiting', null), { reason: 'hibernating' }],
+  ['awaitStorage', stored('running', null), { reason: 'retry-backoff' }],
   ['wake', stored('waiting', null), { reason: null }],
   ['retryWait', stored('waiting', null), { reason: 'retry-backoff' }],
   ['retryWait', stored('running', null), { reason: 'exit-code' }],

@@ -1,4 +1,4 @@
-import { repoPath } from '../restPages';
+import { repoPath } from '../repoPath';
 import type { GithubDb } from './githubDb';
 
 export type Stream = 'pull_requests' | 'workflow_runs';
