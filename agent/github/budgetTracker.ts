@@ -123,7 +123,10 @@ export class BudgetTracker {
       // GitHub's docs: with remaining 0, not before x-ratelimit-reset.
       error = new RateLimitedError(budget, Math.max(this.now(), this.toLocal(Number(headers['x-ratelimit-reset']))), kind);
     } else if (kind === 'secondary') {
-      error = new RateLimitedError(budget, this.now() + secondaryBackoffMs(this.secondaryStreak), kind, true);
+      // A secondary limit is the token's: met by several requests in flight (both stages, several
+      // repositories) it is one wait, not one each, and only a limit met after it ends waits longer.
+      const active = [...this.blocked.values()].find((b) => b.secondaryBackoff && b.until > this.now());
+      error = new RateLimitedError(budget, active?.until ?? this.now() + secondaryBackoffMs(this.secondaryStreak), kind, true);
     } else {
       const reset = Number(headers['x-ratelimit-reset']);
       error = new RateLimitedError(budget, Number.isFinite(reset) ? Math.max(this.now(), this.toLocal(reset)) : this.now() + 60_000, kind);

@@ -152,7 +152,7 @@ export async function runGithubSync(ctx: GithubSyncContext): Promise<GithubSyncO
       (stage, repo, block) => {
         again.add(`${stage} ${repo}`);
         // A secondary limit met again in this leg waits twice as long as the last (as across legs).
-        if (block.secondaryBackoff && block !== lastSecondary) {
+        if (block.secondaryBackoff && (lastSecondary === null || block.until > lastSecondary.until)) {
           lastSecondary = block;
           budgets.secondaryStreak += 1;
         }

@@ -54,10 +54,16 @@ test('secondary limits: retry-after when given; else 60 s, doubling with each in
   const now = 1_000_000_000_000;
   const t = new BudgetTracker(() => now);
   assert.equal(t.limited('core', { 'retry-after': '30' }, 'secondary').until, now + 30_000);
-  const u = new BudgetTracker(() => now);
+  let at = now;
+  const u = new BudgetTracker(() => at);
   assert.equal(u.limited('core', {}, 'secondary').until, now + 60_000);
+  // Met again by another request while that wait lasts (another stage, a request in flight): the same wait.
+  u.secondaryStreak = 1;
+  assert.equal(u.limited('graphql', {}, 'secondary').until, now + 60_000);
+  // Met again after it: longer.
+  at = now + 60_000;
   u.secondaryStreak = 2;
-  assert.equal(u.limited('graphql', {}, 'secondary').until, now + 240_000);
+  assert.equal(u.limited('graphql', {}, 'secondary').until, at + 240_000);
   assert.deepEqual([0, 1, 2, 3].map(secondaryBackoffMs), [60_000, 120_000, 240_000, 480_000]);
   assert.throws(() => u.reserve('graphql'), RateLimitedError);
 });
