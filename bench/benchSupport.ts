@@ -67,3 +67,20 @@ export async function startAgent(env: NodeJS.ProcessEnv): Promise<ChildProcess> 
   });
   return child;
 }
+
+/**
+ * A bench station's environment under `root`: its own home, lock folder, data folder and catalog,
+ * pools on, quiet logs, no schedule catch-up. `home` defaults to `root/home`.
+ */
+export function benchStationEnv(root: string, catalog: string, home = path.join(root, 'home')): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    HOME: home,
+    QUANTILICA_LOCK_DIR: path.join(root, 'locks'),
+    DATA_DIR: path.join(root, 'data'),
+    CRON_USE_POOLS: 'true',
+    QUANTILICA_CATALOG: catalog,
+    QUANTILICA_LOG_LEVEL: 'warn',
+    QUANTILICA_SCHEDULE_CATCH_UP: 'false',
+  };
+}

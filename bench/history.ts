@@ -8,7 +8,7 @@ import { toRunRow, type StoredRun } from '../agent/runs/runStore';
 import { openAt } from '../agent/telemetry/openSpoolDatabase';
 import { UPSERT_RUN } from '../agent/telemetry/spoolSql';
 import type { RunStatus } from '../shared/protocol';
-import { AGENT_JS, percentile, printTable, startAgent } from './benchSupport';
+import { benchStationEnv, AGENT_JS, percentile, printTable, startAgent } from './benchSupport';
 
 // The history benchmark: the agent with 100,000 ended runs in its run store (the spool's `runs`
 // table, filled with the agent stopped, in one transaction through the store's own row shape and
@@ -42,14 +42,7 @@ function station() {
     JSON.stringify({ fetchers: FETCHERS.map(([name, pool, schedule]) => ({ name, pool, argv: ['/bin/true'], schedule })) }),
   );
   const env = {
-    ...process.env,
-    HOME: home,
-    QUANTILICA_LOCK_DIR: path.join(root, 'locks'),
-    DATA_DIR: path.join(root, 'data'),
-    CRON_USE_POOLS: 'true',
-    QUANTILICA_CATALOG: catalog,
-    QUANTILICA_LOG_LEVEL: 'warn',
-    QUANTILICA_SCHEDULE_CATCH_UP: 'false',
+    ...benchStationEnv(root, catalog, home),
     QUANTILICA_TELEMETRY_SPOOL: path.join(home, '.quantilica', 'telemetry_spool.db'),
     // Kept: every filled run is younger than a year and fewer than this many.
     QUANTILICA_RETENTION_DAYS: '365',

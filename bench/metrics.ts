@@ -9,7 +9,7 @@ import { POOL_NAMES } from '../shared/protocol';
 import type { Logger } from '../agent/log/logger';
 import { toRunRow, type StoredRun } from '../agent/runs/runStore';
 import { Spool } from '../agent/telemetry/spool';
-import { cpuTicks, percentile, printTable, startAgent } from './benchSupport';
+import { benchStationEnv, cpuTicks, percentile, printTable, startAgent } from './benchSupport';
 
 // The metrics benchmark: `GET /metrics` of the real agent (QUANTILICA_METRICS_LISTEN on the
 // loopback) with 100 catalog fetchers, each scheduled under a lateness check (the heaviest gauges), and
@@ -56,14 +56,7 @@ async function station() {
   fs.writeFileSync(catalog, JSON.stringify({ fetchers }));
   const port = await freePort();
   const env = {
-    ...process.env,
-    HOME: path.join(root, 'home'),
-    QUANTILICA_LOCK_DIR: path.join(root, 'locks'),
-    DATA_DIR: path.join(root, 'data'),
-    CRON_USE_POOLS: 'true',
-    QUANTILICA_CATALOG: catalog,
-    QUANTILICA_LOG_LEVEL: 'warn',
-    QUANTILICA_SCHEDULE_CATCH_UP: 'false',
+    ...benchStationEnv(root, catalog),
     QUANTILICA_RETENTION_RUNS: String(HISTORY * 2),
     QUANTILICA_METRICS_LISTEN: `127.0.0.1:${port}`,
     CRON_DISK_PAUSE_GB: '0.0001',

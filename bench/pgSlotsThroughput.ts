@@ -4,7 +4,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { connectAgent } from '../agent/client/agentClient';
 import { startTestPostgres } from '../test/support/postgres';
-import { printTable, startAgent } from './benchSupport';
+import { benchStationEnv, printTable, startAgent } from './benchSupport';
 
 // The postgres slot backend's throughput figure: no-op runs (/bin/true) through the three pools (3+2+6 slots): one
 // station on the file backend for reference, then shared in PostgreSQL by one station, then by three stations (three agents, own homes and lock dirs, one
@@ -23,14 +23,7 @@ function station(url: string, name: string, backend: 'file' | 'postgres') {
   const catalog = path.join(root, 'catalog.json');
   fs.writeFileSync(catalog, JSON.stringify({ fetchers: POOLS.map(([fetcher, pool]) => ({ name: fetcher, pool, argv: ['/bin/true'] })) }));
   const env = {
-    ...process.env,
-    HOME: path.join(root, 'home'),
-    QUANTILICA_LOCK_DIR: path.join(root, 'locks'),
-    DATA_DIR: path.join(root, 'data'),
-    CRON_USE_POOLS: 'true',
-    QUANTILICA_CATALOG: catalog,
-    QUANTILICA_LOG_LEVEL: 'warn',
-    QUANTILICA_SCHEDULE_CATCH_UP: 'false',
+    ...benchStationEnv(root, catalog),
     CRON_DISK_PAUSE_GB: '0.0001',
     CRON_DISK_WARN_GB: '0.0002',
     CRON_DISK_RESUME_GB: '0.0002',

@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { connectAgent } from '../agent/client/agentClient';
-import { percentile, printTable, sampleIdle, startAgent } from './benchSupport';
+import { benchStationEnv, percentile, printTable, sampleIdle, startAgent } from './benchSupport';
 
 // The slots benchmark, in one run on one machine: 1,000 no-op runs through the three pools (3+2+6
 // slots) by
@@ -38,14 +38,7 @@ function station(policy: EntryPolicy = {}) {
   const catalog = path.join(root, 'catalog.json');
   fs.writeFileSync(catalog, JSON.stringify({ fetchers: POOLS.map(([name, pool]) => ({ name, pool, argv: ['/bin/true'], ...policy })) }));
   const env = {
-    ...process.env,
-    HOME: path.join(root, 'home'),
-    QUANTILICA_LOCK_DIR: path.join(root, 'locks'),
-    DATA_DIR: path.join(root, 'data'),
-    CRON_USE_POOLS: 'true',
-    QUANTILICA_CATALOG: catalog,
-    QUANTILICA_LOG_LEVEL: 'warn',
-    QUANTILICA_SCHEDULE_CATCH_UP: 'false',
+    ...benchStationEnv(root, catalog),
     CRON_DISK_PAUSE_GB: '0.0001',
     CRON_DISK_WARN_GB: '0.0002',
     CRON_DISK_RESUME_GB: '0.0002',
