@@ -275,6 +275,6 @@ function metricsSources(
     spool,
     sync: () => github.info(),
     githubTotals: () => github.totals(),
-    finished: () => store.finishedFigures(),
+    finished: () => store.endedTotals(),
   };
 }

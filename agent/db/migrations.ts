@@ -4,6 +4,7 @@ import { migration002 } from '../telemetry/migrations/002_run_memory';
 import { migration003 } from '../slots/migrations/003_slot_backend';
 import { migration004 } from '../slots/migrations/004_run_cancel';
 import { migration005 } from '../telemetry/migrations/005_run_attempts';
+import { migration006 } from '../slots/migrations/006_take_slot';
 
 /**
  * Every migration of the one PostgreSQL schema, in order, whichever part owns it (the telemetry its
@@ -13,4 +14,4 @@ import { migration005 } from '../telemetry/migrations/005_run_attempts';
  * so a part's migrations are never applied on their own. Append new ones with the next version; never
  * edit or reorder a released one.
  */
-export const MIGRATIONS: readonly Migration[] = [migration001, migration002, migration003, migration004, migration005];
+export const MIGRATIONS: readonly Migration[] = [migration001, migration002, migration003, migration004, migration005, migration006];

@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { KeptExposition } from './keptExposition';
+import { RUN_DURATION_BUCKETS, type RunTotals } from './runTotals';
 import type {
   DiskGateState,
   DiskStatus,
@@ -29,8 +30,8 @@ export interface MetricsSources {
    * sync's store has answered.
    */
   githubTotals(): GithubTotals | null;
-  /** Finished runs already in the run store: the counters start from them, so a restart is no reset. */
-  finished(): Array<{ fetcher: string; status: string; startedAt: string | null; finishedAt: string | null; attempt: number | null }>;
+  /** What the runs already ended in the run store add: the counters start from it, so a restart is no reset. */
+  finished(): RunTotals;
 }
 
 export interface GithubTotals {
@@ -46,8 +47,6 @@ const MAX_SYNCS = 64;
 
 const TERMINAL = new Set<RunInfo['status']>(['completed', 'failed', 'cancelled', 'skipped']);
 const GATE_STATES: readonly DiskGateState[] = ['ok', 'warn', 'paused', 'unknown'];
-/** A fetcher runs from seconds to hours: buckets from 1 s to 12 h. */
-const DURATION_BUCKETS = [1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200];
 /** Finished runs remembered so a republished end is not counted twice. */
 const MAX_COUNTED = 4096;
 /**
@@ -108,7 +107,7 @@ export class AgentMetrics {
       name: 'quantilica_run_duration_seconds',
       help: 'Wall time of ended runs, from start to finish.',
       labelNames: ['fetcher'],
-      buckets: DURATION_BUCKETS,
+      buckets: [...RUN_DURATION_BUCKETS],
       registers: ends,
     });
     this.retries = new Counter({
@@ -267,41 +266,32 @@ export class AgentMetrics {
   }
 
   /**
-   * The store's ended runs, counted as `count` would one by one, but with one increment per label set
-   * and the histogram's child per fetcher: the history can hold a hundred thousand runs at start.
+   * The store's ended runs, counted as `count` would one by one, from their totals: one increment per
+   * label set, and per duration bucket its runs observed at their mean (which keeps each bucket's
+   * count and the sum) through the fetcher's child.
    */
-  private countStored(
-    runs: Array<{ fetcher: string; status: string; startedAt: string | null; finishedAt: string | null; attempt?: number | null }>,
-  ): void {
-    if (runs.length === 0) return;
+  private countStored({ ends, durations }: RunTotals): void {
+    if (ends.length === 0) return;
     this.ends.changed();
     this.perFetcher.changed();
-    const finished = new Map<string, { fetcher: string; outcome: string; n: number }>();
     const retries = new Map<string, number>();
-    const durations = new Map<string, ReturnType<Histogram['labels']>>();
-    for (const run of runs) {
-      const key = `${run.fetcher}\0${run.status}`;
-      const f = finished.get(key) ?? { fetcher: run.fetcher, outcome: run.status, n: 0 };
-      f.n += 1;
-      finished.set(key, f);
-      if (run.status === 'completed' && run.finishedAt) {
-        const at = Date.parse(run.finishedAt);
-        if (Number.isFinite(at) && at > (this.lastSuccess.get(run.fetcher) ?? -Infinity)) this.lastSuccess.set(run.fetcher, at);
-      }
-      if (run.startedAt && run.finishedAt) {
-        const seconds = (Date.parse(run.finishedAt) - Date.parse(run.startedAt)) / 1000;
-        if (Number.isFinite(seconds) && seconds >= 0) {
-          let child = durations.get(run.fetcher);
-          if (!child) durations.set(run.fetcher, (child = this.duration.labels({ fetcher: run.fetcher })));
-          child.observe(seconds);
-        }
+    for (const e of ends) {
+      this.finished.inc({ fetcher: e.fetcher, outcome: e.status }, e.runs);
+      if (e.status === 'completed' && e.lastFinished) {
+        const at = Date.parse(e.lastFinished);
+        if (Number.isFinite(at) && at > (this.lastSuccess.get(e.fetcher) ?? -Infinity)) this.lastSuccess.set(e.fetcher, at);
       }
       // A skipped run without retries leaves the counter unborn, as `count` does.
-      const tries = Math.max(0, (run.attempt ?? 1) - 1);
-      if (tries > 0 || run.status !== 'skipped') retries.set(run.fetcher, (retries.get(run.fetcher) ?? 0) + tries);
+      if (e.retries > 0 || e.status !== 'skipped') retries.set(e.fetcher, (retries.get(e.fetcher) ?? 0) + e.retries);
     }
-    for (const f of finished.values()) this.finished.inc({ fetcher: f.fetcher, outcome: f.outcome }, f.n);
     for (const [fetcher, n] of retries) this.retries.inc({ fetcher }, n);
+    for (const d of durations) {
+      if (d.runs <= 0) continue;
+      const child = this.duration.labels({ fetcher: d.fetcher });
+      // The mean of values in a bucket is in it; the bound caps a rounding above it.
+      const mean = Math.min(d.seconds / d.runs, RUN_DURATION_BUCKETS[d.bucket] ?? Infinity);
+      for (let i = 0; i < d.runs; i++) child.observe(mean);
+    }
   }
 
   private count(run: {

@@ -2,9 +2,11 @@ import Database from 'better-sqlite3';
 import * as fs from 'node:fs';
 import type { RunInfo } from '../../shared/protocol';
 import type { Logger } from '../log/logger';
+import type { RunTotals } from '../metrics/runTotals';
 import { errorText, isCorruptionError, moveAside } from '../telemetry/openSpoolDatabase';
 import type { RunRow, Spool } from '../telemetry/spool';
 import { importRuns } from '../telemetry/spoolCopy';
+import { SELECT_RUN_DURATIONS, SELECT_RUN_TOTALS } from '../telemetry/runTotalsSql';
 import { SELECT_ALL_RUNS } from '../telemetry/spoolSql';
 import { guardSqliteFiles } from '../telemetry/sqliteFileGuard';
 
@@ -243,30 +245,16 @@ export class RunStore {
     return outcomes;
   }
 
-  /** Every finished run's figures the metrics' counters start from (so an agent restart is no counter reset). */
-  finishedFigures(): Array<{
-    fetcher: string;
-    status: string;
-    startedAt: string | null;
-    finishedAt: string | null;
-    attempt: number | null;
-  }> {
+  /**
+   * What every ended run adds to the metrics' counters (kept by the spool's triggers as runs end), so
+   * an agent restart is no counter reset: a few dozen rows however long the history.
+   */
+  endedTotals(): RunTotals {
     return (
-      this.spool.withDatabase(
-        (db) =>
-          db
-            .prepare(
-              `SELECT fetcher, status, json_extract(body, '$.startedAt') AS startedAt,
-      json_extract(body, '$.finishedAt') AS finishedAt, json_extract(body, '$.attempt') AS attempt FROM runs WHERE status NOT IN ('waiting', 'running')`,
-            )
-            .all() as Array<{
-            fetcher: string;
-            status: string;
-            startedAt: string | null;
-            finishedAt: string | null;
-            attempt: number | null;
-          }>,
-      ) ?? []
+      this.spool.withDatabase((db) => ({
+        ends: db.prepare(SELECT_RUN_TOTALS).all() as RunTotals['ends'],
+        durations: db.prepare(SELECT_RUN_DURATIONS).all() as RunTotals['durations'],
+      })) ?? { ends: [], durations: [] }
     );
   }
 

@@ -4,7 +4,6 @@ import * as path from 'node:path';
 import * as readline from 'node:readline';
 import pg from 'pg';
 import { KeeperExit } from '../helperExitCodes';
-import { poolState, slotNumbers } from './pgSlotSql';
 
 // The lock keeper of a station for the postgres backend (bundled as dist/pgSlotKeeper.js): one
 // process holds every slot the station's runs hold, each slot on a PostgreSQL session of its own
@@ -193,34 +192,18 @@ function session(): { client: Promise<pg.Client>; spare: boolean } {
 }
 
 /**
- * Takes a free slot of the pool, unless the pool is full counting holders beyond a shrunk size. The
- * slot numbers are the pool's first free numbers that no other role blocks (slotNumbers).
+ * Takes a free slot of the pool, unless the pool is full counting holders beyond a shrunk size, in one
+ * round trip (core.take_slot): the slot numbers are the pool's first free numbers that no other role
+ * blocks (slotNumbers), and the count under the lock decides.
  */
 async function take(client: pg.Client, pool: string, runId: string): Promise<number | null> {
-  const { slots, lockKey, held: holding, blocked } = await poolState(client, pool);
-  if (holding.length >= slots) return null;
-  const taken = new Set(holding);
-  for (const index of slotNumbers(slots, blocked)) {
-    if (taken.has(index)) continue;
-    const got =
-      (await client.query<{ ok: boolean }>('SELECT pg_catalog.pg_try_advisory_lock($1, $2) AS ok', [lockKey, index])).rows[0]?.ok === true;
-    if (!got) continue;
-    // Under the lock: count again (another station may have taken a slot meanwhile, or the pool shrunk).
-    const now = await poolState(client, pool);
-    // The count decides; a number beyond a shrunk size is only shown as such.
-    if (now.held.length > now.slots) {
-      await client.query('SELECT pg_catalog.pg_advisory_unlock($1, $2)', [lockKey, index]);
-      return null;
-    }
-    await client.query(
-      `INSERT INTO core.slot_holder (pool, slot, station, keeper_pid, run_id, backend_pid) VALUES ($1, $2, $3, $4, $5, pg_catalog.pg_backend_pid())
-      ON CONFLICT (pool, slot) DO UPDATE SET station = EXCLUDED.station, keeper_pid = EXCLUDED.keeper_pid, pid = NULL, run_id = EXCLUDED.run_id,
-        fetcher = NULL, since = now(), backend_pid = EXCLUDED.backend_pid`,
-      [pool, index, station, process.pid, runId],
-    );
-    return index;
-  }
-  return null;
+  const { rows } = await client.query<{ slot: number | null }>('SELECT core.take_slot($1, $2, $3, $4) AS slot', [
+    pool,
+    station,
+    process.pid,
+    runId,
+  ]);
+  return rows[0]?.slot ?? null;
 }
 
 /** The slot's lifeline ended (its fetcher's last process is gone), or its session did: the slot is free. */

@@ -232,24 +232,31 @@ export class PgSlotPool implements PoolBackend {
     if (this.waiters.length === 0) return;
     const { backend } = this.opts;
     const { pool, held, queue } = await backend.use(async (client) => {
-      for (const w of [...this.waiters]) {
-        if (w.ticket !== null && w.generation === backend.generation) continue;
-        const row = (
-          await client.query<{ ticket: string }>(
-            'INSERT INTO core.slot_waiter (pool, station, agent_pid, run_id, backend_pid) VALUES ($1, $2, $3, $4, pg_catalog.pg_backend_pid()) RETURNING ticket::text',
-            [this.name, backend.station, process.pid, w.runId],
-          )
-        ).rows[0];
+      const newcomers = this.waiters.filter((w) => w.ticket === null || w.generation !== backend.generation);
+      const state = await poolState(client, this.name, {
+        station: backend.station,
+        agentPid: process.pid,
+        runIds: newcomers.map((w) => w.runId),
+      });
+      const dropped = new Set<string>();
+      for (const w of newcomers) {
+        const ticket = state.tickets.get(w.runId) ?? null;
         if (!this.waiters.includes(w)) {
           // It left (cancel, timeout) while its ticket was being made: the ticket must not hold up the queue.
-          await client.query('DELETE FROM core.slot_waiter WHERE ticket = $1::bigint', [row?.ticket]);
+          if (ticket !== null) {
+            await client.query('DELETE FROM core.slot_waiter WHERE ticket = $1::bigint', [ticket]);
+            dropped.add(ticket);
+          }
           continue;
         }
-        w.ticket = row?.ticket ?? null;
+        w.ticket = ticket;
         w.generation = backend.generation;
       }
-      const state = await poolState(client, this.name, true);
-      return { pool: { slots: state.slots, lockKey: state.lockKey }, held: state.held, queue: state.queue };
+      return {
+        pool: { slots: state.slots, lockKey: state.lockKey },
+        held: state.held,
+        queue: state.queue.filter((t) => !dropped.has(t)),
+      };
     });
     backend.setPool(this.name, pool);
     this.lastError = null;

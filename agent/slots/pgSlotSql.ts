@@ -9,19 +9,6 @@ import type pg from 'pg';
  */
 export const MAX_POOL_SLOTS = 256;
 
-/**
- * Advisory locks of a pool as pg_locks shows them: two-int form, classid = lock_key, objid = slot.
- * Any role that may connect can take advisory locks on any key, so only sessions of our own role (the
- * stations' role) count as holders; a lock of another role is reported as such, so its slot number is
- * skipped without being counted. A session not (yet) in pg_stat_activity counts as ours: over-counting
- * only delays a grant. objid is an oid (unsigned 32 bits): read as bigint, never as integer.
- */
-const HELD_SLOTS = `SELECT l.objid::bigint AS slot, (a.usename IS NULL OR a.usename = session_user) AS own
-  FROM pg_catalog.pg_locks l LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
-  WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.classid = $1::integer::oid
-    AND l.objid::bigint < ${MAX_POOL_SLOTS}
-    AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())`;
-
 export interface PoolRow {
   slots: number;
   lockKey: number;
@@ -48,34 +35,57 @@ export interface PoolLocks {
   blocked: number[];
 }
 
-/** A pool's row, its locks and (for the agent) its live queue of tickets, read in one statement. */
+/** A pool's row, its locks and its live queue of tickets, read in one statement. */
 export interface PoolState extends PoolRow, PoolLocks {
   /** Tickets of waiters whose session lives, in queue order. */
   queue: string[];
+  /** The tickets the same statement gave the newcomers, by run id. */
+  tickets: Map<string, string>;
 }
 
-// One round trip instead of three: under load each round trip is a wake-up of the server's backend and
-// of this process, and an acquire's latency is mostly those.
+/** Waiters of this agent that need a ticket: their run ids, in the order they came. */
+export interface Newcomers {
+  station: string;
+  agentPid: number;
+  runIds: readonly string[];
+}
+
+// One round trip instead of four (the newcomers' tickets, the pool's row, its locks, its queue): under
+// load each round trip is a wake-up of the server's backend and of this process, and an acquire's
+// latency is mostly those. The locks are read as core.take_slot reads them (migrations/006_take_slot.ts
+// says why so). The new tickets are not in the statement's snapshot of the queue: they come after it,
+// in their order (nobody's ticket can be newer and already seen). A pool not in core.pool gets none.
 const POOL_STATE = `WITH p AS (SELECT slots, lock_key FROM core.pool WHERE name = $1),
   l AS (SELECT l.objid::bigint AS slot, (a.usename IS NULL OR a.usename = session_user) AS own
     FROM p, pg_catalog.pg_locks l LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.classid = p.lock_key::integer::oid
       AND l.objid::bigint < ${MAX_POOL_SLOTS}
-      AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()))
+      AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())),
+  t AS (INSERT INTO core.slot_waiter (pool, station, agent_pid, run_id, backend_pid)
+    SELECT $1, $2, $3, u.run_id, pg_catalog.pg_backend_pid() FROM unnest($4::text[]) WITH ORDINALITY AS u(run_id, i)
+    WHERE EXISTS (SELECT 1 FROM p) ORDER BY u.i
+    RETURNING ticket, run_id)
   SELECT p.slots, p.lock_key,
     coalesce((SELECT array_agg(l.slot::text) FROM l WHERE l.own), '{}') AS held,
     coalesce((SELECT array_agg(l.slot::text) FROM l WHERE NOT l.own), '{}') AS blocked,
-    CASE WHEN $2::boolean THEN coalesce((SELECT array_agg(w.ticket::text ORDER BY w.ticket) FROM core.slot_waiter w WHERE w.pool = $1
-      AND EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = w.backend_pid)), '{}') ELSE '{}' END AS queue
+    coalesce((SELECT array_agg(w.ticket::text ORDER BY w.ticket) FROM core.slot_waiter w WHERE w.pool = $1
+      AND EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = w.backend_pid)), '{}') AS queue,
+    coalesce((SELECT array_agg(t.ticket::text ORDER BY t.ticket) FROM t), '{}') AS new_tickets,
+    coalesce((SELECT array_agg(t.run_id ORDER BY t.ticket) FROM t), '{}') AS new_runs
   FROM p`;
 
-/** The pool's row and locks in one statement; with `withQueue`, also its live queue of tickets. */
-export async function poolState(client: pg.ClientBase, name: string, withQueue = false): Promise<PoolState> {
+/** Tickets for the newcomers, then the pool's row, locks and live queue, in one statement. */
+export async function poolState(client: pg.ClientBase, name: string, newcomers: Newcomers): Promise<PoolState> {
   const row = (
-    await client.query<{ slots: number; lock_key: number; held: string[]; blocked: string[]; queue: string[] }>(POOL_STATE, [
-      name,
-      withQueue,
-    ])
+    await client.query<{
+      slots: number;
+      lock_key: number;
+      held: string[];
+      blocked: string[];
+      queue: string[];
+      new_tickets: string[];
+      new_runs: string[];
+    }>(POOL_STATE, [name, newcomers.station, newcomers.agentPid, newcomers.runIds])
   ).rows[0];
   if (!row) throw new Error(`pool ${name} is not in core.pool`);
   return {
@@ -83,29 +93,9 @@ export async function poolState(client: pg.ClientBase, name: string, withQueue =
     lockKey: row.lock_key,
     held: row.held.map(Number),
     blocked: row.blocked.map(Number),
-    queue: row.queue,
+    queue: [...row.queue, ...row.new_tickets],
+    tickets: new Map(row.new_runs.map((runId, i) => [runId, row.new_tickets[i]])),
   };
-}
-
-export async function poolLocks(client: pg.ClientBase, lockKey: number): Promise<PoolLocks> {
-  const rows = (await client.query<{ slot: string; own: boolean }>(HELD_SLOTS, [lockKey])).rows;
-  return { held: rows.filter((r) => r.own).map((r) => Number(r.slot)), blocked: rows.filter((r) => !r.own).map((r) => Number(r.slot)) };
-}
-
-/** Slot numbers whose advisory lock a session of our role holds now (any station). */
-export async function heldSlots(client: pg.ClientBase, lockKey: number): Promise<number[]> {
-  return (await poolLocks(client, lockKey)).held;
-}
-
-/**
- * The numbers a pool of `slots` slots uses: the first `slots` in [0, MAX_POOL_SLOTS) that no other
- * role blocks, so a foreign lock on slot 0 moves a slot to the next free number instead of taking it.
- */
-export function slotNumbers(slots: number, blocked: readonly number[]): number[] {
-  const skip = new Set(blocked);
-  const out: number[] = [];
-  for (let n = 0; n < MAX_POOL_SLOTS && out.length < slots; n++) if (!skip.has(n)) out.push(n);
-  return out;
 }
 
 /** Rows of sessions that are gone: their locks died with them, their rows only mislead a reader. */

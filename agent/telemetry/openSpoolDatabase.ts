@@ -3,7 +3,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Logger } from '../log/logger';
 import { ensurePrivateDir } from './privateDir';
-import { SPOOL_RUN_INDEXES, SPOOL_SCHEMA, SPOOL_SCHEMA_VERSION } from './spoolSql';
+import { RUN_TOTALS_SEEDED, SEED_RUN_TOTALS, SPOOL_RUN_TOTALS } from './runTotalsSql';
+import { SELECT_META, SPOOL_RUN_INDEXES, SPOOL_SCHEMA, SPOOL_SCHEMA_VERSION } from './spoolSql';
 import { guardSqliteFiles, tightenSqliteFiles } from './sqliteFileGuard';
 
 export interface OpenedSpool {
@@ -121,7 +122,9 @@ function configure(file: string): Database.Database {
     if (version > SPOOL_SCHEMA_VERSION)
       throw new Error(`spool schema version ${version} is newer than this agent's (${SPOOL_SCHEMA_VERSION})`);
     // A write on purpose: a read-only file or directory fails here, at open, and not on the first event.
-    db.exec(`BEGIN IMMEDIATE; ${SPOOL_SCHEMA} ${SPOOL_RUN_INDEXES} PRAGMA user_version = ${SPOOL_SCHEMA_VERSION}; COMMIT;`);
+    db.exec(`BEGIN IMMEDIATE; ${SPOOL_SCHEMA} ${SPOOL_RUN_INDEXES} ${SPOOL_RUN_TOTALS}`);
+    if (db.prepare(SELECT_META).get(RUN_TOTALS_SEEDED) === undefined) db.exec(SEED_RUN_TOTALS);
+    db.exec(`PRAGMA user_version = ${SPOOL_SCHEMA_VERSION}; COMMIT;`);
     tightenSqliteFiles(file);
     return db;
   } catch (err) {

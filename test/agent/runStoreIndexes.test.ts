@@ -7,6 +7,7 @@ import { Spool } from '../../agent/telemetry/spool';
 import { INSERT_EVENT, SPOOL_SCHEMA, SPOOL_SCHEMA_VERSION, UPSERT_RUN } from '../../agent/telemetry/spoolSql';
 import { makeTestEnv } from '../support/harness';
 import { memoryLogger } from '../support/memoryLogger';
+import { storedRun } from '../support/storedRun';
 
 const FETCHERS = ['sidra', 'anac', 'ibge'];
 const START = Date.parse('2026-01-01T00:00:00Z');
@@ -14,28 +15,18 @@ const START = Date.parse('2026-01-01T00:00:00Z');
 /** An ended run `n` minutes after START; every fourth run failed. */
 function ended(n: number, status: StoredRun['status'] = n % 4 === 1 ? 'failed' : 'completed'): StoredRun {
   const at = (ms: number) => new Date(START + n * 60_000 + ms).toISOString();
-  return {
-    runId: `ix${String(n).padStart(6, '0')}-0123abcd`,
-    fetcher: FETCHERS[n % FETCHERS.length],
-    pool: 'network-light',
-    status,
-    trigger: 'schedule',
-    args: [],
-    enqueuedAt: at(0),
-    startedAt: status === 'skipped' ? null : at(100),
-    finishedAt: at(5000),
-    slot: 0,
-    pid: 1000 + n,
-    exitCode: status === 'completed' ? 0 : 1,
-    signal: null,
-    reason: status === 'failed' ? 'exit-code' : null,
-    wait: null,
-    logPath: null,
-    startTime: 10 + n,
-    statusFile: null,
-    ownerPid: 1,
-    ownerStartTime: 1,
-  };
+  return storedRun(
+    {
+      runId: `ix${String(n).padStart(6, '0')}-0123abcd`,
+      fetcher: FETCHERS[n % FETCHERS.length],
+      status,
+      enqueuedAt: at(0),
+      pid: 1000 + n,
+      startTime: 10 + n,
+    },
+    at(100),
+    4.9,
+  );
 }
 
 /** A spool file as the agent before the run indexes left it: the version-2 schema, runs and events. */
@@ -121,7 +112,11 @@ test('a spool of an earlier agent gets the run indexes without losing a row, and
       FETCHERS.some((f) => store.lastOutcomes().get(f) === 'failed') && FETCHERS.some((f) => store.lastOutcomes().get(f) === 'completed'),
       'the data has both last outcomes',
     );
-    assert.equal(store.finishedFigures().length, count);
+    assert.equal(
+      store.endedTotals().ends.reduce((n, e) => n + e.runs, 0),
+      count,
+      'every ended run in the totals',
+    );
 
     // A writer that knows nothing of the indexes (an older CLI on the same file): SQLite keeps them right.
     const older = new Database(file);

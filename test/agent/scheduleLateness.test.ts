@@ -8,12 +8,13 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import type { Change, OperatorEvent, RunInfo, ScheduleEntry } from '../../shared/protocol';
 import { OperatorEvents } from '../../agent/events/operatorEvents';
-import { RunStore, type StoredRun } from '../../agent/runs/runStore';
+import { RunStore } from '../../agent/runs/runStore';
 import { Schedule } from '../../agent/schedule/schedule';
 import type { ScheduleTarget } from '../../agent/schedule/scheduleTarget';
 import { Spool } from '../../agent/telemetry/spool';
 import { ManualClock } from '../support/manualClock';
 import { memoryLogger } from '../support/memoryLogger';
+import { storedRun } from '../support/storedRun';
 
 const at = (hhmm: string) => new Date(`2026-03-02T${hhmm}:00.000Z`);
 
@@ -26,28 +27,11 @@ function station() {
   /** A run of `fetcher` as the run manager would have saved it. */
   const record = (fetcher: string, status: RunInfo['status'], start: Date, end: Date) => {
     n += 1;
-    const run: StoredRun = {
-      runId: `run-${n}`,
-      fetcher,
-      pool: 'heavy-io',
-      status,
-      trigger: 'schedule',
-      args: [],
-      enqueuedAt: start.toISOString(),
-      startedAt: start.toISOString(),
-      finishedAt: end.toISOString(),
-      slot: 0,
-      pid: 1000 + n,
-      exitCode: status === 'completed' ? 0 : 1,
-      signal: null,
-      reason: status === 'failed' ? 'exit-code' : null,
-      wait: null,
-      logPath: null,
-      startTime: 1,
-      statusFile: null,
-      ownerPid: process.pid,
-      ownerStartTime: 1,
-    };
+    const run = storedRun(
+      { runId: `run-${n}`, fetcher, status, pool: 'heavy-io', pid: 1000 + n, startTime: 1, ownerPid: process.pid },
+      start.toISOString(),
+      (end.getTime() - start.getTime()) / 1000,
+    );
     return store.save(run);
   };
   return { root, logger, spool, store, record };

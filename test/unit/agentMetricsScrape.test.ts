@@ -41,15 +41,10 @@ function sources() {
     githubTotals: () => null,
     finished: () => {
       calls.finished += 1;
-      return [
-        {
-          fetcher: 'nightly',
-          status: 'completed',
-          startedAt: '2026-01-01T03:00:00.000Z',
-          finishedAt: '2026-01-01T03:00:10.000Z',
-          attempt: 1,
-        },
-      ];
+      return {
+        ends: [{ fetcher: 'nightly', status: 'completed', runs: 1, retries: 0, lastFinished: '2026-01-01T03:00:10.000Z' }],
+        durations: [{ fetcher: 'nightly', bucket: 2, runs: 1, seconds: 10 }],
+      };
     },
   };
   return { s, calls, schedule };
