@@ -1,4 +1,5 @@
-import pg from 'pg';
+import type pg from 'pg';
+import { loadPg } from '../db/loadPg';
 import { ErrorCodes, type RunInfo } from '../../shared/protocol';
 import { ClientError, InvalidArgumentError, UnknownRunError } from '../errors';
 import { ExitCode } from '../exitCodes';
@@ -67,7 +68,7 @@ export class PgRunCancel {
 
   private async connect(): Promise<void> {
     if (this.closed) return;
-    const client = new pg.Client({
+    const client = new (loadPg().Client)({
       connectionString: this.backend.url,
       application_name: `quantilica-cancel ${this.backend.station}`,
       keepAlive: true,

@@ -1,4 +1,5 @@
-import pg from 'pg';
+import type pg from 'pg';
+import { loadPg } from '../db/loadPg';
 import { ConfigError } from '../config/configError';
 import { redactCredentials } from '../config/redact';
 import type { Logger } from '../log/logger';
@@ -150,7 +151,7 @@ export class PgSlotBackend {
   }
 
   private async connect(): Promise<pg.Client> {
-    const client = new pg.Client({
+    const client = new (loadPg().Client)({
       connectionString: this.opts.url,
       application_name: `quantilica-agent ${this.opts.station}`,
       keepAlive: true,

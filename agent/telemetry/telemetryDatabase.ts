@@ -1,4 +1,5 @@
-import pg from 'pg';
+import type pg from 'pg';
+import { loadPg } from '../db/loadPg';
 import type { Logger } from '../log/logger';
 import { errorText } from './openSpoolDatabase';
 
@@ -27,7 +28,7 @@ export class TelemetryDatabase {
 
   constructor(private readonly options: TelemetryDatabaseOptions) {
     const queryTimeout = options.queryTimeoutMs ?? 60_000;
-    this.pool = new pg.Pool({
+    this.pool = new (loadPg().Pool)({
       connectionString: options.url,
       max: 2,
       idleTimeoutMillis: 30_000,

@@ -1,4 +1,5 @@
-import pg from 'pg';
+import type pg from 'pg';
+import { loadPg } from '../../db/loadPg';
 import type { Logger } from '../../log/logger';
 import type { GithubDb, SqlRunner, SqlValue } from './githubDb';
 
@@ -25,7 +26,7 @@ export class PostgresGithubDb implements GithubDb {
   constructor(options: PostgresGithubDbOptions) {
     this.poolSize = options.poolSize ?? DEFAULT_GITHUB_POOL_SIZE;
     const timeout = options.queryTimeoutMs ?? 60_000;
-    this.pool = new pg.Pool({
+    this.pool = new (loadPg().Pool)({
       connectionString: options.url,
       max: this.poolSize,
       idleTimeoutMillis: 30_000,
@@ -36,7 +37,7 @@ export class PostgresGithubDb implements GithubDb {
       allowExitOnIdle: true,
       types: {
         getTypeParser: ((oid: number, format?: string): unknown =>
-          oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+          oid === INT8_OID ? parseInt8 : loadPg().types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
       },
     });
     this.pool.on('error', (err) => {
