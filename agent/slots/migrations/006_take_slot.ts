@@ -1,5 +1,7 @@
 import type { Migration } from '../../db/migration';
-import { MAX_POOL_SLOTS } from '../pgSlotSql';
+
+/** MAX_POOL_SLOTS of pgSlotSql.ts as this migration was released (core.pool's CHECK): a released migration never changes. */
+const MAX_POOL_SLOTS = 256;
 
 /**
  * A pool's advisory locks as pg_locks shows them (as POOL_STATE in pgSlotSql.ts reads them): two-int
