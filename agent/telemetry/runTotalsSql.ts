@@ -4,7 +4,8 @@ import { RUN_DURATION_BUCKETS } from '../metrics/runTotals';
 // success; by fetcher and duration bucket: how many and their seconds), kept by triggers in the
 // transaction that writes each run's end. The agent reads a few dozen rows at start however long the
 // history is, retention never lowers a counter, and every writer of the file (an older agent or CLI
-// too) keeps them right. Additive, like SPOOL_RUN_INDEXES: the schema version stays.
+// too) keeps them right. A time that is not one (a damaged body) is skipped, as Date.parse skips it:
+// it must not hide the last good success. Additive, like SPOOL_RUN_INDEXES: the schema version stays.
 
 const TERMINAL = "('completed', 'failed', 'cancelled', 'skipped')";
 
@@ -24,7 +25,7 @@ const retriesOf = (body: string) => `max(coalesce(json_extract(${body}, '$.attem
 const COUNT_NEW = `
   INSERT INTO run_totals (fetcher, status, runs, retries, last_finished)
   VALUES (NEW.fetcher, NEW.status, 1, ${retriesOf('NEW.body')},
-    CASE WHEN NEW.status = 'completed' THEN json_extract(NEW.body, '$.finishedAt') END)
+    CASE WHEN NEW.status = 'completed' AND ${msOf('NEW.body', 'finishedAt')} IS NOT NULL THEN json_extract(NEW.body, '$.finishedAt') END)
   ON CONFLICT (fetcher, status) DO UPDATE SET runs = runs + 1, retries = retries + excluded.retries,
     last_finished = CASE WHEN last_finished IS NULL OR excluded.last_finished > last_finished
       THEN coalesce(excluded.last_finished, last_finished) ELSE last_finished END;
@@ -73,7 +74,7 @@ export const RUN_TOTALS_SEEDED = 'run_totals';
 export const SEED_RUN_TOTALS = `
 INSERT INTO run_totals (fetcher, status, runs, retries, last_finished)
 SELECT fetcher, status, count(*), sum(${retriesOf('body')}),
-  CASE WHEN status = 'completed' THEN max(json_extract(body, '$.finishedAt')) END
+  CASE WHEN status = 'completed' THEN max(CASE WHEN ${msOf('body', 'finishedAt')} IS NOT NULL THEN json_extract(body, '$.finishedAt') END) END
 FROM runs WHERE status IN ${TERMINAL}
 GROUP BY fetcher, status;
 INSERT INTO run_durations (fetcher, bucket, runs, seconds)

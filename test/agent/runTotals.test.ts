@@ -20,8 +20,9 @@ const STATUSES: StoredRun['status'][] = ['completed', 'completed', 'failed', 'ca
 /** Durations (s) on, beside and past the histogram's bounds, and one that ends before it starts. */
 const SECONDS = [0, 0.2, 1, 1.001, 4.999, 5, 14, 15, 59.5, 60, 301, 3600, 43_200, 43_200.5, 90_000, -3];
 
+/** The runs; run 7 (completed) has a finish that is no time, as a damaged body would. */
 function ended(n: number): StoredRun {
-  return storedRun(
+  const run = storedRun(
     {
       runId: `tot${String(n).padStart(6, '0')}`,
       fetcher: FETCHERS[n % FETCHERS.length],
@@ -32,6 +33,7 @@ function ended(n: number): StoredRun {
     new Date(Date.parse('2026-01-01T00:00:00.000Z') + n * 60_000).toISOString(),
     SECONDS[n % SECONDS.length],
   );
+  return n === 7 ? { ...run, finishedAt: 'not a time' } : run;
 }
 
 /** A spool file as an agent before the run totals left it, with `count` ended runs. */
@@ -104,8 +106,16 @@ test("an older agent's spool gets run totals once, equal to counting each stored
         `${open} open: every ended run, counted once`,
       );
       assert.deepEqual(await endLines(new AgentMetrics(sources(() => store.endedTotals()))), expected, `${open} open`);
-      const completed = runs.filter((r) => r.status === 'completed' && r.fetcher === 'anac').map((r) => r.finishedAt!);
-      assert.equal(totals.ends.find((e) => e.fetcher === 'anac' && e.status === 'completed')?.lastFinished, completed.sort().at(-1));
+      for (const fetcher of FETCHERS) {
+        const finishes = runs
+          .filter((r) => r.status === 'completed' && r.fetcher === fetcher && Number.isFinite(Date.parse(r.finishedAt ?? '')))
+          .map((r) => r.finishedAt!);
+        assert.equal(
+          totals.ends.find((e) => e.fetcher === fetcher && e.status === 'completed')?.lastFinished,
+          finishes.sort().at(-1),
+          `${open} open: ${fetcher}'s last good finish`,
+        );
+      }
     } finally {
       spool.close();
     }
@@ -138,6 +148,15 @@ test('every writer keeps the totals: an end counted once however often it is wri
     runs.push(late);
     const expected = await counted(runs);
     assert.deepEqual(await endLines(new AgentMetrics(sources(() => store.endedTotals()))), expected);
+    const good = runs.filter((r) => r.status === 'completed' && r.fetcher === ended(7).fetcher && r.runId !== ended(7).runId);
+    assert.equal(
+      store.endedTotals().ends.find((e) => e.fetcher === ended(7).fetcher && e.status === 'completed')?.lastFinished,
+      good
+        .map((r) => r.finishedAt!)
+        .sort()
+        .at(-1),
+      'a finish that is no time does not hide the last good one',
+    );
 
     // Retention deletes the rows; the counters they added stay.
     const pruned = store.pruneEnded(new Date('2030-01-01T00:00:00Z'), 0, new Set());
