@@ -193,8 +193,8 @@ function session(): { client: Promise<pg.Client>; spare: boolean } {
 
 /**
  * Takes a free slot of the pool, unless the pool is full counting holders beyond a shrunk size, in one
- * round trip (core.take_slot): the slot numbers are the pool's first free numbers that no other role
- * blocks (slotNumbers), and the count under the lock decides.
+ * round trip (core.take_slot): the slot numbers are the pool's first numbers that no other role's lock
+ * blocks, and the count under the lock decides.
  */
 async function take(client: pg.Client, pool: string, runId: string): Promise<number | null> {
   const { rows } = await client.query<{ slot: number | null }>('SELECT core.take_slot($1, $2, $3, $4) AS slot', [

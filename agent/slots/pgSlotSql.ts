@@ -27,16 +27,13 @@ export async function readPool(client: pg.ClientBase, name: string): Promise<Poo
   return { slots: row.slots, lockKey: row.lock_key };
 }
 
-/** A pool's advisory locks now: the slots our role's sessions hold, and the numbers other roles block. */
-export interface PoolLocks {
-  /** Slot numbers held by sessions of our role (any station): what counts against the pool's size. */
-  held: number[];
-  /** Slot numbers another role's session holds a lock on: not a slot of ours, but no keeper can take them. */
-  blocked: number[];
-}
-
 /** A pool's row, its locks and its live queue of tickets, read in one statement. */
-export interface PoolState extends PoolRow, PoolLocks {
+export interface PoolState extends PoolRow {
+  /**
+   * Slot numbers held by sessions of our role (any station): what counts against the pool's size. A
+   * lock of another role only makes core.take_slot skip its number.
+   */
+  held: number[];
   /** Tickets of waiters whose session lives, in queue order. */
   queue: string[];
   /** The tickets the same statement gave the newcomers, by run id. */
@@ -56,18 +53,18 @@ export interface Newcomers {
 // says why so). The new tickets are not in the statement's snapshot of the queue: they come after it,
 // in their order (nobody's ticket can be newer and already seen). A pool not in core.pool gets none.
 const POOL_STATE = `WITH p AS (SELECT slots, lock_key FROM core.pool WHERE name = $1),
-  l AS (SELECT l.objid::bigint AS slot, (a.usename IS NULL OR a.usename = session_user) AS own
+  l AS (SELECT l.objid::bigint AS slot
     FROM p, pg_catalog.pg_locks l LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.classid = p.lock_key::integer::oid
       AND l.objid::bigint < ${MAX_POOL_SLOTS}
-      AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())),
+      AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
+      AND (a.usename IS NULL OR a.usename = session_user)),
   t AS (INSERT INTO core.slot_waiter (pool, station, agent_pid, run_id, backend_pid)
     SELECT $1, $2, $3, u.run_id, pg_catalog.pg_backend_pid() FROM unnest($4::text[]) WITH ORDINALITY AS u(run_id, i)
     WHERE EXISTS (SELECT 1 FROM p) ORDER BY u.i
     RETURNING ticket, run_id)
   SELECT p.slots, p.lock_key,
-    coalesce((SELECT array_agg(l.slot::text) FROM l WHERE l.own), '{}') AS held,
-    coalesce((SELECT array_agg(l.slot::text) FROM l WHERE NOT l.own), '{}') AS blocked,
+    coalesce((SELECT array_agg(l.slot::text) FROM l), '{}') AS held,
     coalesce((SELECT array_agg(w.ticket::text ORDER BY w.ticket) FROM core.slot_waiter w WHERE w.pool = $1
       AND EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = w.backend_pid)), '{}') AS queue,
     coalesce((SELECT array_agg(t.ticket::text ORDER BY t.ticket) FROM t), '{}') AS new_tickets,
@@ -81,7 +78,6 @@ export async function poolState(client: pg.ClientBase, name: string, newcomers: 
       slots: number;
       lock_key: number;
       held: string[];
-      blocked: string[];
       queue: string[];
       new_tickets: string[];
       new_runs: string[];
@@ -92,7 +88,6 @@ export async function poolState(client: pg.ClientBase, name: string, newcomers: 
     slots: row.slots,
     lockKey: row.lock_key,
     held: row.held.map(Number),
-    blocked: row.blocked.map(Number),
     queue: [...row.queue, ...row.new_tickets],
     tickets: new Map(row.new_runs.map((runId, i) => [runId, row.new_tickets[i]])),
   };

@@ -41,7 +41,7 @@ BEGIN
   IF cardinality(v_held) >= v_slots THEN
     RETURN NULL;
   END IF;
-  -- The pool's numbers: the first v_slots that no other role blocks (slotNumbers in pgSlotSql.ts).
+  -- The pool's numbers: the first v_slots that no other role's lock blocks.
   FOR v_n IN SELECT g.n FROM generate_series(0, ${MAX_POOL_SLOTS - 1}) g(n) WHERE g.n <> ALL (v_blocked) ORDER BY g.n LIMIT v_slots LOOP
     CONTINUE WHEN v_n = ANY (v_held) OR NOT pg_try_advisory_lock(v_key, v_n);
     -- Under the lock: count again (another station may have taken a slot meanwhile, or the pool shrunk).
