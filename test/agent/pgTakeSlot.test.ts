@@ -70,7 +70,7 @@ test('the queue statement: newcomers get tickets after everyone already queued, 
     assert.deepEqual(second.held, []);
 
     await assert.rejects(poolState(agent, 'no-such-pool', { ...who, runIds: ['d'] }), /pool no-such-pool is not in core\.pool/);
-    const left = await agent.query(`SELECT count(*)::int AS n FROM core.slot_waiter WHERE run_id = 'd'`);
+    const left = await agent.query<{ n: number }>(`SELECT count(*)::int AS n FROM core.slot_waiter WHERE run_id = 'd'`);
     assert.equal(left.rows[0].n, 0, 'no ticket for a pool that is not there');
   } finally {
     await agent.end().catch(() => {});
