@@ -16,7 +16,7 @@ export interface SlotHooks {
   isRecordedRun(pid: number, startTime: number): boolean;
   /** A slot of a stopped holder was taken back (flock pools). */
   onReclaim(event: ReclaimEvent): void;
-  /** A pool's slots changed without a run of this process moving (a postgres lock lost). */
+  /** A pool's slots changed without a run of this process moving (a postgres lock lost), or may have (a vacated slot's grace is over). */
   onLost(pool: string): void;
 }
 
@@ -93,6 +93,7 @@ export function composeSlots(config: Config, logger: Logger, policy: StationPoli
         isRecordedRun,
         logger,
         onReclaim,
+        onUnsure: () => hooks.onLost(name),
       }),
     );
   }

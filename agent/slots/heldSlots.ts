@@ -55,12 +55,17 @@ export class HeldSlots {
     this.drop(index);
   }
 
-  /** Forgets the slots whose run has ended (its wrapper is gone), releasing any re-lock. */
-  prune(): void {
+  /** Forgets the slots whose run has ended (its wrapper is gone), releasing any re-lock; returns them. */
+  prune(): HeldSlot[] {
+    const ended: HeldSlot[] = [];
     for (const slot of this.held.values()) {
       const info = readProcInfo(slot.record.pid);
-      if (!info || info.state === 'Z' || info.startTime !== slot.record.startTime) this.drop(slot.index);
+      if (!info || info.state === 'Z' || info.startTime !== slot.record.startTime) {
+        ended.push(slot);
+        this.drop(slot.index);
+      }
     }
+    return ended;
   }
 
   /** True when some held slot's file is missing or replaced. */

@@ -1,7 +1,7 @@
 import type { SlotState } from '../../shared/protocol';
 import type { SlotBackendCause } from './slotBackendCause';
 import type { OwnerRecord } from './ownerRecord';
-import type { KernelLock } from '../flock/procLocks';
+import type { KernelLocks } from '../flock/procLocks';
 
 /**
  * A slot taken for a run (the run manager's HeldSlot has the same shape: slots do not import runs).
@@ -34,6 +34,9 @@ export interface PoolBackend {
   /** A run of this process ended: serve the next waiter now. `index`: a slot the agent itself held. */
   released(index?: number): void;
   close(): void;
-  /** Who holds each slot; never throws and never blocks. */
-  state(isOwnRun: (runId: string) => boolean, locks?: Map<string, KernelLock>): SlotState[];
+  /**
+   * Who holds each slot; never throws and never blocks. `publishing`: a picture published while runs
+   * move, which may take a slot seen free moments ago as still free (the pool's onUnsure follows).
+   */
+  state(isOwnRun: (runId: string) => boolean, locks?: KernelLocks, publishing?: boolean): SlotState[];
 }

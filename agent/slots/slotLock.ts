@@ -25,6 +25,10 @@ export class SlotLock {
     this.onRecord(record, this);
   }
 
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
   /** Closes the agent's descriptor. If a child inherited it, the lock stays with the child. */
   closeOwnCopy(): void {
     if (this.closed) return;

@@ -10,7 +10,7 @@ import { ensureVerifiedDir } from '../station/verifiedDir';
 import { HeldSlots } from './heldSlots';
 import { parseOwnerRecord, type OwnerRecord } from './ownerRecord';
 import { readProcInfo } from '../../shared/node/procInfo';
-import { kernelLockOf, readKernelFlocks, type KernelLock } from '../flock/procLocks';
+import { kernelLockOf, lazyKernelFlocks, readKernelFlocks, type KernelLocks } from '../flock/procLocks';
 import { whyNotOurRun, type RecordedRun } from './provenHolder';
 import { reclaimIfStopped, type ReclaimEvent } from './reclaimIfStopped';
 import { tryLockIn, type SlotLock } from './slotLock';
@@ -18,6 +18,8 @@ import { tryLockIn, type SlotLock } from './slotLock';
 /** How often waiting runs retry a pool: a slot held by another process (a legacy flock script, a CLI
  * run) is freed without telling us, so the wait polls for it, besides every local release. */
 const SLOT_POLL_MS = 50;
+/** How long a publication pictures a slot seen free as free, without the kernel's lock table. */
+const SEEN_FREE_GRACE_MS = 250;
 /** How often the lock files of running fetchers are checked against removal (a tmp cleaner, `rm`). */
 const LOCK_FILE_GUARD_MS = 1000;
 
@@ -46,8 +48,12 @@ export interface SlotPoolOptions {
   pollMs?: number;
   /** How often the held slots' files are checked for a tmp cleaner's removal. */
   guardMs?: number;
+  /** How long a publication takes a slot seen free as still free (SEEN_FREE_GRACE_MS). */
+  seenFreeGraceMs?: number;
   logger: Logger;
   onReclaim(event: ReclaimEvent): void;
+  /** The pool's picture may have changed with no run moving: a publication took a slot seen free moments ago as still free. */
+  onUnsure?(): void;
 }
 
 interface Waiter {
@@ -73,6 +79,11 @@ export class SlotPool {
   private guardTimer: NodeJS.Timeout | null = null;
   private readonly fileName: (index: number) => string;
   private readonly held: HeldSlots;
+  /** Slots handed to a waiting run whose owner record is not written yet (its fetcher is starting). */
+  private readonly granted = new Map<number, { lock: SlotLock; runId: string }>();
+  /** Slots seen free (the kernel's table had no lock on the file, or our run's processes ended) and not tried since. */
+  private readonly seenFree = new Map<number, { dev: number; ino: number; at: number }>();
+  private recheckTimer: NodeJS.Timeout | null = null;
   /** Whether the slots held by runs of an earlier agent were looked for (once, at first use). */
   private adopted = false;
   /** Refusals already logged, so a waiting run does not log the same one every poll. */
@@ -137,16 +148,20 @@ export class SlotPool {
    */
   released(index?: number): void {
     if (index !== undefined) this.held.forget(index);
-    this.held.prune();
+    this.pruneHeld();
     this.pump();
   }
 
   close(): void {
     if (this.pollTimer) clearTimeout(this.pollTimer);
     if (this.guardTimer) clearInterval(this.guardTimer);
+    if (this.recheckTimer) clearTimeout(this.recheckTimer);
+    this.recheckTimer = null;
     this.pollTimer = null;
     this.guardTimer = null;
     this.held.close();
+    this.granted.clear();
+    this.seenFree.clear();
   }
 
   private remove(waiter: Waiter): void {
@@ -173,6 +188,8 @@ export class SlotPool {
       if (!grant) break;
       const waiter = this.waiters.shift()!;
       waiter.cleanup();
+      this.granted.set(grant.index, { lock: grant.lock, runId: waiter.id });
+      this.seenFree.delete(grant.index);
       waiter.resolve(grant);
       served += 1;
     }
@@ -210,7 +227,7 @@ export class SlotPool {
     const dir = this.openDir();
     try {
       this.adoptProvenHolders(dir);
-      this.held.prune();
+      this.pruneHeld();
       if (this.held.needsHeal(dir)) this.held.heal(dir);
       // A pool shrunk while higher-numbered slots are held: those holders still count against it.
       const beyond = this.heldBeyondSize(dir);
@@ -223,6 +240,7 @@ export class SlotPool {
           continue;
         }
         const name = this.fileName(index);
+        this.seenFree.delete(index);
         const lock = tryLockIn(dir, name, (record, l) => this.onHeld(index, name, record, l));
         if (!lock) {
           busy.push(index);
@@ -271,6 +289,7 @@ export class SlotPool {
   }
 
   private onHeld(index: number, name: string, record: OwnerRecord, file: { dev: number; ino: number }): void {
+    this.granted.delete(index);
     this.held.track(index, name, record, file.dev, file.ino);
     if (this.guardTimer) return;
     this.guardTimer = setInterval(() => this.guard(), this.opts.guardMs ?? LOCK_FILE_GUARD_MS);
@@ -279,7 +298,7 @@ export class SlotPool {
 
   /** Between acquisitions: notice a removed lock file within a second, not at the next run. */
   private guard(): void {
-    this.held.prune();
+    this.pruneHeld();
     if (this.held.size === 0) {
       if (this.guardTimer) clearInterval(this.guardTimer);
       this.guardTimer = null;
@@ -357,14 +376,15 @@ export class SlotPool {
 
   /**
    * What each slot's lock file says now, checked against the kernel's lock table (read once by the
-   * caller for all pools) and /proc. Never throws and never blocks: a status must always answer.
+   * caller for all pools, and only if a slot is not known to be this agent's) and /proc. Never throws
+   * and never blocks: a status must always answer.
    */
-  state(isOwnRun: (runId: string) => boolean, locks: Map<string, KernelLock> = readKernelFlocks()): SlotState[] {
+  state(isOwnRun: (runId: string) => boolean, locks: KernelLocks = lazyKernelFlocks(), publishing = false): SlotState[] {
     let dir: VerifiedDir | null = null;
     try {
       dir = this.openDir();
       this.adoptProvenHolders(dir);
-      this.held.prune();
+      this.pruneHeld();
       if (this.held.needsHeal(dir)) this.held.heal(dir);
     } catch (err) {
       this.logOnce(`state:${(err as Error).message}`, { err, pool: this.name }, 'cannot read the pool folder');
@@ -375,22 +395,75 @@ export class SlotPool {
         pool: this.name,
         index,
         lockPath: this.lockPath(index),
-        holder: this.holderOf(dir, index, locks, isOwnRun),
+        holder: this.holderOf(dir, index, locks, isOwnRun, publishing),
       }));
     } finally {
       dir?.close();
     }
   }
 
+  private pruneHeld(): void {
+    const at = performance.now();
+    for (const slot of this.held.prune()) this.seenFree.set(slot.index, { dev: slot.dev, ino: slot.ino, at });
+  }
+
+  /**
+   * A slot seen free moments ago, still on the same file. During a burst the pools' pictures find
+   * free slots in nearly every reading (a run's end before the next grant, a pool that fills slower
+   * than it drains), and each would read the kernel's table to learn that nobody else took one in
+   * those milliseconds. A publication pictures such a slot as free for a short grace instead, and the
+   * pool is pictured again when the grace is over (the table then says whether another process took
+   * it). A snapshot (a status) always asks the table.
+   */
+  private seenFreeNow(index: number, file: { dev: number; ino: number } | null): boolean {
+    const seen = this.seenFree.get(index);
+    if (!seen || !file || seen.dev !== file.dev || seen.ino !== file.ino) return false;
+    const left = seen.at + (this.opts.seenFreeGraceMs ?? SEEN_FREE_GRACE_MS) - performance.now();
+    if (left <= 0) return false;
+    if (!this.recheckTimer) {
+      this.recheckTimer = setTimeout(
+        () => {
+          this.recheckTimer = null;
+          this.opts.onUnsure?.();
+        },
+        Math.ceil(left) + 1,
+      );
+      this.recheckTimer.unref();
+    }
+    return true;
+  }
+
+  /** A slot handed to a starting run, still locked by the agent's descriptor on the file at its name. */
+  private grantedAt(index: number, file: { dev: number; ino: number } | null): { runId: string } | null {
+    const granted = this.granted.get(index);
+    if (!granted) return null;
+    if (granted.lock.isClosed) {
+      this.granted.delete(index);
+      return null;
+    }
+    return file && file.dev === granted.lock.dev && file.ino === granted.lock.ino ? granted : null;
+  }
+
   private holderOf(
     dir: VerifiedDir | null,
     index: number,
-    locks: Map<string, KernelLock>,
+    locks: KernelLocks,
     isOwnRun: (runId: string) => boolean,
+    publishing: boolean,
   ): SlotHolder | null {
     const name = this.fileName(index);
-    const kernelLock = dir ? kernelLockOf(locks, regular(dir.lstat(name))) : null;
+    const file = dir ? regular(dir.lstat(name)) : null;
     const own = this.held.get(index);
+    // This agent's runs hold their slots' files by descriptor: while the file at the name is that
+    // inode, the kernel's table can only say what the agent already knows.
+    if (own && file && file.dev === own.dev && file.ino === own.ino) {
+      return { pid: own.record.pid, runId: own.record.runId, fetcher: own.record.fetcher, since: own.record.since, foreign: false };
+    }
+    const granted = this.grantedAt(index, file);
+    if (granted) return { pid: process.pid, runId: granted.runId, fetcher: null, since: null, foreign: false };
+    if (publishing && this.seenFreeNow(index, file)) return null;
+    const kernelLock = file ? kernelLockOf(locks(), file) : null;
+    if (!kernelLock && !own && file) this.seenFree.set(index, { dev: file.dev, ino: file.ino, at: performance.now() });
     if (!kernelLock) {
       // Our run's lock is on a removed file the kernel still lists under its old inode: still held.
       return own

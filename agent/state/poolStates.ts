@@ -1,6 +1,6 @@
 import type { PoolMemory, PoolState, RunInfo } from '../../shared/protocol';
 import type { PoolBackend } from '../slots/poolBackend';
-import { readKernelFlocks, type KernelLock } from '../flock/procLocks';
+import { lazyKernelFlocks, type KernelLocks } from '../flock/procLocks';
 
 /** What a pool's picture is read from (structural: the state layer imports neither runs nor memory). */
 export interface PoolStateSources {
@@ -12,7 +12,7 @@ export interface PoolStateSources {
 
 /**
  * The pools' pictures: who holds each slot, how many runs wait, the pool's memory. Each call reads
- * the kernel's lock table and the active runs once for all the pools it pictures.
+ * the active runs once, and the kernel's lock table at most once, for all the pools it pictures.
  */
 export class PoolStates {
   constructor(private readonly sources: PoolStateSources) {}
@@ -20,24 +20,24 @@ export class PoolStates {
   /** Every pool. */
   all(): PoolState[] {
     const active = this.sources.runs.activeRuns();
-    const locks = readKernelFlocks();
+    const locks = lazyKernelFlocks();
     return [...this.sources.pools.values()].map((pool) => this.stateOf(pool, locks, active));
   }
 
-  /** The named pools that exist, in the order named. */
+  /** The named pools that exist, in the order named: a publication while runs move (see SlotPool.state). */
   of(names: string[]): PoolState[] {
-    const locks = readKernelFlocks();
+    const locks = lazyKernelFlocks();
     const active = this.sources.runs.activeRuns();
     const states: PoolState[] = [];
     for (const name of names) {
       const pool = this.sources.pools.get(name);
-      if (pool) states.push(this.stateOf(pool, locks, active));
+      if (pool) states.push(this.stateOf(pool, locks, active, true));
     }
     return states;
   }
 
-  private stateOf(pool: PoolBackend, locks: Map<string, KernelLock>, active: RunInfo[]): PoolState {
-    const slots = pool.state((runId) => this.sources.runs.isOwnRun(runId), locks);
+  private stateOf(pool: PoolBackend, locks: KernelLocks, active: RunInfo[], publishing = false): PoolState {
+    const slots = pool.state((runId) => this.sources.runs.isOwnRun(runId), locks, publishing);
     return {
       name: pool.name,
       size: pool.size,
