@@ -52,6 +52,33 @@ export class CgroupLayout {
         if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
       }
     }
+    this.limit(dirs, limitMb, parentOfChildren);
+  }
+
+  /**
+   * A run's folders, made off the main thread: a cgroup's mkdir is kernel work (v1 makes three per
+   * run, one per hierarchy), a sixth of the agent's main thread in a burst of no-op runs. A new v1
+   * cgroup starts without a ceiling, so one is written only when the run has one or its folder was
+   * there already.
+   */
+  async makeRun(dirs: CgroupDirs, limitMb: number | null): Promise<void> {
+    const made = await Promise.all(
+      [dirs.memory, dirs.cpu, dirs.freezer].map(async (dir) => {
+        if (dir === null) return false;
+        try {
+          await fs.promises.mkdir(dir);
+          return true;
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+          return false;
+        }
+      }),
+    );
+    if (this.support.kind !== 'cgroup-v2' && limitMb === null && made[0]) return;
+    this.limit(dirs, limitMb, false);
+  }
+
+  private limit(dirs: CgroupDirs, limitMb: number | null, parentOfChildren: boolean): void {
     if (this.support.kind === 'cgroup-v2') {
       fs.writeFileSync(path.join(dirs.memory, 'memory.max'), limitMb === null ? 'max' : String(limitMb * MB));
       // No swap beyond the ceiling: a run at its ceiling is killed, not slowed to a crawl.

@@ -109,7 +109,7 @@ export class MemoryCeilings implements RunMemory {
     return { usedMb, ceilingMb, enforcement: this.support.kind };
   }
 
-  prepare(runId: string, pool: string, memoryMb: number | undefined): Record<string, string> {
+  async prepare(runId: string, pool: string, memoryMb: number | undefined): Promise<Record<string, string>> {
     const poolMb = this.opts.pools.get(pool) ?? null;
     const limitMb = memoryMb !== undefined && (poolMb === null || memoryMb < poolMb) ? memoryMb : poolMb;
     const tracked: Tracked = { pool, limitMb, dirs: null, sampler: null };
@@ -118,14 +118,14 @@ export class MemoryCeilings implements RunMemory {
     const dirs = this.layout.dirsOf(pool, runId);
     try {
       try {
-        this.layout.make(dirs, memoryMb ?? null, false);
+        await this.layout.makeRun(dirs, memoryMb ?? null);
       } catch (err) {
         // The pool's folder was removed under us (another process of this home closed when it
         // looked unused, see close): made again, with its ceiling, and the base first if need be.
         if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
         this.layout.make(this.layout.dirsOf(), null, true);
         this.layout.make(this.layout.dirsOf(pool), poolMb, true);
-        this.layout.make(dirs, memoryMb ?? null, false);
+        await this.layout.makeRun(dirs, memoryMb ?? null);
       }
     } catch (err) {
       this.layout.remove(dirs);
@@ -133,6 +133,11 @@ export class MemoryCeilings implements RunMemory {
         { runId, pool, err: (err as Error).message },
         "could not make the run's cgroup: the run goes on WITHOUT its memory ceiling (sampled)",
       );
+      return {};
+    }
+    if (this.runs.get(runId) !== tracked) {
+      // Released (cancelled, the agent closing) while its folders were being made: none is left behind.
+      this.layout.remove(dirs);
       return {};
     }
     tracked.dirs = dirs;

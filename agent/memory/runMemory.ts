@@ -22,8 +22,8 @@ export interface FinalUsage extends RunUsage {
  * lifecycle needs, and nothing about cgroups. Each call is cheap and never throws.
  */
 export interface RunMemory {
-  /** Before the spawn: makes the run's cgroup; returns what the wrapper needs in its environment. */
-  prepare(runId: string, pool: string, memoryMb: number | undefined): Record<string, string>;
+  /** Before the spawn: makes the run's cgroup; resolves to what the wrapper needs in its environment (never rejects). */
+  prepare(runId: string, pool: string, memoryMb: number | undefined): Promise<Record<string, string>>;
   /** After the spawn, or on adoption: follows the run (samples /proc when it has no cgroup). */
   track(runId: string, pool: string, group: RunGroup): void;
   usage(runId: string): RunUsage | null;

@@ -38,6 +38,16 @@ export class RunStart {
     private readonly positions: QueuePositions,
   ) {}
 
+  /** The last run's cgroup, made or failed: the next spawn waits for it, so runs spawn in grant order. */
+  private lastPrepared: Promise<unknown> = Promise.resolve();
+
+  /** A run's cgroup environment, once every run granted before it has its own (see RunMemory.prepare). */
+  private inGrantOrder(prepared: Promise<Record<string, string>>): Promise<Record<string, string>> {
+    const inTurn = Promise.all([this.lastPrepared, prepared]).then(([, env]) => env);
+    this.lastPrepared = inTurn.catch(() => {});
+    return inTurn;
+  }
+
   /** The backoff before a run's next try; then the try queues like a new run (the disk gate, a slot). */
   async backoff(state: ActiveRun): Promise<void> {
     const { wait } = state.run;
@@ -148,6 +158,9 @@ export class RunStart {
     const { run, entry } = state;
     if (isGithubSync(entry)) throw new Error('a GitHub sync has no process to start');
     const { config } = deps;
+    // The run's cgroup before the spawn (its folders are made off the main thread).
+    const cgroupEnv = deps.memory ? await this.inGrantOrder(deps.memory.prepare(run.runId, run.pool, entry.memoryMb)) : {};
+    throwIfCancelled(state);
     // A later try appends to the log its first try made (checked again on its descriptor, never through a
     // link); only a first try, or a log removed meanwhile, creates it.
     const logFd =
@@ -175,7 +188,7 @@ export class RunStart {
             QUANTILICA_FETCHER: run.fetcher,
             QUANTILICA_POOL: run.pool,
             QUANTILICA_SLOT: String(grant.index),
-            ...deps.memory?.prepare(run.runId, run.pool, entry.memoryMb), // memory ceilings: the run's cgroup, before the spawn
+            ...cgroupEnv,
           },
         }),
         logFd,
