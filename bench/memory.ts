@@ -77,7 +77,7 @@ async function measure(enforce: boolean): Promise<Figures> {
 }
 
 /** The cgroup work alone, per run: make (3 v1 hierarchies, the limit), read the figures, remove. */
-function cgroupCostMs(samples: number): number[] {
+async function cgroupCostMs(samples: number): Promise<number[]> {
   const ceilings = new MemoryCeilings({
     pools: new Map([['heavy-io', 1024]]),
     reserveMb: 0,
@@ -88,7 +88,7 @@ function cgroupCostMs(samples: number): number[] {
   const out: number[] = [];
   for (let i = 0; i < samples; i++) {
     const started = process.hrtime.bigint();
-    ceilings.prepare(`bench-${i}`, 'heavy-io', 256);
+    await ceilings.prepare(`bench-${i}`, 'heavy-io', 256);
     ceilings.release(`bench-${i}`);
     out.push(Number(process.hrtime.bigint() - started) / 1e6);
   }
@@ -110,7 +110,7 @@ async function main(): Promise<void> {
   try {
     const without = await measure(false);
     const withCgroup = await measure(true);
-    const cost = cgroupCostMs(500);
+    const cost = await cgroupCostMs(500);
     const r = (n: number) => Math.round(n * 100) / 100;
     const result = {
       runs: RUNS,

@@ -28,7 +28,7 @@ function ceilings(homeDir: string, logger = memoryLogger()): MemoryCeilings {
 test(
   "two homes of one account keep their cgroups apart: a sweep removes (and logs) only its own home's leftovers",
   { timeout: 60000 },
-  () => {
+  async () => {
     const [nameA, nameB] = names;
     assert.notEqual(nameA, nameB, 'each home has its own cgroup name');
     assert.match(nameA, new RegExp(`^quantilica-${process.getuid!()}-[0-9a-f]{10}$`));
@@ -41,9 +41,9 @@ test(
     // Each home's agent made a run cgroup and died before removing it (kill -9).
     const agentA = ceilings(homeA);
     assert.notEqual(agentA.support.kind, 'not-enforced', `cgroups must be usable as root here (${agentA.enforcement().reason ?? ''})`);
-    agentA.prepare('runa0000-0123abcd', 'heavy-io', 64);
+    await agentA.prepare('runa0000-0123abcd', 'heavy-io', 64);
     const agentB = ceilings(homeB);
-    agentB.prepare('runb0000-0123abcd', 'heavy-io', 64);
+    await agentB.prepare('runb0000-0123abcd', 'heavy-io', 64);
     const leftA = memoryCgroup(nameA, 'heavy-io', 'runa0000-0123abcd');
     const leftB = memoryCgroup(nameB, 'heavy-io', 'runb0000-0123abcd');
     assert.ok(fs.existsSync(leftA) && fs.existsSync(leftB), 'both run cgroups exist');
