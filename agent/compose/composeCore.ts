@@ -29,6 +29,7 @@ import type { StationPolicy } from '../station/stationPolicy';
 import type { Spool } from '../telemetry/spool';
 import { readProcInfo } from '../../shared/node/procInfo';
 import { composeSlots } from './composeSlots';
+import { BurstHeap } from '../memory/burstHeap';
 
 /** What the core is built on; openAgent makes them first (the optional ones are absent in a core alone). */
 export interface CoreInputs {
@@ -116,6 +117,7 @@ export function composeCore(config: Config, logger: Logger, inputs: CoreInputs):
   });
   // A pool's waiting count moves when a run enters or leaves the queue, not on position updates.
   const lastStatus = new Map<string, RunInfo['status']>();
+  const heap = role === 'agent' ? BurstHeap.install(logger) : null;
   const runs = new RunManager({
     config,
     catalog,
@@ -136,11 +138,15 @@ export function composeCore(config: Config, logger: Logger, inputs: CoreInputs):
       hub.publish({ kind: 'run', run });
       if (lastStatus.get(run.runId) !== run.status) {
         lastStatus.set(run.runId, run.status);
-        if (run.status !== 'waiting' && run.status !== 'running') lastStatus.delete(run.runId);
+        if (run.status !== 'waiting' && run.status !== 'running') {
+          lastStatus.delete(run.runId);
+          heap?.runEnded();
+        } else heap?.busy();
         publisher.changed(run.pool);
       }
     },
     onPoolChange: (pool) => publisher.changed(pool),
+    onIdle: () => heap?.idle(),
     github,
   });
   const poolStates = new PoolStates({ pools, runs, memory });
@@ -226,6 +232,7 @@ export function composeCore(config: Config, logger: Logger, inputs: CoreInputs):
       await github.close();
       retention?.close();
       publisher.close();
+      heap?.close();
       for (const pool of pools.values()) pool.close();
       await remoteCancel?.close();
       await slotBackend?.close();

@@ -498,6 +498,7 @@ export class RunManager {
         `${oomWarning(final.oomKills)} (run ${run.runId} ended ${status} ${exit.exitCode ?? ''})`,
       );
     this.active.delete(run.runId);
+    if (this.active.size === 0) this.deps.onIdle?.();
     this.deps.gate.runEnded(run.runId);
     if (run.slot !== null) this.deps.pools.get(run.pool)?.released();
     const waiters = this.finishWaiters.get(run.runId) ?? [];

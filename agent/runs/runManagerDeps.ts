@@ -32,6 +32,8 @@ export interface RunManagerDeps {
   /** Called after every durable change of a run, and of a pool's occupancy (for the state hub). */
   onRunChange(run: RunInfo): void;
   onPoolChange(pool: string): void;
+  /** The last run of this process waiting or running has ended. */
+  onIdle?(): void;
   /** Runs the GitHub sync entries (`kind: github-sync`) inside the agent; without it they are refused. */
   github?: InAgentWork;
 }
