@@ -80,7 +80,7 @@ export class SlotPool {
   private readonly fileName: (index: number) => string;
   private readonly held: HeldSlots;
   /** Slots handed to a waiting run whose owner record is not written yet (its fetcher is starting). */
-  private readonly granted = new Map<number, { lock: SlotLock; runId: string }>();
+  private readonly granted = new Map<number, SlotLock>();
   /** Slots seen free (the kernel's table had no lock on the file, or our run's processes ended) and not tried since. */
   private readonly seenFree = new Map<number, { dev: number; ino: number; at: number }>();
   private recheckTimer: NodeJS.Timeout | null = null;
@@ -188,7 +188,7 @@ export class SlotPool {
       if (!grant) break;
       const waiter = this.waiters.shift()!;
       waiter.cleanup();
-      this.granted.set(grant.index, { lock: grant.lock, runId: waiter.id });
+      this.granted.set(grant.index, grant.lock);
       this.seenFree.delete(grant.index);
       waiter.resolve(grant);
       served += 1;
@@ -434,14 +434,14 @@ export class SlotPool {
   }
 
   /** A slot handed to a starting run, still locked by the agent's descriptor on the file at its name. */
-  private grantedAt(index: number, file: { dev: number; ino: number } | null): { runId: string } | null {
-    const granted = this.granted.get(index);
-    if (!granted) return null;
-    if (granted.lock.isClosed) {
+  private grantedAt(index: number, file: { dev: number; ino: number } | null): boolean {
+    const lock = this.granted.get(index);
+    if (!lock) return false;
+    if (lock.isClosed) {
       this.granted.delete(index);
-      return null;
+      return false;
     }
-    return file && file.dev === granted.lock.dev && file.ino === granted.lock.ino ? granted : null;
+    return file !== null && file.dev === lock.dev && file.ino === lock.ino;
   }
 
   private holderOf(
@@ -459,8 +459,9 @@ export class SlotPool {
     if (own && file && file.dev === own.dev && file.ino === own.ino) {
       return { pid: own.record.pid, runId: own.record.runId, fetcher: own.record.fetcher, since: own.record.since, foreign: false };
     }
-    const granted = this.grantedAt(index, file);
-    if (granted) return { pid: process.pid, runId: granted.runId, fetcher: null, since: null, foreign: false };
+    // The agent's, for a run whose fetcher is starting: the run is named with its fetcher once the
+    // owner record is written (a view leads a slot's row with the fetcher of the run it names).
+    if (this.grantedAt(index, file)) return { pid: process.pid, runId: null, fetcher: null, since: null, foreign: false };
     if (publishing && this.seenFreeNow(index, file)) return null;
     const kernelLock = file ? kernelLockOf(locks(), file) : null;
     if (!kernelLock && !own && file) this.seenFree.set(index, { dev: file.dev, ino: file.ino, at: performance.now() });
