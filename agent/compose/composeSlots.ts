@@ -16,7 +16,7 @@ export interface SlotHooks {
   isRecordedRun(pid: number, startTime: number): boolean;
   /** A slot of a stopped holder was taken back (flock pools). */
   onReclaim(event: ReclaimEvent): void;
-  /** A pool's slots changed without a run of this process moving (a postgres lock lost), or may have (a vacated slot's grace is over). */
+  /** A pool's slots changed without a run of this process moving (a postgres lock lost), or may have (a slot published as free in its grace). */
   onLost(pool: string): void;
 }
 

@@ -189,7 +189,6 @@ export class SlotPool {
       const waiter = this.waiters.shift()!;
       waiter.cleanup();
       this.granted.set(grant.index, grant.lock);
-      this.seenFree.delete(grant.index);
       waiter.resolve(grant);
       served += 1;
     }
