@@ -58,6 +58,8 @@ export function spawnRun(opts: SpawnOptions): RunProcess {
 
 /** How often the end of a run's group is polled once its wrapper is gone (or not ours to wait for). */
 const GROUP_POLL_MS = 250;
+/** How long a status file is waited for after the group is gone, when no exit of the run's own came. */
+const STATUS_WRITE_GRACE_MS = 5000;
 
 export interface RunWatch {
   /** Resolves once no process of the run is left, with the fetcher's exit. */
@@ -101,7 +103,16 @@ export function watchRun(
         timer.unref();
       });
     }
-    const recorded = readStatusFile(statusFile);
+    let recorded = readStatusFile(statusFile);
+    // The native spawner's waiter, which writes the status, is outside the group: with no exit of our
+    // own to go by, its write may still be on its way once the group is empty.
+    for (let waited = 0; recorded.unknown && byWrapper === null && waited < STATUS_WRITE_GRACE_MS && !stopped; waited += GROUP_POLL_MS) {
+      await new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, GROUP_POLL_MS);
+        timer.unref();
+      });
+      recorded = readStatusFile(statusFile);
+    }
     if (!recorded.unknown) return byWrapper === null && first ? recorded : { ...recorded, endedAt: undefined };
     return byWrapper ?? recorded;
   })();

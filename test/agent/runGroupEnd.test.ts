@@ -9,6 +9,14 @@ import { tryLockSlot } from '../support/tryLockSlot';
 import { FIXTURES, groupMembers, makeTestEnv, openOrchestrator, runCli, startAgent, stopAll } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 
+function commOf(pid: number): string | null {
+  try {
+    return fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+  } catch {
+    return null;
+  }
+}
+
 function slotFree(lockDir: string, pool: string, slot: number): boolean {
   const lock = tryLockSlot(path.join(lockDir, pool, `slot_${slot}.lock`));
   if (!lock) return false;
@@ -74,12 +82,18 @@ test(
   async () => {
     const t = makeTestEnv([{ name: 'sleeper', pool: 'heavy-io', argv: ['sleep', '300'] }]);
     const cli = runCli(t, ['run', 'sleeper']);
-    // The CLI runs in-process (no agent): the owner record in the slot file tells when the fetcher runs.
+    // The CLI runs in-process (no agent). The owner record names the run once its wrapper runs; the
+    // runbook's kill reaches the fetcher only once the fetcher itself holds the slot file (a kill
+    // before that would leave the wrapper's subshell to start it, and the run would go on).
     const slotFile = path.join(t.lockDir, 'heavy-io', 'slot_0.lock');
-    await waitFor(() => fs.existsSync(slotFile) && /"runId"/.test(fs.readFileSync(slotFile, 'utf8')), {
-      what: 'the fetcher to hold slot 0',
-      timeoutMs: 20000,
-    });
+    await waitFor(
+      () => {
+        if (!fs.existsSync(slotFile) || !/"runId"/.test(fs.readFileSync(slotFile, 'utf8'))) return false;
+        const holders = spawnSync('fuser', [slotFile], { encoding: 'utf8' }).stdout.trim().split(/\s+/).filter(Boolean);
+        return holders.some((pid) => commOf(Number(pid)) === 'sleep');
+      },
+      { what: 'the fetcher to hold slot 0', timeoutMs: 20000 },
+    );
     const fuser = spawnSync('fuser', ['-k', '-KILL', slotFile], { encoding: 'utf8' });
     assert.equal(fuser.status, 0, fuser.stderr);
     const result = await cli;
