@@ -68,27 +68,33 @@ await Promise.all(builds);
 fs.copyFileSync('agent/runs/runWrapper.sh', 'dist/runWrapper.sh');
 fs.chmodSync('dist/runWrapper.sh', 0o755);
 fs.chmodSync('dist/agent.js', 0o755);
-// The native spawner (agent/native/quantilica-spawner.c), the fetchers' parent on the hot
-// path. Built with the station's C compiler when it has one; without it the agent starts fetchers
-// from a worker thread under runWrapper.sh, with the same guarantees at a higher cost per run.
+// The native parts, built with the station's C compiler when it has one. -Werror only in CI (CI set,
+// as .ci/run and CI services do), where a warning must fail the build: on a station, a newer
+// compiler's new warning must not drop the agent to its slower path. It is shown.
 {
   const { spawnSync } = await import('node:child_process');
-  const out = 'dist/quantilica-spawner';
   const cc = process.env.CC || 'cc';
-  // -Werror only in CI (CI set, as .ci/run and CI services do), where a warning must fail the build: on
-  // a station, a newer compiler's new warning must not drop the agent to the slow path. It is shown.
   const werror = process.env.CI && !['false', '0'].includes(process.env.CI) ? ['-Werror'] : [];
-  const built = spawnSync(cc, ['-O2', '-Wall', '-Wextra', ...werror, '-o', `${out}.tmp`, 'agent/native/quantilica-spawner.c'], {
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  if (built.status === 0) {
-    fs.chmodSync(`${out}.tmp`, 0o755);
-    fs.renameSync(`${out}.tmp`, out);
-  } else {
+  const buildNative = (out, source, flags, without) => {
+    const built = spawnSync(cc, ['-O2', '-Wall', '-Wextra', ...werror, ...flags, '-o', `${out}.tmp`, source], {
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
+    if (built.status === 0) {
+      fs.chmodSync(`${out}.tmp`, 0o755);
+      fs.renameSync(`${out}.tmp`, out);
+      return;
+    }
     fs.rmSync(`${out}.tmp`, { force: true });
     fs.rmSync(out, { force: true });
-    console.warn(
-      `esbuild.mjs: no native spawner (${cc} ${built.error ? built.error.message : `exited ${built.status}`}); the agent will start fetchers from a worker thread`,
-    );
-  }
+    console.warn(`esbuild.mjs: no ${out} (${cc} ${built.error ? built.error.message : `exited ${built.status}`}); ${without}`);
+  };
+  // The spawner, the fetchers' parent on the hot path.
+  buildNative('dist/quantilica-spawner', 'agent/native/quantilica-spawner.c', [], 'the agent will start fetchers from a worker thread');
+  // The allocator's trim after a burst (a Node-API module: node-api-headers has its declarations).
+  buildNative(
+    'dist/quantilica-malloc.node',
+    'agent/native/quantilica-malloc.c',
+    ['-shared', '-fPIC', '-I', 'node_modules/node-api-headers/include'],
+    "the agent will not hand the C allocator's free memory back after a burst",
+  );
 }

@@ -30,6 +30,7 @@ import type { Spool } from '../telemetry/spool';
 import { readProcInfo } from '../../shared/node/procInfo';
 import { composeSlots } from './composeSlots';
 import { BurstHeap } from '../memory/burstHeap';
+import { loadNativeMalloc } from '../memory/nativeMalloc';
 
 /** What the core is built on; openAgent makes them first (the optional ones are absent in a core alone). */
 export interface CoreInputs {
@@ -117,7 +118,17 @@ export function composeCore(config: Config, logger: Logger, inputs: CoreInputs):
   });
   // A pool's waiting count moves when a run enters or leaves the queue, not on position updates.
   const lastStatus = new Map<string, RunInfo['status']>();
-  const heap = role === 'agent' ? BurstHeap.install(logger) : null;
+  // Only the long-lived agent: a CLI's memory ends with it. Two arenas for the threads that first
+  // allocate during a burst (libuv's pool, V8's workers) instead of one each.
+  const malloc = role === 'agent' ? loadNativeMalloc(distFile('quantilica-malloc.node'), logger) : null;
+  malloc?.limitArenas(2);
+  const heap =
+    role === 'agent'
+      ? BurstHeap.install(logger, () => {
+          inputs.telemetry.withDatabase((db) => db.pragma('shrink_memory'));
+          malloc?.trim();
+        })
+      : null;
   const runs = new RunManager({
     config,
     catalog,

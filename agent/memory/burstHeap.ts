@@ -14,7 +14,8 @@ const QUIET_MS = 1000;
  * 1,000 queued no-op runs, 116 MB 5 s after). So the young generation is kept at its starting size
  * (the burst's throughput is the same: its objects die young), and once the queue has been empty
  * for a second after at least BURST_RUNS runs, two full collections (the second frees what the
- * first's finalizers released) hand the old space's pages back: 78–82 MB 5 s after the burst.
+ * first's finalizers released) hand the old space's pages back; then `release` gives back what the
+ * C side keeps (SQLite's page cache, the allocator's free pages).
  * Only the long-lived agent does this; a CLI's heap ends with it.
  */
 export class BurstHeap {
@@ -23,18 +24,19 @@ export class BurstHeap {
 
   private constructor(
     private readonly collect: () => void,
+    private readonly release: () => void,
     private readonly logger: Logger,
   ) {}
 
   /** Sets the process's young generation and makes a full collection callable; null if V8 refuses. */
-  static install(logger: Logger): BurstHeap | null {
+  static install(logger: Logger, release: () => void): BurstHeap | null {
     try {
       v8.setFlagsFromString('--semi-space-growth-factor=1');
       // The flag makes `gc` exist in contexts made from now on; the agent's own global stays as it was.
       v8.setFlagsFromString('--expose-gc');
       const gc: unknown = vm.runInNewContext('gc');
       if (typeof gc !== 'function') return null;
-      return new BurstHeap(gc as () => void, logger);
+      return new BurstHeap(gc as () => void, release, logger);
     } catch (err) {
       logger.debug({ err }, 'heap settings for bursts not available');
       return null;
@@ -61,6 +63,7 @@ export class BurstHeap {
       const began = performance.now();
       this.collect();
       this.collect();
+      this.release();
       this.logger.debug({ runs: this.endedSinceCollect, ms: Math.round(performance.now() - began) }, 'collected the heap after a burst');
       this.endedSinceCollect = 0;
     }, QUIET_MS);

@@ -23,7 +23,7 @@ function churn(mb: number): number {
 }
 
 test('after install, a burst of short-lived objects leaves the young generation at its starting size', () => {
-  const heap = BurstHeap.install(memoryLogger());
+  const heap = BurstHeap.install(memoryLogger(), () => {});
   assert.ok(heap, 'V8 takes the heap settings');
   churn(400);
   assert.ok(newSpaceMb() <= 4, `new space ${newSpaceMb().toFixed(1)} MB after the churn (16 MB semi-spaces without the setting)`);
@@ -33,7 +33,8 @@ test('after install, a burst of short-lived objects leaves the young generation 
 
 test('once the queue is empty after a burst of runs, the heap is collected (not after a few runs)', { timeout: 20000 }, async () => {
   const logger = memoryLogger();
-  const heap = BurstHeap.install(logger);
+  let released = 0;
+  const heap = BurstHeap.install(logger, () => (released += 1));
   assert.ok(heap);
   const collections = () => logger.records.filter((r) => r.msg === 'collected the heap after a burst');
   for (let i = 0; i < 5; i++) heap.runEnded();
@@ -48,5 +49,6 @@ test('once the queue is empty after a burst of runs, the heap is collected (not 
     timeoutMs: 10000,
   });
   assert.equal((collected.obj as { runs: number }).runs, 205, 'one collection for the runs since the last');
+  assert.equal(released, 1, "the databases' caches are given back with the collection");
   heap.close();
 });

@@ -1,0 +1,29 @@
+import type { Logger } from '../log/logger';
+
+/** What agent/native/quantilica-malloc.c exports: glibc's allocator, asked by the agent itself. */
+export interface NativeMalloc {
+  /** malloc_trim(0): every arena's free pages back to the kernel; true if any were. */
+  trim(): boolean;
+  /** mallopt(M_ARENA_MAX, n) for the threads that allocate from now on; true if glibc took it. */
+  limitArenas(n: number): boolean;
+}
+
+/**
+ * Loads dist/quantilica-malloc.node; null when it was not built (no C compiler, not glibc) or cannot
+ * be loaded here. The agent works the same without it, with more memory kept after a burst.
+ */
+export function loadNativeMalloc(file: string, logger: Logger): NativeMalloc | null {
+  try {
+    const module = { exports: {} as Partial<NativeMalloc> };
+    process.dlopen(module, file);
+    const loaded = module.exports;
+    if (typeof loaded.trim !== 'function' || typeof loaded.limitArenas !== 'function') throw new Error('not the expected exports');
+    return { trim: loaded.trim.bind(loaded), limitArenas: loaded.limitArenas.bind(loaded) };
+  } catch (err) {
+    logger.debug(
+      { file, err: (err as Error).message },
+      "the C allocator's trim is not available: its free memory stays with the agent after a burst",
+    );
+    return null;
+  }
+}

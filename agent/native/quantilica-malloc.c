@@ -1,0 +1,44 @@
+/*
+ * The agent's hold on glibc's allocator, as a Node-API module (dist/quantilica-malloc.node).
+ *
+ * After a burst of runs, V8 gives its own pages back, but memory the C++ side (libuv, V8's worker
+ * threads, SQLite) freed stays in glibc's arenas: one per thread that allocated, each keeping what it
+ * once held. Nothing in Node hands it back, and glibc's own settings for it (MALLOC_ARENA_MAX,
+ * MALLOC_TRIM_THRESHOLD_) are read from the environment at the process's start, which belongs to
+ * whoever launches the agent (systemd, the extension, a terminal). So the agent asks itself:
+ *   limitArenas(n)  mallopt(M_ARENA_MAX, n): threads that allocate for the first time from now on
+ *                   share n arenas instead of taking one each;
+ *   trim()          malloc_trim(0): every arena's free pages back to the kernel (true if any were).
+ * Both are glibc's; on another C library the build fails and the agent goes without (nativeMalloc.ts).
+ */
+#define NAPI_VERSION 8
+#include <malloc.h>
+#include <node_api.h>
+
+static napi_value trim(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value result;
+  if (napi_get_boolean(env, malloc_trim(0) != 0, &result) != napi_ok) return NULL;
+  return result;
+}
+
+static napi_value limit_arenas(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], result;
+  int32_t n = 0;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
+  if (argc < 1 || napi_get_value_int32(env, argv[0], &n) != napi_ok) n = 0;
+  if (napi_get_boolean(env, n > 0 && mallopt(M_ARENA_MAX, n) == 1, &result) != napi_ok) return NULL;
+  return result;
+}
+
+static int export_function(napi_env env, napi_value exports, const char *name, napi_callback cb) {
+  napi_value fn;
+  return napi_create_function(env, name, NAPI_AUTO_LENGTH, cb, NULL, &fn) == napi_ok &&
+         napi_set_named_property(env, exports, name, fn) == napi_ok;
+}
+
+NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
+  if (!export_function(env, exports, "trim", trim) || !export_function(env, exports, "limitArenas", limit_arenas)) return NULL;
+  return exports;
+}
