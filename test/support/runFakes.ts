@@ -10,6 +10,7 @@ import type { ExitInfo, RunProcess, SpawnOptions } from '../../agent/runs/runPro
 import type { StoredRun } from '../../agent/runs/runStore';
 import type { GateRequest, StartGate } from '../../agent/runs/startGate';
 import type { NewTelemetryEvent } from '../../agent/telemetry/telemetrySink';
+import type { RunMemory } from '../../agent/memory/runMemory';
 
 // Fakes for the run manager's ports (runPorts.ts): each step a run takes waits for the test to let
 // it happen, so a test can cancel, stop or crash the manager at exactly that step.
@@ -239,7 +240,7 @@ export interface ManagerBed {
 }
 
 /** A run manager on fakes, in a private temp folder (logs and status files are real paths). */
-export function managerBed(): ManagerBed {
+export function managerBed(options: { memory?: RunMemory } = {}): ManagerBed {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'qrm-'));
   const gate = new FakeGate();
   const slots = new FakeSlots();
@@ -272,6 +273,7 @@ export function managerBed(): ManagerBed {
     self: { pid: 11, startTime: 12 },
     onRunChange: (run) => published.push(run),
     onPoolChange: () => {},
+    ...(options.memory ? { memory: options.memory } : {}),
   });
   const pastGate = async (): Promise<RunInfo> => {
     const run = await manager.enqueue('fetch', [], 'cli');
