@@ -85,6 +85,11 @@ export function watchRun(
 ): RunWatch {
   let timer: NodeJS.Timeout | null = null;
   let stopped = false;
+  const pause = () =>
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, GROUP_POLL_MS);
+      timer.unref();
+    });
   const ended = (async (): Promise<ExitInfo> => {
     const byWrapper = wrapperExit ? await wrapperExit : null;
     let first = true;
@@ -98,19 +103,13 @@ export function watchRun(
         onLingering(members);
       }
       first = false;
-      await new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, GROUP_POLL_MS);
-        timer.unref();
-      });
+      await pause();
     }
     let recorded = readStatusFile(statusFile);
     // The native spawner's waiter, which writes the status, is outside the group: with no exit of our
     // own to go by, its write may still be on its way once the group is empty.
     for (let waited = 0; recorded.unknown && byWrapper === null && waited < STATUS_WRITE_GRACE_MS && !stopped; waited += GROUP_POLL_MS) {
-      await new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, GROUP_POLL_MS);
-        timer.unref();
-      });
+      await pause();
       recorded = readStatusFile(statusFile);
     }
     if (!recorded.unknown) return byWrapper === null && first ? recorded : { ...recorded, endedAt: undefined };

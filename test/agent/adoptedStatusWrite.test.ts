@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import type { RunInfo } from '../../shared/protocol';
 import { readProcInfo } from '../../shared/node/procInfo';
-import { FIXTURES, groupMembers, makeTestEnv, runCli, startAgent } from '../support/harness';
+import { FIXTURES, groupMembers, listRuns, makeTestEnv, runCli, startAgent } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 
 // The native spawner's waiter writes a run's status file, and it is not in the run's group: a fetcher
@@ -17,15 +17,13 @@ test(
       QUANTILICA_SPAWNER: 'native',
     });
     const release = path.join(station.root, 'release');
-    const runs = async (): Promise<RunInfo[]> =>
-      (JSON.parse((await runCli(station, ['runs', '--json'])).stdout) as { runs: RunInfo[] }).runs;
     const first = await startAgent(station);
     const started = await runCli(station, ['run', 'until-file', '--detach', '--json', '--', release, '7']);
     assert.equal(started.code, 0, started.stderr);
     const runId = (JSON.parse(started.stdout) as RunInfo).runId;
     const running = await waitFor(
       async () => {
-        const r = (await runs()).find((x) => x.runId === runId);
+        const r = (await listRuns(station)).find((x) => x.runId === runId);
         return r?.status === 'running' && groupMembers(r.pid!).length >= 1 ? r : null;
       },
       { what: 'the fetcher to run', timeoutMs: 20000 },
@@ -56,7 +54,7 @@ test(
         });
         const ended = await waitFor(
           async () => {
-            const r = (await runs()).find((x) => x.runId === runId);
+            const r = (await listRuns(station)).find((x) => x.runId === runId);
             return r && r.status !== 'running' ? r : null;
           },
           { what: 'the run to be finished by the next agent', timeoutMs: 20000 },

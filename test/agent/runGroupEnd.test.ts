@@ -6,7 +6,7 @@ import * as assert from 'node:assert/strict';
 import type { RunInfo } from '../../shared/protocol';
 import { readProcInfo } from '../../shared/node/procInfo';
 import { tryLockSlot } from '../support/tryLockSlot';
-import { FIXTURES, groupMembers, makeTestEnv, openOrchestrator, runCli, startAgent, stopAll } from '../support/harness';
+import { FIXTURES, groupMembers, listRuns, makeTestEnv, openOrchestrator, runCli, startAgent, stopAll } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 
 function commOf(pid: number): string | null {
@@ -99,8 +99,7 @@ test(
     const result = await cli;
     assert.equal(result.code, 137, result.stdout + result.stderr);
     assert.match(result.stdout, /failed exit 137 \(signal\)/);
-    const runs = JSON.parse((await runCli(t, ['runs', '--json'])).stdout) as { runs: RunInfo[] };
-    const run = runs.runs.find((r) => r.fetcher === 'sleeper')!;
+    const run = (await listRuns(t)).find((r) => r.fetcher === 'sleeper')!;
     assert.deepEqual([run.status, run.exitCode, run.signal, run.reason], ['failed', 137, 'SIGKILL', 'signal']);
   },
 );
@@ -123,11 +122,9 @@ for (const spawner of ['thread', 'native'] as const) {
         assert.equal(r.code, 0, r.stderr);
         runIds.push((JSON.parse(r.stdout) as RunInfo).runId);
       }
-      const runs = async (): Promise<RunInfo[]> =>
-        (JSON.parse((await runCli(station, ['runs', '--json'])).stdout) as { runs: RunInfo[] }).runs;
       const running = await waitFor(
         async () => {
-          const all = await runs();
+          const all = await listRuns(station);
           const two = runIds.map((id) => all.find((r) => r.runId === id));
           // Under runWrapper.sh a group is the wrapper, its subshell and the fetcher; natively the fetcher leads it.
           return two.every((r) => r?.status === 'running' && groupMembers(r.pid!).length >= (spawner === 'thread' ? 3 : 1))
@@ -170,7 +167,7 @@ for (const spawner of ['thread', 'native'] as const) {
       try {
         const adopted = await waitFor(
           async () => {
-            const all = await runs();
+            const all = await listRuns(station);
             const r = all.find((x) => x.runId === runIds[0]);
             return r && r.status !== 'running' ? all : null;
           },
@@ -189,7 +186,7 @@ for (const spawner of ['thread', 'native'] as const) {
         fs.writeFileSync(release(1), '');
         const ended = await waitFor(
           async () => {
-            const r = (await runs()).find((x) => x.runId === runIds[1]);
+            const r = (await listRuns(station)).find((x) => x.runId === runIds[1]);
             return r && r.status !== 'running' ? r : null;
           },
           { what: 'the second run to end', timeoutMs: 20000 },

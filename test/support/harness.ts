@@ -8,6 +8,7 @@ import { memoryLogger } from './memoryLogger';
 import { openCore } from '../../agent/compose/openCore';
 import type { Orchestrator } from '../../agent/orchestrator';
 import type { RunManager } from '../../agent/runs/runManager';
+import type { RunInfo } from '../../shared/protocol';
 
 /** The repository root, from out/test/support. */
 export const REPO = path.resolve(__dirname, '..', '..', '..');
@@ -132,6 +133,13 @@ export function runCli(t: TestEnv | NodeJS.ProcessEnv, args: string[], timeoutMs
       resolve({ code, signal, stdout, stderr });
     });
   });
+}
+
+/** `quantilica runs --json`: the station's runs, newest first (the agent's answer while one runs). */
+export async function listRuns(t: TestEnv): Promise<RunInfo[]> {
+  const r = await runCli(t, ['runs', '--json']);
+  if (r.code !== 0) throw new Error(`quantilica runs --json exited ${r.code}: ${r.stderr}`);
+  return (JSON.parse(r.stdout) as { runs: RunInfo[] }).runs;
 }
 
 /** Starts `quantilica agent` and resolves once it prints its ready line. */
