@@ -26,8 +26,9 @@ export class QueuePositions {
     if (state.run.status !== 'waiting' || hasEnded(state) || state.run.reason === 'starting' || state.run.reason === 'retry-backoff')
       return;
     const before = state.run.wait;
-    if (JSON.stringify(before) === JSON.stringify(reason)) return;
     if (before?.kind === 'pool' && reason.kind === 'pool') {
+      // Called for every run behind each grant: compared by position, not by serializing both.
+      if (before.position === reason.position) return;
       // Every grant shifts every run behind it, and committing and publishing each shift made the
       // agent's work per run grow with the queue (1,000 queued runs: hundreds of commits and
       // notifications per run started). Nothing of value is lost in a crash: the next agent queues
@@ -37,6 +38,7 @@ export class QueuePositions {
       this.timer ??= setTimeout(() => this.publish(), POSITION_PUBLISH_GAP_MS).unref();
       return;
     }
+    if (JSON.stringify(before) === JSON.stringify(reason)) return;
     // A new kind of wait starts its own limit: a next agent counts what is left of it from here.
     void transition(this.ports, state.run, 'wait', {
       wait: reason,

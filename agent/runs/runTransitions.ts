@@ -291,7 +291,7 @@ export function transition(
   detail: MoveDetail = {},
 ): Promise<void> {
   const spec: MoveSpec = RUN_MOVES[name];
-  const before = apply(run, name, fields);
+  const before = apply(run, name, fields, true);
   const after = { ...run };
   return ports.journal.commit(after, spec.event({ before, after, detail, clock: ports.clock })).then(() => ports.publish(toRunInfo(after)));
 }
@@ -310,8 +310,12 @@ export function draft(run: StoredRun): StoredRun {
   return run;
 }
 
-/** Checks the move (throws before any change) and applies it; returns the run as it was (null: a new run). */
-function apply(run: StoredRun, name: RunMove, fields: RunFields): StoredRun | null {
+/**
+ * Checks the move (throws before any change) and applies it; with `keepBefore`, returns the run as it
+ * was (null: a new run), which only a move's event needs (a queue's shifts run once per waiting run
+ * per grant and skip the copy).
+ */
+function apply(run: StoredRun, name: RunMove, fields: RunFields, keepBefore = false): StoredRun | null {
   const spec: MoveSpec = RUN_MOVES[name];
   const fresh = drafts.has(run);
   const from = fresh ? 'new' : run.status;
@@ -323,7 +327,7 @@ function apply(run: StoredRun, name: RunMove, fields: RunFields): StoredRun | nu
   const next = 'reason' in fields ? (fields.reason ?? null) : reason;
   if (!spec.reasons.includes(next))
     throw new IllegalMoveError(run.runId, name, from, reason, `it does not carry the reason ${String(next)}`);
-  const before = fresh ? null : { ...run };
+  const before = fresh || !keepBefore ? null : { ...run };
   Object.assign(run, fields, { status: spec.to });
   drafts.delete(run);
   return before;

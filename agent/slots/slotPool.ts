@@ -133,8 +133,11 @@ export class SlotPool {
           signal.removeEventListener('abort', onAbort);
         },
       };
+      // With runs queued ahead, the last pump found the pool full and the next release or poll pumps
+      // again; a try now could only find the same (first come, first served), at a folder's reading per run.
+      const queuedBehind = this.waiters.length > 0;
       this.waiters.push(waiter);
-      this.pump();
+      if (!queuedBehind) this.pump();
       // Only a run that is still queued after the pump has a position to report.
       const position = this.waiters.indexOf(waiter);
       if (position >= 0) onPosition(position + 1);
@@ -233,8 +236,9 @@ export class SlotPool {
       if (beyond >= this.size) return null;
       const busy: number[] = [];
       for (let index = 0; index < this.size; index++) {
-        // A slot of our own run stays ours even while its file is gone.
-        if (this.held.has(index)) {
+        // A slot of our own run stays ours even while its file is gone; one granted to a starting run
+        // is locked by our own descriptor, so a try could only fail.
+        if (this.held.has(index) || this.grantedOpen(index)) {
           busy.push(index);
           continue;
         }
@@ -441,6 +445,15 @@ export class SlotPool {
       return false;
     }
     return file !== null && file.dev === lock.dev && file.ino === lock.ino;
+  }
+
+  /** A slot handed to a starting run whose descriptor the agent still has (it holds the flock). */
+  private grantedOpen(index: number): boolean {
+    const lock = this.granted.get(index);
+    if (lock === undefined) return false;
+    if (!lock.isClosed) return true;
+    this.granted.delete(index);
+    return false;
   }
 
   private holderOf(

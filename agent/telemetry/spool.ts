@@ -42,7 +42,7 @@ export class Spool implements TelemetrySink {
   private readonly group = new GroupCommit<{ runs: readonly RunRow[]; rows: PendingRow[] }>((items) => {
     this.store(
       items.flatMap((i) => i.rows),
-      items.flatMap((i) => i.runs),
+      newestPerRun(items),
     );
     // Durable once the WAL is synced, off this thread (walSync.ts); the callers wait for that.
     return this.walSync?.sync();
@@ -516,4 +516,14 @@ export class Spool implements TelemetrySink {
       }
     }
   }
+}
+
+/**
+ * A run's row is its whole state, so of the moves one commit holds for a run (a queued run's enqueue
+ * and its first wait come in one turn) only the newest is written.
+ */
+function newestPerRun(items: ReadonlyArray<{ runs: readonly RunRow[] }>): RunRow[] {
+  const newest = new Map<string, RunRow>();
+  for (const item of items) for (const run of item.runs) newest.set(run.runId, run);
+  return [...newest.values()];
 }
