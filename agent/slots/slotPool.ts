@@ -438,12 +438,8 @@ export class SlotPool {
 
   /** A slot handed to a starting run, still locked by the agent's descriptor on the file at its name. */
   private grantedAt(index: number, file: { dev: number; ino: number } | null): boolean {
-    const lock = this.granted.get(index);
-    if (!lock) return false;
-    if (lock.isClosed) {
-      this.granted.delete(index);
-      return false;
-    }
+    if (!this.grantedOpen(index)) return false;
+    const lock = this.granted.get(index)!;
     return file !== null && file.dev === lock.dev && file.ino === lock.ino;
   }
 
