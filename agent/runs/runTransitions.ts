@@ -291,7 +291,9 @@ export function transition(
   detail: MoveDetail = {},
 ): Promise<void> {
   const spec: MoveSpec = RUN_MOVES[name];
-  const before = apply(run, name, fields, true);
+  // The run as it was, for the move's event (a move that apply refuses changes nothing).
+  const before = drafts.has(run) ? null : { ...run };
+  apply(run, name, fields);
   const after = { ...run };
   return ports.journal.commit(after, spec.event({ before, after, detail, clock: ports.clock })).then(() => ports.publish(toRunInfo(after)));
 }
@@ -311,11 +313,10 @@ export function draft(run: StoredRun): StoredRun {
 }
 
 /**
- * Checks the move (throws before any change) and applies it; with `keepBefore`, returns the run as it
- * was (null: a new run), which only a move's event needs (a queue's shifts run once per waiting run
- * per grant and skip the copy).
+ * Checks the move (throws before any change) and applies it. It copies nothing: a queue's shifts
+ * run once per waiting run per grant.
  */
-function apply(run: StoredRun, name: RunMove, fields: RunFields, keepBefore = false): StoredRun | null {
+function apply(run: StoredRun, name: RunMove, fields: RunFields): void {
   const spec: MoveSpec = RUN_MOVES[name];
   const fresh = drafts.has(run);
   const from = fresh ? 'new' : run.status;
@@ -327,8 +328,6 @@ function apply(run: StoredRun, name: RunMove, fields: RunFields, keepBefore = fa
   const next = 'reason' in fields ? (fields.reason ?? null) : reason;
   if (!spec.reasons.includes(next))
     throw new IllegalMoveError(run.runId, name, from, reason, `it does not carry the reason ${String(next)}`);
-  const before = fresh || !keepBefore ? null : { ...run };
   Object.assign(run, fields, { status: spec.to });
   drafts.delete(run);
-  return before;
 }
