@@ -1,10 +1,17 @@
+import * as path from 'node:path';
 import { isGithubSync } from '../catalog/catalog';
+import { PrivateFlock } from '../flock/privateFlock';
 import { groupOf, newActiveRun } from './activeRun';
 import type { RunCore } from './runCore';
 import { openRunLog } from './runLogFile';
 import type { RunStart, StageLimit } from './runStart';
 import type { StoredRun } from './runStore';
 import { transition } from './runTransitions';
+
+/** In the home (QUANTILICA_HOME), beside the spool: taken by whoever takes over runs left behind. */
+const ADOPTION_LOCK = 'adoption.lock';
+/** Far beyond a takeover's few commits; a holder that dies frees the lock at once. */
+const ADOPTION_WAIT_MS = 10_000;
 
 /**
  * The runs a process that is gone left behind, taken over at start: a run that was `running` is
@@ -14,12 +21,43 @@ import { transition } from './runTransitions';
  * left queued is the next agent's, in its order.
  */
 export class RunAdoption {
+  /** This process's takeovers, one after another: the lock below is per descriptor, not per process. */
+  private turn: Promise<unknown> = Promise.resolve();
+
   constructor(
     private readonly core: RunCore,
     private readonly starter: RunStart,
   ) {}
 
-  async adoptLeftovers(): Promise<void> {
+  adoptLeftovers(): Promise<void> {
+    return this.inTurn(() => this.adoptNow());
+  }
+
+  /**
+   * A takeover (adopting what a gone process left, cancelling a kept run) under the home's adoption
+   * lock, from reading the runs to the commit of their new owner: two processes of one home (the next
+   * agent, a CLI following or cancelling a run) finding the same run left behind would both adopt it
+   * and both record its end. The second reads the run after the first's commit and sees its owner alive.
+   */
+  private inTurn<T>(takeover: () => Promise<T>): Promise<T> {
+    const run = this.turn.then(async () => {
+      const lockPath = path.join(this.core.deps.config.homeDir, ADOPTION_LOCK);
+      const lock = await PrivateFlock.acquire(lockPath, ADOPTION_WAIT_MS);
+      if (lock === null)
+        throw new Error(
+          `another quantilica process of this home has held ${lockPath} for ${ADOPTION_WAIT_MS / 1000} s while taking over runs; try again`,
+        );
+      try {
+        return await takeover();
+      } finally {
+        lock.release();
+      }
+    });
+    this.turn = run.catch(() => undefined);
+    return run;
+  }
+
+  private async adoptNow(): Promise<void> {
     const { deps, active } = this.core;
     const moves: Array<Promise<void>> = [];
     for (const stored of deps.journal.active()) {
@@ -38,7 +76,11 @@ export class RunAdoption {
    * Cancels a waiting run an agent left while no agent runs (a CLI working in-process): it ends
    * `cancelled` here, never started. Null when the run is not such a run.
    */
-  async cancelKept(runId: string): Promise<StoredRun | null> {
+  cancelKept(runId: string): Promise<StoredRun | null> {
+    return this.inTurn(() => this.cancelKeptNow(runId));
+  }
+
+  private async cancelKeptNow(runId: string): Promise<StoredRun | null> {
     const { deps, active } = this.core;
     const stored = deps.journal.get(runId);
     if (!stored || !isKeptInQueue(stored) || active.has(runId) || deps.spawner.ownerAlive(stored)) return null;

@@ -1,6 +1,7 @@
 import type { FlushTelemetry } from '../../shared/protocol';
 import type { Logger } from '../log/logger';
 import { FlushLock } from './flushLock';
+import { PrivateFlock } from '../flock/privateFlock';
 import { migrate } from '../db/migrate';
 import { errorText } from './openSpoolDatabase';
 import { sendIsolating } from './sendBatch';
@@ -37,8 +38,6 @@ export interface FlushOutcome extends FlushTelemetry.Result {
 }
 
 export type ProgressListener = (sent: number, remaining: number) => void;
-
-const LOCK_POLL_MS = 20;
 
 /**
  * Carries spooled events to PostgreSQL: soon after events are emitted, on a timer with capped
@@ -149,7 +148,7 @@ export class Flusher {
     spool.drainFallback();
     const spoolPath = spool.path;
     if (spoolPath === null) return { sent: 0, inserted: 0, busy: false, remaining: 0, error: spool.status().error ?? 'no spool file' };
-    let lock: FlushLock | null;
+    let lock: PrivateFlock | null;
     try {
       lock = await this.acquireLock(FlushLock.pathFor(spoolPath), lockWaitMs);
     } catch (err) {
@@ -207,13 +206,8 @@ export class Flusher {
   }
 
   /** Polls the lock up to `waitMs` (0: one try). Bounded, and a crashed holder frees it at once. */
-  private async acquireLock(lockPath: string, waitMs: number): Promise<FlushLock | null> {
-    const deadline = Date.now() + waitMs;
-    for (;;) {
-      const lock = FlushLock.tryAcquire(lockPath);
-      if (lock !== null || Date.now() >= deadline || this.closed) return lock;
-      await new Promise((resolve) => setTimeout(resolve, LOCK_POLL_MS));
-    }
+  private acquireLock(lockPath: string, waitMs: number): Promise<PrivateFlock | null> {
+    return PrivateFlock.acquire(lockPath, waitMs, () => this.closed);
   }
 }
 
