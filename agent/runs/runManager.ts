@@ -475,7 +475,7 @@ export class RunManager {
       run.startedAt === null && run.logPath === null ? runLogPath(this.deps.config.logDir, run.fetcher, run.runId) : null;
     if (neverStarted !== null && !appendAgentLines(neverStarted, neverStartedLines(toRunInfo(run), status, reason, message)))
       this.deps.logger.warn({ runId: run.runId }, 'could not write why the run never started into its log');
-    await transition(
+    const recorded = transition(
       this.ports,
       run,
       FINISH_MOVES[status],
@@ -491,6 +491,12 @@ export class RunManager {
       },
       { ...(message ? { message } : {}), ...figures },
     );
+    // The slot goes to the next run now, not after this commit: commits keep their order, so the next
+    // run's intent (markStarting, awaited before its spawn) is durable only with this end, and under a
+    // burst both share one fsync rather than one each on the slot's way.
+    this.deps.gate.runEnded(run.runId);
+    if (run.slot !== null) this.deps.pools.get(run.pool)?.released();
+    await recorded;
     if (message) this.deps.logger.warn({ runId: run.runId, fetcher: run.fetcher, reason }, message);
     else if (final?.oomKills)
       this.deps.logger.warn(
@@ -499,8 +505,6 @@ export class RunManager {
       );
     this.active.delete(run.runId);
     if (this.active.size === 0) this.deps.onIdle?.();
-    this.deps.gate.runEnded(run.runId);
-    if (run.slot !== null) this.deps.pools.get(run.pool)?.released();
     const waiters = this.finishWaiters.get(run.runId) ?? [];
     this.finishWaiters.delete(run.runId);
     if (this.finishWaiters.size === 0 && this.waitKeepAlive) {
