@@ -112,9 +112,15 @@ export class RunStart {
       const attempt = run.attempt ?? 1;
       const statusFile = path.join(this.core.statusDir(), attempt === 1 ? `${run.runId}.exit` : `${run.runId}.${attempt}.exit`);
       const logPath = runLogPath(deps.config.logDir, run.fetcher, run.runId);
+      // The run's cgroup is made (off the main thread) while the intent commits: both come before
+      // the spawn, neither needs the other. A cgroup left by an agent that died in between is empty
+      // and named after a run the next agent queues again (memoryCeilings.ts adopts or removes it).
+      const cgroupEnv = deps.memory ? this.inGrantOrder(deps.memory.prepare(run.runId, run.pool, entry.memoryMb)) : null;
       await transition(ports, run, 'markStarting', { reason: 'starting', wait: null, slot: grant.index, statusFile, logPath });
       throwIfCancelled(state);
-      await this.spawn(state, grant);
+      const env = (await cgroupEnv) ?? {};
+      throwIfCancelled(state);
+      await this.spawn(state, grant, env);
     } catch (err) {
       if (grant !== null && state.run.pid === null) {
         // Cancelled (or refused) after the grant, before the spawn: the slot goes straight back.
@@ -130,8 +136,11 @@ export class RunStart {
       const noSlot = state.run.pid === null;
       if (err instanceof ParkedError) {
         // Kept for the next agent; a run that had its slot already goes back to the queue's head.
-        if (state.run.reason === 'starting')
+        if (state.run.reason === 'starting') {
+          // Its cgroup, made with the grant, is not left behind empty.
+          deps.memory?.release(run.runId);
           await transition(ports, run, 'park', { reason: null, slot: null, statusFile: null, wait: { kind: 'pool', position: 1 } });
+        }
         return;
       }
       if (err instanceof CancelledError)
@@ -153,14 +162,11 @@ export class RunStart {
     deps.onPoolChange(run.pool);
   }
 
-  private async spawn(state: ActiveRun, grant: HeldSlot): Promise<void> {
+  private async spawn(state: ActiveRun, grant: HeldSlot, cgroupEnv: Record<string, string>): Promise<void> {
     const { deps, ports, upkeep } = this.core;
     const { run, entry } = state;
     if (isGithubSync(entry)) throw new Error('a GitHub sync has no process to start');
     const { config } = deps;
-    // The run's cgroup before the spawn (its folders are made off the main thread).
-    const cgroupEnv = deps.memory ? await this.inGrantOrder(deps.memory.prepare(run.runId, run.pool, entry.memoryMb)) : {};
-    throwIfCancelled(state);
     // A later try appends to the log its first try made (checked again on its descriptor, never through a
     // link); only a first try, or a log removed meanwhile, creates it.
     const logFd =
