@@ -14,6 +14,7 @@ import { kernelLockOf, lazyKernelFlocks, readKernelFlocks, type KernelLocks } fr
 import { whyNotOurRun, type RecordedRun } from './provenHolder';
 import { reclaimIfStopped, type ReclaimEvent } from './reclaimIfStopped';
 import { tryLockIn, type SlotLock } from './slotLock';
+import { DirNames } from './dirNames';
 
 /** How often waiting runs retry a pool: a slot held by another process (a legacy flock script, a CLI
  * run) is freed without telling us, so the wait polls for it, besides every local release. */
@@ -224,6 +225,7 @@ export class SlotPool {
   };
 
   private lastReclaimAt = 0;
+  private readonly dirNames = new DirNames();
 
   private tryTakeAny(): SlotGrant | null {
     const dir = this.openDir();
@@ -332,8 +334,8 @@ export class SlotPool {
   /** Slot files numbered from the size up to the largest pool allowed; beyond that a name is ignored. */
   private indicesBeyondSize(dir: VerifiedDir): number[] {
     if (this.opts.fileName) return [];
-    return dir
-      .names()
+    return this.dirNames
+      .of(dir)
       .map((n) => Number(SLOT_FILE.exec(n)?.[1] ?? -1))
       .filter((i) => i >= this.size && i < MAX_POOL_SLOTS)
       .sort((a, b) => a - b);

@@ -28,6 +28,8 @@ export class VerifiedDir {
   private constructor(
     readonly dir: string,
     private readonly fd: number,
+    /** The folder as checked when it was opened (its fstat). */
+    readonly stat: fs.Stats,
     private readonly policy: StationPolicy,
     private readonly privateDir: boolean,
     private readonly onTightened: OnTightened,
@@ -63,7 +65,7 @@ export class VerifiedDir {
     // Nobody but us can enter a folder of ours with mode 0700 (no lock group): a file inside is
     // reachable by this account alone, whatever its own mode says.
     const privateDir = policy.group === null && st.uid === policy.uid && (st.mode & 0o077) === 0;
-    return new VerifiedDir(dir, fd, policy, privateDir, onTightened);
+    return new VerifiedDir(dir, fd, st, policy, privateDir, onTightened);
   }
 
   close(): void {
