@@ -145,6 +145,23 @@ export interface AgentFigures {
   /** RSS 5 s after the last of the burst's runs ended, before anything else is asked of the agent. */
   rssAfterBurstMb: number;
   idleRssAfterMb: number;
+  /** The most RSS the agent had while the burst's runs were queued and ran (VmHWM); null if it could not be reset. */
+  peakRssMb: number | null;
+}
+
+/** Sets the process's RSS high-water mark (VmHWM) to its RSS now; false when the kernel refuses. */
+function resetPeakRss(pid: number): boolean {
+  try {
+    fs.writeFileSync(`/proc/${pid}/clear_refs`, '5');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function peakRss(pid: number): number {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
 }
 
 export async function agentOverProtocol(idleSeconds: number, policy: EntryPolicy = {}): Promise<AgentFigures> {
@@ -156,6 +173,8 @@ export async function agentOverProtocol(idleSeconds: number, policy: EntryPolicy
     const idle = await sampleIdle(pid, idleSeconds);
     // The spawner starts with the first run: a warm-up run makes it exist before the count begins.
     await client.waitRun((await client.run(POOLS[0][0])).runId);
+    // The peak from here on is the burst's: the whole queue is in the agent at once.
+    const peakReset = resetPeakRss(pid);
     const cpuBefore = cpuMs(pid);
     const processCpuBefore = cpuMs(pid, true);
     const clientCpuBefore = process.cpuUsage();
@@ -172,6 +191,7 @@ export async function agentOverProtocol(idleSeconds: number, policy: EntryPolicy
     const client2 = process.cpuUsage(clientCpuBefore);
     // This benchmark's own process (the protocol client): it shares the machine's 2 cores with the agent.
     const clientCpuMsPerRun = (client2.user + client2.system) / 1000 / RUNS;
+    const peakRssMb = peakReset ? peakRss(pid) : null;
     // Memory after the burst: what the queued runs' objects leave behind once they all ended.
     const rssAfterBurst = await sampleIdle(pid, 5);
     const failed = done.filter((r) => r.status !== 'completed');
@@ -204,6 +224,7 @@ export async function agentOverProtocol(idleSeconds: number, policy: EntryPolicy
       idleRssMb: idle.rssMb,
       rssAfterBurstMb: rssAfterBurst.rssMb,
       idleRssAfterMb: after.rssMb,
+      peakRssMb,
     };
   } finally {
     await client.close();
@@ -240,6 +261,9 @@ async function main(): Promise<void> {
     idleRssMb: round(agent.idleRssMb),
     rssAfterBurstMb: round(agent.rssAfterBurstMb),
     idleRssAfterRunsMb: round(agent.idleRssAfterMb),
+    peakRssDuringBurstMb: agent.peakRssMb === null ? null : round(agent.peakRssMb),
+    // What each queued run cost at the queue's longest, over the idle agent.
+    peakKbPerQueuedRun: agent.peakRssMb === null ? null : round(((agent.peakRssMb - agent.idleRssMb) * 1024) / RUNS),
     loadAverage: os.loadavg().map(round),
   };
   printTable(`slots benchmark, ${RUNS} no-op runs, load average ${result.loadAverage.join(' ')}`, [
@@ -273,6 +297,11 @@ async function main(): Promise<void> {
     ],
     ["this benchmark's client CPU per run (same 2 cores)", `${result.clientCpuMsPerRun} ms`, ''],
     ['idle RSS before the burst', `${result.idleRssMb} MB`, 'target < 80 MB'],
+    [
+      `peak RSS while the ${RUNS} runs were queued and ran`,
+      result.peakRssDuringBurstMb === null ? 'unknown' : `${result.peakRssDuringBurstMb} MB`,
+      result.peakKbPerQueuedRun === null ? '' : `${result.peakKbPerQueuedRun} KB per queued run over the idle agent`,
+    ],
     ['RSS 5 s after the burst ends', `${result.rssAfterBurstMb} MB`, 'target < 80 MB'],
     ['idle RSS after the runs', `${result.idleRssAfterRunsMb} MB`, 'target < 80 MB'],
   ]);
