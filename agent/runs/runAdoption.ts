@@ -1,6 +1,6 @@
 import * as path from 'node:path';
 import { isGithubSync } from '../catalog/catalog';
-import { PrivateFlock } from '../flock/privateFlock';
+import { PrivateFlock } from '../telemetry/privateFlock';
 import { groupOf, newActiveRun } from './activeRun';
 import type { RunCore } from './runCore';
 import { openRunLog } from './runLogFile';

@@ -139,8 +139,9 @@ export class SlotPool {
       const queuedBehind = this.waiters.length > 0;
       this.waiters.push(waiter);
       if (!queuedBehind) this.pump();
-      // Only a run that is still queued after the pump has a position to report.
-      const position = this.waiters.indexOf(waiter);
+      // Only a run that is still queued after the pump has a position to report; behind others it is
+      // the last one (nothing ran since the push).
+      const position = queuedBehind ? this.waiters.length - 1 : this.waiters.indexOf(waiter);
       if (position >= 0) onPosition(position + 1);
     });
   }

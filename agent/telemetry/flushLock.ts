@@ -1,4 +1,4 @@
-import { PrivateFlock } from '../flock/privateFlock';
+import { PrivateFlock } from './privateFlock';
 
 /**
  * One flusher per spool across processes: an flock(2) on `<spool>.flush-lock`, held from reading a batch

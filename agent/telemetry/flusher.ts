@@ -1,7 +1,7 @@
 import type { FlushTelemetry } from '../../shared/protocol';
 import type { Logger } from '../log/logger';
 import { FlushLock } from './flushLock';
-import { PrivateFlock } from '../flock/privateFlock';
+import { PrivateFlock } from './privateFlock';
 import { migrate } from '../db/migrate';
 import { errorText } from './openSpoolDatabase';
 import { sendIsolating } from './sendBatch';

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import { flockSync } from 'fs-ext';
-import { openExclusiveFlock } from './openExclusiveFlock';
-import { checkOwnFile, UnsafeFileError } from '../telemetry/sqliteFileGuard';
+import { openExclusiveFlock } from '../flock/openExclusiveFlock';
+import { checkOwnFile, UnsafeFileError } from './sqliteFileGuard';
 
 const POLL_MS = 20;
 
