@@ -1,4 +1,5 @@
 import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { openRunLog } from './runLogFile';
 
 /**
@@ -25,18 +26,29 @@ export function capLogFile(fd: number, capBytes: number): boolean {
 
 interface Watched {
   fd: number;
+  dir: string;
+  name: string;
+}
+
+/** One inotify watch on a folder of logs, kept while the capper lives. */
+interface WatchedDir {
   watcher: fs.FSWatcher | null;
+  /** The logs being capped in this folder, by file name. */
+  logs: Map<string, number>;
 }
 
 /**
  * Caps the logs of running fetchers as they grow. A timer alone let a fast writer put hundreds of MB
- * into a log between two checks; an inotify watch (fs.watch) on each log wakes the agent on every
- * write, and the check truncates at once. The overshoot is bounded by what the fetcher writes
- * between its write and the agent's next turn of the event loop (README, "Log cap"). The timer stays
- * as a backstop for filesystems without inotify.
+ * into a log between two checks; an inotify watch (fs.watch) on the logs' folder wakes the agent on
+ * every write, and the check truncates at once. The overshoot is bounded by what the fetcher writes
+ * between its write and the agent's next turn of the event loop (README, "Log cap"). The folder is
+ * watched, not each log: removing an inotify watch waits for the kernel's grace period on the main
+ * thread (a tenth of its time per run in a burst of no-op runs), and the folder's watch is made once.
+ * The timer stays as a backstop for filesystems without inotify and for a log moved out of its folder.
  */
 export class LogCapper {
   private readonly watched = new Map<string, Watched>();
+  private readonly dirs = new Map<string, WatchedDir>();
   private readonly timer: NodeJS.Timeout;
 
   constructor(
@@ -55,19 +67,10 @@ export class LogCapper {
       fs.closeSync(fd);
       return;
     }
-    let watcher: fs.FSWatcher | null = null;
-    try {
-      // A wake-up only: inotify follows the inode it found, and the cap works on the descriptor.
-      watcher = fs.watch(logPath, { persistent: false }, () => {
-        capQuietly(fd, this.capBytes);
-      });
-      watcher.on('error', () => {
-        /* the log went away; the backstop timer and unwatch deal with it */
-      });
-    } catch {
-      watcher = null;
-    }
-    this.watched.set(logPath, { fd, watcher });
+    const dir = path.dirname(logPath);
+    const name = path.basename(logPath);
+    this.watched.set(logPath, { fd, dir, name });
+    this.dirOf(dir).logs.set(name, fd);
     capQuietly(fd, this.capBytes);
   }
 
@@ -76,23 +79,77 @@ export class LogCapper {
     return this.watched.get(logPath)?.fd ?? null;
   }
 
-  /** Stops watching, caps once more (the last writes of the run) and closes the descriptor. */
+  /** How many folders have a live inotify watch (one per folder, however many of its logs run). */
+  get folderWatches(): number {
+    let n = 0;
+    for (const d of this.dirs.values()) if (d.watcher !== null) n++;
+    return n;
+  }
+
+  /** Stops capping, caps once more (the last writes of the run) and closes the descriptor. */
   unwatch(logPath: string): void {
     const w = this.watched.get(logPath);
     if (!w) return;
     this.watched.delete(logPath);
-    w.watcher?.close();
+    this.dirs.get(w.dir)?.logs.delete(w.name);
     capQuietly(w.fd, this.capBytes);
     fs.closeSync(w.fd);
   }
 
   close(): void {
     clearInterval(this.timer);
-    for (const w of this.watched.values()) {
-      w.watcher?.close();
-      fs.closeSync(w.fd);
-    }
+    for (const d of this.dirs.values()) d.watcher?.close();
+    this.dirs.clear();
+    for (const w of this.watched.values()) fs.closeSync(w.fd);
     this.watched.clear();
+  }
+
+  private dirOf(dir: string): WatchedDir {
+    let entry = this.dirs.get(dir);
+    if (!entry) {
+      entry = { watcher: null, logs: new Map() };
+      this.dirs.set(dir, entry);
+    }
+    if (entry.watcher === null) entry.watcher = this.watchDir(dir, entry);
+    return entry;
+  }
+
+  private watchDir(dir: string, entry: WatchedDir): fs.FSWatcher | null {
+    try {
+      // A wake-up only: the event names a file, and the cap works on the descriptor made for it.
+      const ino = fs.statSync(dir).ino;
+      const selfName = path.basename(dir);
+      // The folder went away: its watch is dead; the backstop timer caps its logs, and the next run
+      // in a folder of that path watches it again.
+      const drop = (): void => {
+        watcher.close();
+        if (entry.watcher === watcher) entry.watcher = null;
+      };
+      const watcher = fs.watch(dir, { persistent: false }, (_event, name) => {
+        const fd = name === null ? undefined : entry.logs.get(name);
+        if (fd !== undefined) {
+          capQuietly(fd, this.capBytes);
+          return;
+        }
+        // A name that is not a running log (a log renamed within the folder, a new file): every
+        // running log of the folder is checked, a few fstats.
+        for (const other of entry.logs.values()) capQuietly(other, this.capBytes);
+        // inotify names the folder itself when it is removed or moved.
+        if (name === selfName && !sameInode(dir, ino)) drop();
+      });
+      watcher.on('error', drop);
+      return watcher;
+    } catch {
+      return null; // no inotify here: the backstop timer caps
+    }
+  }
+}
+
+function sameInode(dir: string, ino: number): boolean {
+  try {
+    return fs.statSync(dir).ino === ino;
+  } catch {
+    return false;
   }
 }
 
