@@ -145,7 +145,8 @@ export function composeCore(config: Config, logger: Logger, inputs: CoreInputs):
     wrapperPath: distFile('runWrapper.sh'),
     memory,
     onRunChange: (info) => {
-      const run = runWithUsage(info, memory);
+      // The usage is for a client's view (four cgroup files read); the observers (events, metrics) do not read it.
+      const run = hub.hasListeners() ? runWithUsage(info, memory) : info;
       hub.publish({ kind: 'run', run });
       if (lastStatus.get(run.runId) !== run.status) {
         lastStatus.set(run.runId, run.status);

@@ -118,9 +118,15 @@ export class CgroupLayout {
     return n === null || n >= 2 ** 52 ? null : Math.round(n / MB);
   }
 
-  figures(dirs: CgroupDirs): CgroupFigures {
+  /** The memory in use now, alone: what a pool's picture shows, read on every publication (figures reads four files). */
+  currentMb(dirs: CgroupDirs): number | null {
+    return toMb(readNumber(path.join(dirs.memory, this.support.kind === 'cgroup-v2' ? 'memory.current' : 'memory.usage_in_bytes')));
+  }
+
+  /** `current` false: a run's end, where the memory in use is of no account (one read fewer per run). */
+  figures(dirs: CgroupDirs, current = true): CgroupFigures {
     const v2 = this.support.kind === 'cgroup-v2';
-    const current = readNumber(path.join(dirs.memory, v2 ? 'memory.current' : 'memory.usage_in_bytes'));
+    const currentMb = current ? this.currentMb(dirs) : null;
     const peak = readNumber(path.join(dirs.memory, v2 ? 'memory.peak' : 'memory.max_usage_in_bytes'));
     let cpuSeconds: number | null = null;
     if (dirs.cpu !== null) {
@@ -133,7 +139,7 @@ export class CgroupLayout {
       }
     }
     const oomKills = keyed(path.join(dirs.memory, v2 ? 'memory.events' : 'memory.oom_control'), 'oom_kill') ?? 0;
-    return { currentMb: toMb(current), peakMb: toMb(peak), cpuSeconds, oomKills };
+    return { currentMb, peakMb: toMb(peak), cpuSeconds, oomKills };
   }
 
   /** The processes in the cgroup now (an empty list once it is gone). */

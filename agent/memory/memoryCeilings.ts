@@ -100,7 +100,7 @@ export class MemoryCeilings implements RunMemory {
     const ceilingMb = this.opts.pools.get(pool);
     if (ceilingMb === undefined) return undefined;
     let usedMb: number | null;
-    if (this.layout) usedMb = this.layout.figures(this.layout.dirsOf(pool)).currentMb;
+    if (this.layout) usedMb = this.layout.currentMb(this.layout.dirsOf(pool));
     else {
       usedMb = 0;
       for (const t of this.runs.values()) if (t.pool === pool && t.sampler) usedMb += t.sampler.currentMb;
@@ -200,7 +200,7 @@ export class MemoryCeilings implements RunMemory {
       const escaped = this.layout.kill(t.dirs);
       if (escaped > 0)
         this.opts.logger.warn({ runId, killed: escaped }, 'killed processes of an ended run that had left its process group');
-      const f = this.layout.figures(t.dirs);
+      const f = this.layout.figures(t.dirs, false);
       if (!this.layout.remove(t.dirs))
         this.opts.logger.warn({ runId, cgroup: t.dirs.memory }, "could not remove the run's cgroup; the next agent removes it");
       return {

@@ -113,6 +113,13 @@ export class RunManager {
     return [...this.active.values()].map((s) => toRunInfo(s.run));
   }
 
+  /** How many of this process's runs wait in each pool: a pool's picture needs the count, not a copy of every queued run. */
+  waitingCounts(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const { run } of this.active.values()) if (run.status === 'waiting') counts.set(run.pool, (counts.get(run.pool) ?? 0) + 1);
+    return counts;
+  }
+
   activeRunOf(fetcher: string): RunInfo | null {
     for (const s of this.active.values()) if (s.run.fetcher === fetcher) return toRunInfo(s.run);
     return null;
