@@ -85,14 +85,17 @@ test("a hook gets the event in its environment and nothing of the agent's", asyn
 
 test('hooks that hang: at most 4 at once, killed with their children at the timeout, the queue bounded, trouble logged once a period', async () => {
   // Each hook starts a child that would outlive it, notes both pids, and hangs.
-  const h = hookScript('sleep 300 & echo "$$ $!" > "$OUT/$QUANTILICA_RUN_ID"; wait');
+  // The pids are written aside and renamed, so a listed file always holds both (an empty one would read as
+  // pid 0, the kernel threads' group, which never ends).
+  const h = hookScript('sleep 300 & echo "$$ $!" > "$OUT/.$QUANTILICA_RUN_ID" && mv "$OUT/.$QUANTILICA_RUN_ID" "$OUT/$QUANTILICA_RUN_ID"; wait');
+  const written = () => fs.readdirSync(h.out).filter((f) => !f.startsWith('.'));
   const logger = memoryLogger();
   const hook = new EventHook({ program: h.program, logger, timeoutMs: 1500, maxQueued: 3, logPeriodMs: 60_000 });
   try {
     const started = Date.now();
     for (let i = 0; i < 10; i += 1) hook.send(event({ runId: `r${i}` }));
     assert.ok(Date.now() - started < 200, 'send never waits for a hook');
-    const first = await waitFor(() => (fs.readdirSync(h.out).length === 4 ? fs.readdirSync(h.out) : null), {
+    const first = await waitFor(() => (written().length === 4 ? written() : null), {
       what: 'four hooks running',
       timeoutMs: 10_000,
     });
@@ -102,13 +105,14 @@ test('hooks that hang: at most 4 at once, killed with their children at the time
     const dropped = logger.records.filter((r) => r.level === 'warn' && /dropped/.test(r.msg ?? ''));
     assert.equal(dropped.length, 1, 'the first trouble is logged at once, the rest counted');
     const pids = first.map((f) => fs.readFileSync(path.join(h.out, f), 'utf8').trim().split(' ').map(Number));
+    for (const pair of pids) assert.ok(pair.length === 2 && pair.every((pid) => pid > 1), `two pids in each file, not ${pair.join(' ')}`);
     // At the timeout each hook's group (the hook and its sleep) is killed; the queued ones run next.
     await waitFor(() => pids.every(([pid]) => !groupExists(pid)), {
       what: 'the hung hooks and their children to be killed',
       timeoutMs: 15_000,
     });
     // Seven have run and three run now: the four killed have all ended.
-    const all = await waitFor(() => (fs.readdirSync(h.out).length === 7 && hook.runningCount() === 3 ? fs.readdirSync(h.out) : null), {
+    const all = await waitFor(() => (written().length === 7 && hook.runningCount() === 3 ? written() : null), {
       what: 'the queued hooks to run',
       timeoutMs: 15_000,
     });
