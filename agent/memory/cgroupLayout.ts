@@ -123,10 +123,18 @@ export class CgroupLayout {
     return toMb(readNumber(path.join(dirs.memory, this.support.kind === 'cgroup-v2' ? 'memory.current' : 'memory.usage_in_bytes')));
   }
 
-  /** `current` false: a run's end, where the memory in use is of no account (one read fewer per run). */
-  figures(dirs: CgroupDirs, current = true): CgroupFigures {
+  /** What a running run shows: the memory in use now, the peak, the CPU and the OOM kills (four files). */
+  figures(dirs: CgroupDirs): CgroupFigures {
+    return { currentMb: this.currentMb(dirs), ...this.totals(dirs) };
+  }
+
+  /** What a run's end records: the memory in use is of no account then (three files, one fewer per run). */
+  endFigures(dirs: CgroupDirs): CgroupFigures {
+    return { currentMb: null, ...this.totals(dirs) };
+  }
+
+  private totals(dirs: CgroupDirs): Omit<CgroupFigures, 'currentMb'> {
     const v2 = this.support.kind === 'cgroup-v2';
-    const currentMb = current ? this.currentMb(dirs) : null;
     const peak = readNumber(path.join(dirs.memory, v2 ? 'memory.peak' : 'memory.max_usage_in_bytes'));
     let cpuSeconds: number | null = null;
     if (dirs.cpu !== null) {
@@ -139,7 +147,7 @@ export class CgroupLayout {
       }
     }
     const oomKills = keyed(path.join(dirs.memory, v2 ? 'memory.events' : 'memory.oom_control'), 'oom_kill') ?? 0;
-    return { currentMb, peakMb: toMb(peak), cpuSeconds, oomKills };
+    return { peakMb: toMb(peak), cpuSeconds, oomKills };
   }
 
   /** The processes in the cgroup now (an empty list once it is gone). */

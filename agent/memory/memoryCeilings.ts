@@ -200,7 +200,7 @@ export class MemoryCeilings implements RunMemory {
       const escaped = this.layout.kill(t.dirs);
       if (escaped > 0)
         this.opts.logger.warn({ runId, killed: escaped }, 'killed processes of an ended run that had left its process group');
-      const f = this.layout.figures(t.dirs, false);
+      const f = this.layout.endFigures(t.dirs);
       if (!this.layout.remove(t.dirs))
         this.opts.logger.warn({ runId, cgroup: t.dirs.memory }, "could not remove the run's cgroup; the next agent removes it");
       return {
