@@ -135,10 +135,14 @@ export function runCli(t: TestEnv | NodeJS.ProcessEnv, args: string[], timeoutMs
   });
 }
 
-/** `quantilica runs --json`: the station's runs, newest first (the agent's answer while one runs). */
-export async function listRuns(t: TestEnv): Promise<RunInfo[]> {
-  const r = await runCli(t, ['runs', '--json']);
-  if (r.code !== 0) throw new Error(`quantilica runs --json exited ${r.code}: ${r.stderr}`);
+/**
+ * `quantilica runs --json [...extra]` (extra: e.g. `--limit 50`, `--fetcher github`): the station's runs, newest
+ * first (the agent's answer while one runs). Throws if the command exits non-zero.
+ */
+export async function listRuns(t: TestEnv | NodeJS.ProcessEnv, extra: string[] = []): Promise<RunInfo[]> {
+  const args = ['runs', '--json', ...extra];
+  const r = await runCli(t, args);
+  if (r.code !== 0) throw new Error(`quantilica ${args.join(' ')} exited ${r.code}: ${r.stderr}`);
   return (JSON.parse(r.stdout) as { runs: RunInfo[] }).runs;
 }
 
@@ -177,6 +181,8 @@ export function groupExists(pgid: number): boolean {
 
 /** PIDs of every live, non-zombie process in a group (scans /proc). */
 export function groupMembers(pgid: number): number[] {
+  // 0 is the kernel threads' group (it never empties): a pid read from a file before it was written.
+  if (!Number.isInteger(pgid) || pgid <= 1) throw new Error(`not a process group of a test: ${pgid}`);
   const members: number[] = [];
   for (const entry of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
