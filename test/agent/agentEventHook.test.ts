@@ -225,7 +225,10 @@ test('failed, recovered and late reach the hook, quantilica events, schedule, st
 test('a hook that hangs never delays a run', async () => {
   const port = await freePort();
   // Written aside and renamed: a listed file always holds its pid (an empty one would read as 0, our own group).
-  const { t, hookDir } = station('echo $$ > "$OUT/.$QUANTILICA_RUN_ID" && mv "$OUT/.$QUANTILICA_RUN_ID" "$OUT/$QUANTILICA_RUN_ID.pid"; exec sleep 120', port);
+  const { t, hookDir } = station(
+    'echo $$ > "$OUT/.$QUANTILICA_RUN_ID" && mv "$OUT/.$QUANTILICA_RUN_ID" "$OUT/$QUANTILICA_RUN_ID.pid"; exec sleep 120',
+    port,
+  );
   const agent = await startAgent(t);
   try {
     const runs: number[] = [];
@@ -242,7 +245,10 @@ test('a hook that hangs never delays a run', async () => {
       },
       { what: 'four hooks to hang', timeoutMs: 20_000 },
     );
-    assert.ok(pids.every((pid) => pid > 1), `a pid in each file, not ${pids.join(' ')}`);
+    assert.ok(
+      pids.every((pid) => pid > 1),
+      `a pid in each file, not ${pids.join(' ')}`,
+    );
     const alive = pids.filter((pid) => {
       try {
         process.kill(pid, 0);

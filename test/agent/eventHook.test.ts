@@ -87,7 +87,9 @@ test('hooks that hang: at most 4 at once, killed with their children at the time
   // Each hook starts a child that would outlive it, notes both pids, and hangs.
   // The pids are written aside and renamed, so a listed file always holds both (an empty one would read as
   // pid 0, the kernel threads' group, which never ends).
-  const h = hookScript('sleep 300 & echo "$$ $!" > "$OUT/.$QUANTILICA_RUN_ID" && mv "$OUT/.$QUANTILICA_RUN_ID" "$OUT/$QUANTILICA_RUN_ID"; wait');
+  const h = hookScript(
+    'sleep 300 & echo "$$ $!" > "$OUT/.$QUANTILICA_RUN_ID" && mv "$OUT/.$QUANTILICA_RUN_ID" "$OUT/$QUANTILICA_RUN_ID"; wait',
+  );
   const written = () => fs.readdirSync(h.out).filter((f) => !f.startsWith('.'));
   const logger = memoryLogger();
   const hook = new EventHook({ program: h.program, logger, timeoutMs: 1500, maxQueued: 3, logPeriodMs: 60_000 });
