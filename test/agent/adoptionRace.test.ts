@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { after, test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import type { RunInfo } from '../../shared/protocol';
-import { makeTestEnv, openOrchestrator, runCli, startAgent, type TestEnv } from '../support/harness';
+import { listRuns, makeTestEnv, openOrchestrator, runCli, startAgent, type TestEnv } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 import { UNTIL_GO } from '../support/untilGo';
 
@@ -27,8 +27,7 @@ test('two takeovers started together adopt a left-behind run once, and its end i
   const started = await runCli(s, ['run', 'holder', '--detach', '--json']);
   assert.equal(started.code, 0, started.stderr);
   const { runId } = JSON.parse(started.stdout) as RunInfo;
-  const runs = async () => (JSON.parse((await runCli(s, ['runs', '--json'])).stdout) as { runs: RunInfo[] }).runs;
-  await waitFor(async () => (await runs()).find((r) => r.runId === runId)?.status === 'running', {
+  await waitFor(async () => (await listRuns(s)).find((r) => r.runId === runId)?.status === 'running', {
     what: 'the holder to run',
     timeoutMs: 30000,
   });

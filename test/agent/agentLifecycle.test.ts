@@ -2,7 +2,7 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import type { RunInfo } from '../../shared/protocol';
-import { FIXTURES, groupExists, makeTestEnv, runCli, startAgent, type TestEnv } from '../support/harness';
+import { FIXTURES, groupExists, listRuns, makeTestEnv, runCli, startAgent, type TestEnv } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 
 const catalog = [{ name: 'until-file', pool: 'heavy-io' as const, argv: [path.join(FIXTURES, 'exitWhenFileExists.sh')] }];
@@ -13,7 +13,7 @@ async function startRun(station: TestEnv): Promise<RunInfo> {
   const { runId } = JSON.parse(r.stdout) as RunInfo;
   return waitFor(
     async () => {
-      const runs = (JSON.parse((await runCli(station, ['runs', '--json'])).stdout) as { runs: RunInfo[] }).runs;
+      const runs = await listRuns(station);
       const run = runs.find((x) => x.runId === runId);
       return run?.status === 'running' ? run : null;
     },
@@ -50,7 +50,7 @@ test('SIGTERM stops the agent and leaves running fetchers alone; --stop-fetchers
   second.child.kill('SIGTERM');
   assert.equal(await exited(second.child), 0);
   assert.equal(groupExists(run.pid!), false, 'the adopted fetcher was stopped with the agent');
-  const runs = (JSON.parse((await runCli(station, ['runs', '--json'])).stdout) as { runs: RunInfo[] }).runs;
+  const runs = await listRuns(station);
   assert.equal(runs.find((r) => r.runId === run.runId)?.status, 'cancelled');
 });
 

@@ -8,7 +8,7 @@ import * as assert from 'node:assert/strict';
 import type { RunInfo } from '../../shared/protocol';
 import { memoryLogger } from '../support/memoryLogger';
 import { Spool } from '../../agent/telemetry/spool';
-import { makeTestEnv, runCli, startAgent, type TestEnv } from '../support/harness';
+import { listRuns, makeTestEnv, runCli, startAgent, type TestEnv } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 import { UNTIL_GO } from '../support/untilGo';
 
@@ -32,11 +32,8 @@ function station(extra: Record<string, string> = {}): TestEnv {
   return t;
 }
 
-async function runs(t: TestEnv): Promise<RunInfo[]> {
-  const r = await runCli(t, ['runs', '--json', '--limit', '100']);
-  assert.equal(r.code, 0, r.stderr);
-  return (JSON.parse(r.stdout) as { runs: RunInfo[] }).runs;
-}
+/** `quantilica runs --json --limit 100`: the station's newest 100 runs. */
+const runs = (t: TestEnv): Promise<RunInfo[]> => listRuns(t, ['--limit', '100']);
 
 async function detach(t: TestEnv, fetcher: string): Promise<string> {
   const r = await runCli(t, ['run', fetcher, '--detach', '--json']);

@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import type { RunInfo } from '../../shared/protocol';
-import { FIXTURES, groupExists, makeTestEnv, runCli, startAgent } from '../support/harness';
+import { FIXTURES, groupExists, listRuns, makeTestEnv, runCli, startAgent } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 
 test(
@@ -26,11 +26,9 @@ test(
       assert.equal(r.code, 0, r.stderr);
       runIds.push((JSON.parse(r.stdout) as RunInfo).runId);
     }
-    const runs = async (): Promise<RunInfo[]> =>
-      (JSON.parse((await runCli(station, ['runs', '--json'])).stdout) as { runs: RunInfo[] }).runs;
     const running = await waitFor(
       async () => {
-        const all = await runs();
+        const all = await listRuns(station);
         return runIds.every((id) => all.find((r) => r.runId === id)?.status === 'running') ? all : null;
       },
       { what: 'three fetchers running', timeoutMs: 20000 },
@@ -53,7 +51,7 @@ test(
 
     const second = await startAgent(station);
     try {
-      const adopted = await runs();
+      const adopted = await listRuns(station);
       t.diagnostic(
         `after restart: ${adopted
           .filter((r) => runIds.includes(r.runId))
@@ -70,7 +68,7 @@ test(
       fs.writeFileSync(release(2), '');
       const ended = await waitFor(
         async () => {
-          const all = await runs();
+          const all = await listRuns(station);
           const two = [all.find((r) => r.runId === runIds[1]), all.find((r) => r.runId === runIds[2])];
           return two.every((r) => r && r.status !== 'running') ? two : null;
         },

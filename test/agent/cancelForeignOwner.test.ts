@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import { after, test } from 'node:test';
 import { connectAgent } from '../../agent/client/agentClient';
 import type { RunInfo } from '../../shared/protocol';
-import { groupMembers, makeTestEnv, runCli, startAgent, type TestEnv } from '../support/harness';
+import { groupMembers, listRuns, makeTestEnv, runCli, startAgent, type TestEnv } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 
 // A run started by the CLI with no agent (`run --detach`, or a cron `run` waiting on it) is owned by
@@ -32,18 +32,12 @@ function station(): TestEnv {
   return s;
 }
 
-const runsOf = async (t: TestEnv): Promise<RunInfo[]> => {
-  const r = await runCli(t, ['runs', '--json']);
-  assert.equal(r.code, 0, r.stderr);
-  return (JSON.parse(r.stdout) as { runs: RunInfo[] }).runs;
-};
-
 /** `run sl --detach -- 60` with no agent, once its fetcher runs. */
 async function detachedRun(t: TestEnv): Promise<RunInfo> {
   const r = await runCli(t, ['run', 'sl', '--detach', '--json', '--', '60']);
   assert.equal(r.code, 0, r.stderr);
   const { runId } = JSON.parse(r.stdout) as RunInfo;
-  const running = await waitFor(async () => (await runsOf(t)).find((x) => x.runId === runId && x.status === 'running' && x.pid), {
+  const running = await waitFor(async () => (await listRuns(t)).find((x) => x.runId === runId && x.status === 'running' && x.pid), {
     what: 'the detached run to start',
     timeoutMs: 30000,
     intervalMs: 100,
@@ -77,7 +71,7 @@ test(
     const agent = await startAgent(t);
     const client = await connectAgent(path.join(t.home, '.quantilica', 'agent.json'), { client: 'tree' });
     try {
-      assert.equal((await runsOf(t)).find((r) => r.runId === first.runId)?.status, 'running', "the agent lists the CLI's run");
+      assert.equal((await listRuns(t)).find((r) => r.runId === first.runId)?.status, 'running', "the agent lists the CLI's run");
       const heavy = () => client.snapshot.pools.find((p) => p.name === 'heavy-io')!;
       assert.equal((await client.getSnapshot()).pools.find((p) => p.name === 'heavy-io')?.used, 1);
       const ended: RunInfo[] = [];
@@ -90,7 +84,7 @@ test(
       const byId = await runCli(t, ['cancel', first.runId], 60000);
       assert.equal(byId.code, 0, byId.stderr);
       assert.match(byId.stdout, new RegExp(`^run ${first.runId} sl cancelled$`, 'm'));
-      assert.equal((await runsOf(t)).find((r) => r.runId === first.runId)?.status, 'cancelled');
+      assert.equal((await listRuns(t)).find((r) => r.runId === first.runId)?.status, 'cancelled');
       assert.equal(groupMembers(first.pid!).length, 0, "nothing of the run's group is left");
       await waitFor(() => ended.some((r) => r.runId === first.runId), { what: "the agent's clients to learn the end", timeoutMs: 10000 });
       await waitFor(() => heavy().used === 0 && heavy().slots.every((s) => s.holder === null), {
@@ -124,7 +118,7 @@ test(
       assert.equal(byName.code, 0, byName.stderr);
       assert.doesNotMatch(byName.stdout, /nothing to cancel/);
       assert.match(byName.stdout, new RegExp(`^run ${second.runId} sl `, 'm'));
-      await waitFor(async () => (await runsOf(t)).find((r) => r.runId === second.runId)?.status === 'cancelled', {
+      await waitFor(async () => (await listRuns(t)).find((r) => r.runId === second.runId)?.status === 'cancelled', {
         what: 'the run cancelled by name to end',
         timeoutMs: 30000,
         intervalMs: 100,
@@ -152,7 +146,7 @@ test('an owner that cannot act (stopped) is named and the cancel refused with ex
       refused.stderr,
       new RegExp(`^quantilica: run ${run.runId} is managed by the quantilica process ${owner}, which is stopped`, 'm'),
     );
-    assert.equal((await runsOf(t)).find((r) => r.runId === run.runId)?.status, 'running', 'nothing changed');
+    assert.equal((await listRuns(t)).find((r) => r.runId === run.runId)?.status, 'running', 'nothing changed');
     assert.ok(groupMembers(run.pid!).length > 0);
   } finally {
     process.kill(owner, 'SIGCONT');

@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { after, test } from 'node:test';
 import type { RunInfo, Snapshot } from '../../shared/protocol';
-import { FIXTURES, makeTestEnv, runCli, type TestEnv } from '../support/harness';
+import { FIXTURES, listRuns, makeTestEnv, runCli, type TestEnv } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 
 // Without an agent, `status` reads the station in its own shell's mode (CRON_USE_POOLS); holders of
@@ -41,12 +41,11 @@ test('a CLI in serial mode, with no agent, says a pool run holds a heavy-io slot
   const started = await runCli(pools, ['run', 'until-file', '--detach', '--json', '--', path.join(s.root, 'release'), '0']);
   assert.equal(started.code, 0, started.stderr);
   const { runId } = JSON.parse(started.stdout) as RunInfo;
-  await waitFor(
-    async () =>
-      (JSON.parse((await runCli(pools, ['runs', '--json'])).stdout) as { runs: RunInfo[] }).runs.find((r) => r.runId === runId)?.status ===
-      'running',
-    { what: 'the pool run to start', timeoutMs: 30000, intervalMs: 100 },
-  );
+  await waitFor(async () => (await listRuns(pools)).find((r) => r.runId === runId)?.status === 'running', {
+    what: 'the pool run to start',
+    timeoutMs: 30000,
+    intervalMs: 100,
+  });
 
   const serial = await status(withMode(s, false));
   assert.equal(serial.json.agent.mode, 'serial');

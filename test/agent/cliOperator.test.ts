@@ -5,7 +5,7 @@ import type { RunInfo } from '../../shared/protocol';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { connectAgent } from '../../agent/client/agentClient';
-import { AGENT_JS, makeTestEnv, runCli, startAgent } from '../support/harness';
+import { AGENT_JS, listRuns, makeTestEnv, runCli, startAgent } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 
 const bash = (script: string) => ['/bin/bash', '-c', script];
@@ -46,9 +46,7 @@ test('logs --follow prints lines while the fetcher runs and exits when it ends; 
     });
     const exited = new Promise<number | null>((resolve) => follower.on('close', (code) => resolve(code)));
     await waitFor(() => /printer line 3\n/.test(out), { what: 'the follower to print the third line', timeoutMs: 20_000 });
-    const status = (JSON.parse((await runCli(t, ['runs', '--json'])).stdout) as { runs: RunInfo[] }).runs.find(
-      (r) => r.runId === run.runId,
-    )?.status;
+    const status = (await listRuns(t)).find((r) => r.runId === run.runId)?.status;
     assert.equal(status, 'running', 'the line arrived while the fetcher was still running');
     fs.writeFileSync(path.join(t.dataDir, 'go'), '');
     const code = await exited;

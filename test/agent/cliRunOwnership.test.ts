@@ -11,7 +11,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { after, test } from 'node:test';
 import type { RunInfo } from '../../shared/protocol';
-import { AGENT_JS, FIXTURES, makeTestEnv, runCli, startAgent, type TestEnv } from '../support/harness';
+import { AGENT_JS, FIXTURES, listRuns, makeTestEnv, runCli, startAgent, type TestEnv } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 
 const stations: TestEnv[] = [];
@@ -77,19 +77,13 @@ function startCli(s: TestEnv, args: string[]) {
   };
 }
 
-async function runsOf(s: TestEnv): Promise<RunInfo[]> {
-  const r = await runCli(s, ['runs', '--json']);
-  assert.equal(r.code, 0, r.stderr);
-  return (JSON.parse(r.stdout) as { runs: RunInfo[] }).runs;
-}
-
 test('run --detach without an agent starts the fetcher and returns', async () => {
   const s = station();
   const r = await runCli(s, ['run', 'marker', '--detach', '--json']);
   assert.equal(r.code, 0, r.stderr);
   const run = JSON.parse(r.stdout) as RunInfo;
   await waitFor(() => fs.existsSync(path.join(s.dataDir, 'marker.out')), { what: 'the detached fetcher to run', timeoutMs: 30_000 });
-  const done = await waitFor(async () => (await runsOf(s)).find((x) => x.runId === run.runId && x.status === 'completed'), {
+  const done = await waitFor(async () => (await listRuns(s)).find((x) => x.runId === run.runId && x.status === 'completed'), {
     what: 'the detached run to be recorded completed',
     timeoutMs: 30_000,
     intervalMs: 200,
@@ -104,7 +98,7 @@ for (const how of ['SIGTERM', 'SIGKILL'] as const) {
     const release = path.join(s.root, 'release');
     const waiting = startCli(s, ['run', 'until-file', '--', release, '9']);
     const runId = await waiting.runId();
-    await waitFor(async () => (await runsOf(s)).find((x) => x.runId === runId && x.status === 'running'), {
+    await waitFor(async () => (await listRuns(s)).find((x) => x.runId === runId && x.status === 'running'), {
       what: 'the run to start',
       timeoutMs: 30_000,
       intervalMs: 200,
@@ -122,7 +116,7 @@ test('cancel without an agent cancels a run that another CLI process owns', asyn
   const s = station();
   const owner = startCli(s, ['run', 'until-file', '--', path.join(s.root, 'never'), '0']);
   const runId = await owner.runId();
-  await waitFor(async () => (await runsOf(s)).find((x) => x.runId === runId && x.status === 'running'), {
+  await waitFor(async () => (await listRuns(s)).find((x) => x.runId === runId && x.status === 'running'), {
     what: 'the run to start',
     timeoutMs: 30_000,
     intervalMs: 200,
@@ -156,7 +150,7 @@ test('a fetcher whose name looks like a run id is cancelled by name', async () =
   ]) {
     const owner = startCli(s, ['run', 'abcdef-0123abcd', '--', path.join(s.root, 'never'), '0']);
     const runId = await owner.runId();
-    await waitFor(async () => (await runsOf(s)).find((x) => x.runId === runId && x.status === 'running'), {
+    await waitFor(async () => (await listRuns(s)).find((x) => x.runId === runId && x.status === 'running'), {
       what: 'the run to start',
       timeoutMs: 30_000,
       intervalMs: 200,

@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import type { RunInfo } from '../../shared/protocol';
-import { makeTestEnv, runCli, startAgent } from '../support/harness';
+import { listRuns, makeTestEnv, runCli, startAgent } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 
 const MB = 1024 * 1024;
@@ -40,8 +40,7 @@ test('a run waiting at the disk gate for space does not hold back runs of any po
     const big = await runCli(t, ['run', 'big', '--detach', '--json']);
     assert.equal(big.code, 0, big.stderr);
     const bigId = (JSON.parse(big.stdout) as RunInfo).runId;
-    const runs = async (): Promise<RunInfo[]> => (JSON.parse((await runCli(t, ['runs', '--json'])).stdout) as { runs: RunInfo[] }).runs;
-    await waitFor(async () => (await runs()).find((r) => r.runId === bigId)?.wait?.kind === 'admission', {
+    await waitFor(async () => (await listRuns(t)).find((r) => r.runId === bigId)?.wait?.kind === 'admission', {
       what: 'the big run to wait for admission',
       timeoutMs: 20000,
     });
@@ -51,7 +50,7 @@ test('a run waiting at the disk gate for space does not hold back runs of any po
       assert.equal(r.code, 0, `${name}: ${r.stdout}${r.stderr}`);
       assert.ok(Date.now() - started < 20000, `${name} was not held back by the waiting run`);
     }
-    const bigNow = (await runs()).find((r) => r.runId === bigId)!;
+    const bigNow = (await listRuns(t)).find((r) => r.runId === bigId)!;
     assert.equal(bigNow.status, 'waiting', 'the big run still waits for its space');
     const cancelled = await runCli(t, ['cancel', bigId]);
     assert.equal(cancelled.code, 0, cancelled.stderr);

@@ -5,7 +5,7 @@ import { after, before, test } from 'node:test';
 import type { GithubSyncStatus } from '../../agent/github/githubSyncStatus';
 import type { RunInfo } from '../../shared/protocol';
 import { GithubSimulator } from '../../simulator/github/githubSimulator';
-import { makeTestEnv, runCli, startAgent, type TestEnv } from '../support/harness';
+import { listRuns, makeTestEnv, runCli, startAgent, type TestEnv } from '../support/harness';
 import { newDatabase } from '../support/githubTestBed';
 import { startTestPostgres, type TestPostgres } from '../support/postgres';
 import { waitFor } from '../support/waitFor';
@@ -32,11 +32,8 @@ function syncStation(sim: GithubSimulator, url: string, extra: Record<string, st
   return t;
 }
 
-async function runsOf(t: TestEnv): Promise<RunInfo[]> {
-  const r = await runCli(t, ['runs', '--json', '--fetcher', 'github']);
-  assert.equal(r.code, 0, r.stderr);
-  return (JSON.parse(r.stdout) as { runs: RunInfo[] }).runs;
-}
+/** `quantilica runs --json --fetcher github`: the station's runs of its github entry. */
+const runsOf = (t: TestEnv): Promise<RunInfo[]> => listRuns(t, ['--fetcher', 'github']);
 
 test(
   'with an agent, github sync is a run of the entry in the agent: --repos overrides its list, --wait exits 0 once it completed; without --wait the agent carries it alone',

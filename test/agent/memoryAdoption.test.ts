@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import { after, test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import type { RunInfo } from '../../shared/protocol';
-import { FIXTURES, OUT_FIXTURES, makeTestEnv, runCli, startAgent, type TestEnv } from '../support/harness';
+import { FIXTURES, OUT_FIXTURES, listRuns, makeTestEnv, runCli, startAgent, type TestEnv } from '../support/harness';
 import { memoryCgroup, removeCgroupTree, uniqueCgroupName } from '../support/cgroups';
 import { waitFor } from '../support/waitFor';
 
@@ -22,8 +22,7 @@ function procsOf(dir: string): number[] {
 }
 
 async function runOf(t: TestEnv, runId: string): Promise<RunInfo | undefined> {
-  const r = await runCli(t, ['runs', '--json']);
-  return (JSON.parse(r.stdout) as { runs: RunInfo[] }).runs.find((x) => x.runId === runId);
+  return (await listRuns(t)).find((x) => x.runId === runId);
 }
 
 test(

@@ -1,8 +1,7 @@
 import * as path from 'node:path';
 import { after, test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import type { RunInfo } from '../../shared/protocol';
-import { OUT_FIXTURES, makeTestEnv, openOrchestrator, runCli, stopAll } from '../support/harness';
+import { OUT_FIXTURES, listRuns, makeTestEnv, openOrchestrator, runCli, stopAll } from '../support/harness';
 import { finishPayload, removeCgroupTree, uniqueCgroupName } from '../support/cgroups';
 
 // An OOM kill inside a run whose fetcher exits 0 (its child was killed at the ceiling) is recorded and
@@ -56,8 +55,7 @@ test(
     const line = runs.stdout.split('\n').find((l) => l.startsWith(runId)) ?? '';
     assert.match(line, /WARNING: \d+ process(es)? of the run killed at its memory ceiling \(OOM\)/, runs.stdout);
     assert.doesNotMatch(runs.stdout.split('\n').find((l) => l.startsWith(fitsId)) ?? '', /OOM/);
-    const json = JSON.parse((await runCli(t, ['runs', '--json'])).stdout) as { runs: RunInfo[] };
-    assert.ok((json.runs.find((r) => r.runId === runId)?.oomKills ?? 0) >= 1);
+    assert.ok(((await listRuns(t)).find((r) => r.runId === runId)?.oomKills ?? 0) >= 1);
     const status = await runCli(t, ['status']);
     assert.match(
       status.stdout,

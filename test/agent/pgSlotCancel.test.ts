@@ -2,9 +2,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import type { RunInfo } from '../../shared/protocol';
 import { connectAgent, type AgentClient } from '../../agent/client/agentClient';
-import { FIXTURES, groupExists, runCli, startAgent, testConfig, type FetcherSpec, type TestEnv } from '../support/harness';
+import { FIXTURES, groupExists, listRuns, runCli, startAgent, testConfig, type FetcherSpec, type TestEnv } from '../support/harness';
 import { startTestPostgres } from '../support/postgres';
 import { pgStation, SlotObserver } from '../support/pgStations';
 import { waitFor } from '../support/waitFor';
@@ -22,12 +21,6 @@ interface Station {
   env: TestEnv;
   agent: Awaited<ReturnType<typeof startAgent>>;
   client: AgentClient;
-}
-
-async function runsOf(env: TestEnv): Promise<RunInfo[]> {
-  const r = await runCli(env, ['runs', '--json', '--limit', '50']);
-  assert.equal(r.code, 0, r.stderr);
-  return (JSON.parse(r.stdout) as { runs: RunInfo[] }).runs;
 }
 
 async function waitingForPool(client: AgentClient, runId: string): Promise<void> {
@@ -79,7 +72,7 @@ test(
       const q = await runCli(b.env, ['cancel', queuedOnA.runId]);
       assert.equal(q.code, 0, q.stderr + q.stdout);
       assert.match(q.stdout, new RegExp(`run ${queuedOnA.runId} until-file cancelled`));
-      const queuedEnd = (await runsOf(a.env)).find((r) => r.runId === queuedOnA.runId);
+      const queuedEnd = (await listRuns(a.env, ['--limit', '50'])).find((r) => r.runId === queuedOnA.runId);
       assert.equal(queuedEnd?.status, 'cancelled');
       assert.equal(queuedEnd?.reason, 'cancelled');
       assert.equal(queuedEnd?.startedAt, null, 'the queued run never started');
@@ -95,7 +88,7 @@ test(
       const c = await runCli(b.env, ['cancel', held.runId]);
       assert.equal(c.code, 0, c.stderr + c.stdout);
       assert.match(c.stdout, new RegExp(`run ${held.runId} stubborn (cancelled|already cancelled)`));
-      const heldEnd = (await runsOf(a.env)).find((r) => r.runId === held.runId);
+      const heldEnd = (await listRuns(a.env, ['--limit', '50'])).find((r) => r.runId === held.runId);
       assert.equal(heldEnd?.status, 'cancelled');
       assert.equal(heldEnd?.signal, 'SIGKILL', 'the group ignored SIGTERM: the grace ended it with SIGKILL');
       assert.equal(groupExists(group), false, 'no process of the cancelled run is left');

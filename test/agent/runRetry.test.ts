@@ -9,7 +9,7 @@ import type { RunInfo, Snapshot } from '../../shared/protocol';
 import { memoryLogger } from '../support/memoryLogger';
 import { Spool } from '../../agent/telemetry/spool';
 import { connect, usePostgres } from '../fixtures/telemetryTestBed';
-import { FIXTURES, makeTestEnv, runCli, startAgent, type TestEnv } from '../support/harness';
+import { FIXTURES, listRuns, makeTestEnv, runCli, startAgent, type TestEnv } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 
 const FAIL_TIMES = path.join(FIXTURES, 'failTimesThenSucceed.sh');
@@ -21,12 +21,6 @@ after(() => {
 
 function exited(child: import('node:child_process').ChildProcess): Promise<number | null> {
   return child.exitCode !== null ? Promise.resolve(child.exitCode) : new Promise((resolve) => child.once('exit', (code) => resolve(code)));
-}
-
-async function runs(t: TestEnv): Promise<RunInfo[]> {
-  const r = await runCli(t, ['runs', '--json']);
-  assert.equal(r.code, 0, r.stderr);
-  return (JSON.parse(r.stdout) as { runs: RunInfo[] }).runs;
 }
 
 function tryTimes(counter: string): number[] {
@@ -77,7 +71,7 @@ test(
       // Delays 1 s then 2 s (backoff × 2^(n−1)); equal jitter waits at least half of each.
       assert.ok(times[1] - times[0] >= 500, `try 2 came ${times[1] - times[0]} ms after try 1`);
       assert.ok(times[2] - times[1] >= 1000, `try 3 came ${times[2] - times[1]} ms after try 2`);
-      assert.equal((await runs(t)).filter((x) => x.fetcher === 'flaky').length, 1, 'one run, not three');
+      assert.equal((await listRuns(t)).filter((x) => x.fetcher === 'flaky').length, 1, 'one run, not three');
 
       const flushed = await runCli(t, ['flush']);
       assert.equal(flushed.code, 0, flushed.stderr + flushed.stdout);
@@ -126,7 +120,7 @@ test(
       const r = await runCli(t, ['run', 'flaky', '--detach', '--json']);
       assert.equal(r.code, 0, r.stderr);
       const runId = (JSON.parse(r.stdout) as RunInfo).runId;
-      const backing = await waitFor(async () => (await runs(t)).find((x) => x.runId === runId && x.reason === 'retry-backoff'), {
+      const backing = await waitFor(async () => (await listRuns(t)).find((x) => x.runId === runId && x.reason === 'retry-backoff'), {
         what: 'the run to wait for its retry',
         timeoutMs: 30000,
       });
@@ -148,7 +142,7 @@ test(
       agent = await startAgent(t);
       const done = await waitFor(
         async () => {
-          const x = (await runs(t)).find((y) => y.runId === runId);
+          const x = (await listRuns(t)).find((y) => y.runId === runId);
           return x && x.status !== 'waiting' && x.status !== 'running' ? x : null;
         },
         { what: 'the next agent to make the second try', timeoutMs: 60000 },

@@ -8,7 +8,7 @@ import * as assert from 'node:assert/strict';
 import type { RunInfo } from '../../shared/protocol';
 import { memoryLogger } from '../support/memoryLogger';
 import { Spool } from '../../agent/telemetry/spool';
-import { FIXTURES, groupMembers, makeTestEnv, runCli, startAgent, type TestEnv } from '../support/harness';
+import { FIXTURES, groupMembers, listRuns, makeTestEnv, runCli, startAgent, type TestEnv } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 
 const SILENT = path.join(FIXTURES, 'silentAfterOneLine.sh');
@@ -22,7 +22,7 @@ function exited(child: import('node:child_process').ChildProcess): Promise<numbe
 }
 
 async function run(t: TestEnv, runId: string): Promise<RunInfo | undefined> {
-  return (JSON.parse((await runCli(t, ['runs', '--json'])).stdout) as { runs: RunInfo[] }).runs.find((r) => r.runId === runId);
+  return (await listRuns(t)).find((r) => r.runId === runId);
 }
 
 function events(t: TestEnv, runId: string): Array<{ event: string; payload: Record<string, unknown> }> {

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import type { RunInfo } from '../../shared/protocol';
 import { connect, usePostgres } from '../fixtures/telemetryTestBed';
-import { FIXTURES, makeTestEnv, runCli, startAgent } from '../support/harness';
+import { FIXTURES, listRuns, makeTestEnv, runCli, startAgent } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 
 const pgdb = usePostgres();
@@ -29,8 +29,7 @@ test(
     }
     const quick = await runCli(station, ['run', 'quick', '--json']);
     ids.push((JSON.parse(quick.stdout) as RunInfo).runId);
-    const runs = async () => (JSON.parse((await runCli(station, ['runs', '--json'])).stdout) as { runs: RunInfo[] }).runs;
-    await waitFor(async () => (await runs()).filter((r) => r.status === 'running').length === 4, {
+    await waitFor(async () => (await listRuns(station)).filter((r) => r.status === 'running').length === 4, {
       what: 'four runs running',
       timeoutMs: 20000,
     });
@@ -40,7 +39,7 @@ test(
     fs.writeFileSync(release, '');
     const second = await startAgent(station);
     try {
-      await waitFor(async () => (await runs()).filter((r) => ids.includes(r.runId) && r.status !== 'running').length === 5, {
+      await waitFor(async () => (await listRuns(station)).filter((r) => ids.includes(r.runId) && r.status !== 'running').length === 5, {
         what: 'every run to end',
         timeoutMs: 30000,
       });

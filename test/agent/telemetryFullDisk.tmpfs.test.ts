@@ -6,7 +6,7 @@ import type { RunInfo, SpoolStatus } from '../../shared/protocol';
 import { memoryLogger } from '../support/memoryLogger';
 import { RunStore, type StoredRun } from '../../agent/runs/runStore';
 import { Spool } from '../../agent/telemetry/spool';
-import { makeTestEnv, runCli, startAgent } from '../support/harness';
+import { listRuns, makeTestEnv, runCli, startAgent } from '../support/harness';
 import { fillUp, freeUp, mountSmallTmpfs } from '../support/smallTmpfs';
 import { countByRun, spoolRowsIn } from '../support/spoolRows';
 import { waitFor } from '../support/waitFor';
@@ -64,7 +64,7 @@ test(
       },
       { what: 'the spool back on the configured file', timeoutMs: 60_000, intervalMs: 500 },
     );
-    const runs = (JSON.parse((await runCli(station, ['runs', '--json'])).stdout) as { runs: RunInfo[] }).runs;
+    const runs = await listRuns(station);
     for (const id of ids) assert.equal(runs.find((r) => r.runId === id)?.status, 'completed', `run ${id} recorded completed`);
     agent.child.kill('SIGTERM');
     await stopped;

@@ -1,12 +1,10 @@
 import assert from 'node:assert/strict';
 import type { RunInfo } from '../../shared/protocol';
-import { runCli, type TestEnv } from './harness';
+import { listRuns, runCli, type TestEnv } from './harness';
 
 /** A run of the station as `quantilica runs --json` lists it (the newest 50). */
 export async function runOf(env: TestEnv, runId: string): Promise<RunInfo> {
-  const r = await runCli(env, ['runs', '--json', '--limit', '50']);
-  assert.equal(r.code, 0, r.stderr);
-  const run = (JSON.parse(r.stdout) as { runs: RunInfo[] }).runs.find((x) => x.runId === runId);
+  const run = (await listRuns(env, ['--limit', '50'])).find((x) => x.runId === runId);
   assert.ok(run, `run ${runId} is listed`);
   return run;
 }

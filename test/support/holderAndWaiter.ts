@@ -1,6 +1,6 @@
 import * as assert from 'node:assert/strict';
 import type { RunInfo } from '../../shared/protocol';
-import { runCli, type TestEnv } from './harness';
+import { listRuns, runCli, type TestEnv } from './harness';
 import { waitFor } from './waitFor';
 
 /**
@@ -17,7 +17,7 @@ export async function holderAndWaiter(
     assert.equal(r.code, 0, r.stderr);
     ids.push((JSON.parse(r.stdout) as RunInfo).runId);
   }
-  const runs = async (): Promise<RunInfo[]> => (JSON.parse((await runCli(t, ['runs', '--json'])).stdout) as { runs: RunInfo[] }).runs;
+  const runs = (): Promise<RunInfo[]> => listRuns(t);
   const holder = await waitFor(
     async () => {
       const all = await runs();
