@@ -24,3 +24,31 @@ export function fetcherEnv(input: FetcherEnvInput): NodeJS.ProcessEnv {
   for (const name of AGENT_SECRETS) if (!passed.has(name)) delete env[name];
   return { ...env, ...input.entryEnv, ...input.run, QUANTILICA_FETCHER_UMASK: input.fetcherUmask };
 }
+
+/**
+ * The variables every run of one catalog entry gets (the agent's environment less its secrets, the
+ * entry's own, the run's constant ones), built once per entry: copying the agent's environment and
+ * encoding it for the native spawner was a large part of a run's start. A run adds its own variables
+ * (SpawnOptions.env), which are never among these.
+ */
+export interface SharedEnv {
+  vars: Readonly<Record<string, string>>;
+  /** `vars` as the native spawner reads them: each `NAME=value` followed by a NUL. */
+  encoded: Uint8Array;
+  count: number;
+}
+
+/** `fetcherEnv(input)` without the variables named in `own` (the run's own), encoded once. */
+export function sharedFetcherEnv(input: FetcherEnvInput, own: ReadonlySet<string>): SharedEnv {
+  const vars: Record<string, string> = {};
+  let text = '';
+  let count = 0;
+  for (const [name, value] of Object.entries(fetcherEnv(input))) {
+    if (value === undefined || own.has(name)) continue;
+    if (name.includes('\0') || value.includes('\0')) throw new Error('a spawn argument or environment value contains a NUL byte');
+    vars[name] = value;
+    text += `${name}=${value}\0`;
+    count += 1;
+  }
+  return { vars, encoded: Buffer.from(text, 'utf8'), count };
+}

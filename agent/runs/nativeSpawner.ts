@@ -200,21 +200,19 @@ function isExecutable(file: string): boolean {
 
 /** u32 LE length, then NUL-terminated: id, lockFd, logFd, statusFile, cwd, argc, argv…, envc, env… */
 export function encodeRequest(id: string, opts: SpawnOptions): Buffer {
-  const env = Object.entries(opts.env).flatMap(([k, v]) => (v === undefined ? [] : [`${k}=${v}`]));
-  const fields = [
-    id,
-    String(opts.lockFd),
-    String(opts.logFd),
-    opts.statusFile,
-    opts.cwd,
-    String(opts.argv.length),
-    ...opts.argv,
-    String(env.length),
-    ...env,
-  ];
-  for (const f of fields) if (f.includes('\0')) throw new Error('a spawn argument or environment value contains a NUL byte');
-  const body = Buffer.from(fields.join('\0') + '\0', 'utf8');
-  const head = Buffer.alloc(4);
-  head.writeUInt32LE(body.length, 0);
-  return Buffer.concat([head, body]);
+  const own: string[] = [];
+  for (const [name, value] of Object.entries(opts.env)) {
+    if (value === undefined) continue;
+    // The shared part is encoded already: a run's own variable there would be sent twice.
+    if (opts.shared?.vars[name] !== undefined) throw new Error(`${name} is both a shared and a run's own variable`);
+    own.push(`${name}=${value}`);
+  }
+  const fields = [id, String(opts.lockFd), String(opts.logFd), opts.statusFile, opts.cwd, String(opts.argv.length), ...opts.argv];
+  for (const f of [...fields, ...own]) if (f.includes('\0')) throw new Error('a spawn argument or environment value contains a NUL byte');
+  const shared = opts.shared?.encoded ?? new Uint8Array(0);
+  const head = Buffer.from(`${fields.join('\0')}\0${(opts.shared?.count ?? 0) + own.length}\0`, 'utf8');
+  const tail = Buffer.from(own.map((e) => `${e}\0`).join(''), 'utf8');
+  const length = Buffer.alloc(4);
+  length.writeUInt32LE(head.length + shared.length + tail.length, 0);
+  return Buffer.concat([length, head, shared, tail]);
 }

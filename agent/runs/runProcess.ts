@@ -3,6 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import { readProcInfo } from '../../shared/node/procInfo';
 import { runMembers, type RunGroup } from '../process/runGroup';
+import type { SharedEnv } from './fetcherEnv';
 
 /** How a run's process ended. `signal` is set when the fetcher (or the wrapper) died of a signal. */
 export interface ExitInfo {
@@ -18,7 +19,10 @@ export interface SpawnOptions {
   wrapperPath: string;
   statusFile: string;
   argv: string[];
+  /** The run's environment; with `shared`, only the run's own variables (they win over the shared ones). */
   env: NodeJS.ProcessEnv;
+  /** What every run of the catalog entry gets, built once (fetcherEnv.ts). */
+  shared?: SharedEnv;
   cwd: string;
   logFd: number;
   lockFd: number;
@@ -39,7 +43,7 @@ export interface RunProcess {
 export function spawnRun(opts: SpawnOptions): RunProcess {
   const child = spawn(opts.wrapperPath, [opts.statusFile, ...opts.argv], {
     cwd: opts.cwd,
-    env: opts.env,
+    env: opts.shared ? { ...opts.shared.vars, ...opts.env } : opts.env,
     detached: true,
     stdio: ['ignore', opts.logFd, opts.logFd, opts.lockFd],
   });

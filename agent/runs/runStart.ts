@@ -1,11 +1,11 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { isGithubSync } from '../catalog/catalog';
+import { isGithubSync, type FetcherEntry } from '../catalog/catalog';
 import { fetcherUmask } from '../config/umask';
 import { RunRefusedError } from '../errors';
 import { CancelledError, groupOf, ParkedError, sleepUntil, type ActiveRun } from './activeRun';
 import { runLogPath } from './agentRunLog';
-import { fetcherEnv } from './fetcherEnv';
+import { sharedFetcherEnv, type SharedEnv } from './fetcherEnv';
 import type { QueuePositions } from './queuePositions';
 import type { RunCore } from './runCore';
 import { cancelRequested } from './runGuards';
@@ -32,6 +32,8 @@ export class RunStart {
    * for every run was the costliest part of building a fetcher's environment on the hot path.
    */
   private readonly baseEnv: NodeJS.ProcessEnv = { ...process.env };
+  /** Each catalog entry's shared environment, built at its first run (a reloaded catalog has new entries). */
+  private readonly sharedEnvs = new WeakMap<FetcherEntry, SharedEnv>();
 
   constructor(
     private readonly core: RunCore,
@@ -162,6 +164,24 @@ export class RunStart {
     deps.onPoolChange(run.pool);
   }
 
+  private sharedEnvOf(entry: FetcherEntry): SharedEnv {
+    let shared = this.sharedEnvs.get(entry);
+    if (shared === undefined) {
+      shared = sharedFetcherEnv(
+        {
+          base: this.baseEnv,
+          entryEnv: entry.env,
+          passEnv: entry.passEnv,
+          fetcherUmask: fetcherUmask(),
+          run: { DATA_DIR: this.core.deps.config.dataDir },
+        },
+        RUN_OWN,
+      );
+      this.sharedEnvs.set(entry, shared);
+    }
+    return shared;
+  }
+
   private async spawn(state: ActiveRun, grant: HeldSlot, cgroupEnv: Record<string, string>): Promise<void> {
     const { deps, ports, upkeep } = this.core;
     const { run, entry } = state;
@@ -183,20 +203,14 @@ export class RunStart {
         statusFile: run.statusFile!,
         argv,
         cwd: entry.cwd ?? config.dataDir,
-        env: fetcherEnv({
-          base: this.baseEnv,
-          entryEnv: entry.env,
-          passEnv: entry.passEnv,
-          fetcherUmask: fetcherUmask(),
-          run: {
-            DATA_DIR: config.dataDir,
-            QUANTILICA_RUN_ID: run.runId,
-            QUANTILICA_FETCHER: run.fetcher,
-            QUANTILICA_POOL: run.pool,
-            QUANTILICA_SLOT: String(grant.index),
-            ...cgroupEnv,
-          },
-        }),
+        shared: this.sharedEnvOf(entry),
+        env: {
+          QUANTILICA_RUN_ID: run.runId,
+          QUANTILICA_FETCHER: run.fetcher,
+          QUANTILICA_POOL: run.pool,
+          QUANTILICA_SLOT: String(grant.index),
+          ...cgroupEnv,
+        },
         logFd,
         lockFd: grant.lock.fd,
       });
@@ -244,6 +258,9 @@ export class RunStart {
     await running;
   }
 }
+
+/** The variables that differ from run to run of one entry: never part of its shared environment. */
+const RUN_OWN = new Set(['QUANTILICA_RUN_ID', 'QUANTILICA_FETCHER', 'QUANTILICA_POOL', 'QUANTILICA_SLOT', 'QUANTILICA_CGROUP_PROCS']);
 
 function throwIfCancelled(state: ActiveRun): void {
   if (!state.abort.signal.aborted && !cancelRequested(state)) return;
