@@ -20,6 +20,18 @@ export interface CgroupFigures {
   oomKills: number;
 }
 
+/** A v1 run cgroup's figures as the native spawner's waiter read them at the run's end (status file). */
+export interface WaiterFigures {
+  peakBytes: number;
+  cpuNs: number | null;
+  oomKills: number;
+}
+
+/** The waiter's figures in the agent's units. */
+export function fromWaiter(f: WaiterFigures): CgroupFigures {
+  return { currentMb: null, peakMb: toMb(f.peakBytes), cpuSeconds: f.cpuNs === null ? null : f.cpuNs / 1e9, oomKills: f.oomKills };
+}
+
 type Enforcing = Exclude<CgroupSupport, { kind: 'not-enforced' }>;
 
 const MB = 1024 * 1024;
@@ -56,14 +68,15 @@ export class CgroupLayout {
   }
 
   /**
-   * A run's folders, made off the main thread: a cgroup's mkdir is kernel work (v1 makes three per
-   * run, one per hierarchy), a sixth of the agent's main thread in a burst of no-op runs. A new v1
-   * cgroup starts without a ceiling, so one is written only when the run has one or its folder was
-   * there already.
+   * A run's folders, made off the main thread: a cgroup's mkdir is kernel work, a sixth of the agent's
+   * main thread in a burst of no-op runs. On v1 a run gets its memory and cpuacct folders; its freezer
+   * folder only if it must be killed while processes are left (see kill): most runs end with none, and
+   * a folder per run in a third hierarchy was a mkdir, an rmdir and a read more per run. A new v1 cgroup
+   * starts without a ceiling, so one is written only when the run has one or its folder was there already.
    */
   async makeRun(dirs: CgroupDirs, limitMb: number | null): Promise<void> {
     const made = await Promise.all(
-      [dirs.memory, dirs.cpu, dirs.freezer].map(async (dir) => {
+      [dirs.memory, dirs.cpu].map(async (dir) => {
         if (dir === null) return false;
         try {
           await fs.promises.mkdir(dir);
@@ -102,9 +115,9 @@ export class CgroupLayout {
     writeIfPresent(path.join(dirs.memory, 'memory.memsw.limit_in_bytes'), bytes);
   }
 
-  /** The files the run's wrapper writes its pid into, joined by ':' (QUANTILICA_CGROUP_PROCS). */
+  /** The files a run's first process writes its pid into, joined by ':' (QUANTILICA_CGROUP_PROCS): not the freezer's (kill). */
   procsFiles(dirs: CgroupDirs): string {
-    const dirsToJoin = this.support.kind === 'cgroup-v2' ? [dirs.memory] : [dirs.memory, dirs.cpu, dirs.freezer];
+    const dirsToJoin = this.support.kind === 'cgroup-v2' ? [dirs.memory] : [dirs.memory, dirs.cpu];
     return dirsToJoin
       .filter((d): d is string => d !== null)
       .map((d) => path.join(d, 'cgroup.procs'))
@@ -164,7 +177,8 @@ export class CgroupLayout {
 
   /**
    * Kills every process of the cgroup so that none can escape by forking meanwhile: v2 has
-   * cgroup.kill; v1 freezes the cgroup first (a frozen process cannot fork), kills every task and
+   * cgroup.kill; v1 gathers the processes into the run's freezer folder (made now: a run joins only
+   * its memory and cpuacct folders), freezes it (a frozen process cannot fork), kills every task and
    * thaws so the kills take effect; without a freezer it kills every listed task until none is left.
    * Returns how many processes were signalled.
    */
@@ -176,10 +190,12 @@ export class CgroupLayout {
     }
     // The common case at a run's end: nothing is left. An empty cgroup cannot fill again by forking,
     // so the freeze (two writes to the freezer and a poll, ~20 ms per run on the hot path) is skipped.
-    if (this.procs(dirs).length === 0 && (dirs.freezer === null || readProcs(path.join(dirs.freezer, 'cgroup.procs')).length === 0))
+    // A freezer folder exists only for a run killed before (or one an older agent made for every run).
+    const frozenProcs = dirs.freezer === null ? null : path.join(dirs.freezer, 'cgroup.procs');
+    if (this.procs(dirs).length === 0 && (frozenProcs === null || !fs.existsSync(frozenProcs) || readProcs(frozenProcs).length === 0))
       return 0;
     let sent = 0;
-    if (dirs.freezer !== null && freeze(dirs.freezer)) {
+    if (dirs.freezer !== null && gather(dirs.memory, dirs.freezer) && freeze(dirs.freezer)) {
       try {
         for (const pid of readProcs(path.join(dirs.freezer, 'cgroup.procs'))) sent += trySignal(pid, 'SIGKILL');
       } finally {
@@ -194,12 +210,15 @@ export class CgroupLayout {
     return sent;
   }
 
-  /** Removes the cgroup's folders; false while processes are still inside. */
-  remove(dirs: CgroupDirs): boolean {
+  /**
+   * Removes the cgroup's folders; false while processes are still inside. On v2 the cpu folder is the
+   * memory folder; on v1 a run has a freezer folder only once it was killed. `waiterRemoved`: the
+   * native spawner's waiter removed the memory and cpuacct folders (it says so with its figures).
+   */
+  remove(dirs: CgroupDirs, waiterRemoved = false): boolean {
     let ok = true;
-    // On v2 the cpu folder is the memory folder.
     for (const dir of new Set([dirs.memory, dirs.cpu, dirs.freezer])) {
-      if (dir === null) continue;
+      if (dir === null || (dir === dirs.freezer ? !fs.existsSync(dir) : waiterRemoved)) continue;
       try {
         fs.rmdirSync(dir);
       } catch (err) {
@@ -229,6 +248,34 @@ export class CgroupLayout {
       return [];
     }
   }
+}
+
+/**
+ * Moves every process of the run's memory cgroup into its freezer cgroup (made if missing), round by
+ * round until a round finds none left to move: a child forked meanwhile by a process not yet moved is
+ * born in the memory cgroup and moved in the next round; one forked after its parent moved is born in
+ * the freezer cgroup. False when the freezer folder cannot be used (then the kill goes on without it).
+ */
+function gather(memoryDir: string, freezerDir: string): boolean {
+  try {
+    fs.mkdirSync(freezerDir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') return false;
+  }
+  const target = path.join(freezerDir, 'cgroup.procs');
+  for (let round = 0; round < 100; round++) {
+    const inFreezer = new Set(readProcs(target));
+    const left = readProcs(path.join(memoryDir, 'cgroup.procs')).filter((pid) => !inFreezer.has(pid));
+    if (left.length === 0) return true;
+    for (const pid of left) {
+      try {
+        fs.writeFileSync(target, String(pid));
+      } catch {
+        // Gone meanwhile (ESRCH), or not ours to move: the kills after the freeze find what is left.
+      }
+    }
+  }
+  return true;
 }
 
 function freeze(dir: string): boolean {

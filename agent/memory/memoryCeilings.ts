@@ -1,7 +1,7 @@
 import type { MemoryEnforcement, PoolMemory } from '../../shared/protocol';
 import type { Logger } from '../log/logger';
 import type { RunGroup } from '../process/runGroup';
-import { CgroupLayout, type CgroupDirs } from './cgroupLayout';
+import { CgroupLayout, fromWaiter, type CgroupDirs, type CgroupFigures, type WaiterFigures } from './cgroupLayout';
 import { detectCgroups, type CgroupSupport } from './cgroupSupport';
 import { defaultCgroupName } from './defaultCgroupName';
 import { GroupSampler } from './groupSampler';
@@ -36,6 +36,8 @@ interface Tracked {
   limitMb: number | null;
   dirs: CgroupDirs | null;
   sampler: GroupSampler | null;
+  /** The end figures the native spawner's waiter read before it removed the run's cgroup. */
+  ended?: CgroupFigures;
 }
 
 /**
@@ -187,6 +189,13 @@ export class MemoryCeilings implements RunMemory {
     return (signal === 'SIGKILL' ? this.layout.kill(t.dirs) : this.layout.signal(t.dirs, signal)) > 0;
   }
 
+  ended(runId: string, pool: string, figures: WaiterFigures): void {
+    const t = this.runs.get(runId);
+    if (t) t.ended = fromWaiter(figures);
+    // Adopted after the waiter removed the cgroup (the agent before died in between): the figures alone.
+    else this.runs.set(runId, { pool, limitMb: this.opts.pools.get(pool) ?? null, dirs: null, sampler: null, ended: fromWaiter(figures) });
+  }
+
   release(runId: string): FinalUsage | null {
     const t = this.runs.get(runId);
     if (!t) return null;
@@ -195,14 +204,21 @@ export class MemoryCeilings implements RunMemory {
       clearInterval(this.timer);
       this.timer = null;
     }
-    if (t.dirs && this.layout) {
-      // Processes still in the run's cgroup left its process group (setsid) and outlived the run.
-      const escaped = this.layout.kill(t.dirs);
-      if (escaped > 0)
-        this.opts.logger.warn({ runId, killed: escaped }, 'killed processes of an ended run that had left its process group');
-      const f = this.layout.endFigures(t.dirs);
-      if (!this.layout.remove(t.dirs))
+    const layout = t.dirs ? this.layout : null;
+    let f = t.ended ?? null;
+    if (layout && t.dirs) {
+      // Unless the waiter found no process left in the cgroup and read and removed it already.
+      if (f === null) {
+        // Processes still in the run's cgroup left its process group (setsid) and outlived the run.
+        const escaped = layout.kill(t.dirs);
+        if (escaped > 0)
+          this.opts.logger.warn({ runId, killed: escaped }, 'killed processes of an ended run that had left its process group');
+        f = layout.endFigures(t.dirs);
+      }
+      if (!layout.remove(t.dirs, t.ended !== undefined))
         this.opts.logger.warn({ runId, cgroup: t.dirs.memory }, "could not remove the run's cgroup; the next agent removes it");
+    }
+    if (f)
       return {
         memoryMb: null,
         peakMemoryMb: f.peakMb,
@@ -212,7 +228,6 @@ export class MemoryCeilings implements RunMemory {
         oomKilled: f.oomKills > 0,
         oomKills: f.oomKills,
       };
-    }
     if (!t.sampler) return null;
     t.sampler.sample();
     return {

@@ -1,5 +1,6 @@
 import type { MemorySource } from '../../shared/protocol';
 import type { RunGroup } from '../process/runGroup';
+import type { WaiterFigures } from './cgroupLayout';
 
 /** A run's memory and CPU as last read (MB, seconds). */
 export interface RunUsage {
@@ -29,6 +30,8 @@ export interface RunMemory {
   usage(runId: string): RunUsage | null;
   /** Signals every process in the run's cgroup; SIGKILL kills the cgroup. False without a cgroup. */
   signal(runId: string, signal: NodeJS.Signals): boolean;
+  /** The run's cgroup was read and removed at its end by the native spawner's waiter: `release` takes these figures. */
+  ended(runId: string, pool: string, figures: WaiterFigures): void;
   /** At the run's end: the last figures; processes left in its cgroup are killed and it is removed. */
   release(runId: string): FinalUsage | null;
 }

@@ -10,7 +10,8 @@
  *     open file description, so the flock and the keeper's socket are the very ones the agent holds);
  *   - the exit status is written to the run's status file when the fetcher ends, also after the agent
  *     died (this process outlives it: its own session, and it exits only once its children are reaped
- *     and the agent closed the request pipe).
+ *     and the agent closed the request pipe); while the agent lives, the waiter also reads and removes
+ *     the run's v1 cgroup when nothing of the run is left in it (cgroup_end).
  *
  * Protocol (stdin: requests from the agent; stdout: one line per answer):
  *   request  = u32 little-endian length, then NUL-terminated strings:
@@ -125,14 +126,103 @@ static unsigned long long start_time(pid_t pid) {
   return p == NULL ? 0 : strtoull(p, NULL, 10);
 }
 
-/* The trailing newline marks a complete record (runProcess.ts readStatusFile). */
-static void write_status(const char *file, int code) {
-  char line[16];
-  int n = snprintf(line, sizeof line, "%d\n", code);
+/* The trailing newline marks a complete record (runProcess.ts readStatusFile); `more`, when not
+ * NULL, is a second line (the run cgroup's end figures, see cgroup_end). */
+static void write_status(const char *file, int code, const char *more) {
+  char line[160];
+  int n = snprintf(line, sizeof line, "%d\n%s", code, more == NULL ? "" : more);
+  if (n < 0 || (size_t)n >= sizeof line) n = snprintf(line, sizeof line, "%d\n", code);
   int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return;
   write_all(fd, line, (size_t)n);
   close(fd);
+}
+
+static const char *entry_end(const char *p);
+
+/* The first bytes of the regular file `dir`/`name`, NUL-terminated; -1 when it cannot be read (a
+ * FIFO or a device is never waited on: cgroup files are regular). */
+static ssize_t read_small(const char *dir, size_t dir_len, const char *name, char *buf, size_t size) {
+  char path[4096];
+  if (dir_len + 1 + strlen(name) >= sizeof path) return -1;
+  memcpy(path, dir, dir_len);
+  path[dir_len] = '/';
+  strcpy(path + dir_len + 1, name);
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return -1;
+  }
+  ssize_t n = read(fd, buf, size - 1);
+  close(fd);
+  if (n < 0) return -1;
+  buf[n] = 0;
+  return n;
+}
+
+/* The number after "<key> " on a line of a flat-keyed file's text; -1 when absent. */
+static long long keyed_value(const char *text, const char *key) {
+  size_t len = strlen(key);
+  for (const char *line = text; *line != 0;) {
+    if (strncmp(line, key, len) == 0 && line[len] == ' ') return strtoll(line + len + 1, NULL, 10);
+    const char *next = strchr(line, '\n');
+    if (next == NULL) break;
+    line = next + 1;
+  }
+  return -1;
+}
+
+/*
+ * At the end of a run in v1 cgroups (QUANTILICA_CGROUP_PROCS: the memory folder's cgroup.procs, then
+ * the cpuacct folder's, joined by ':'), while the agent that started this spawner lives (`agent`, its
+ * pidfd, turns readable once it has exited): when no process is left in them, reads the figures the
+ * agent records (peak memory, CPU, OOM kills) into `out` as "cgroup <peak bytes> <cpu ns or -> <oom
+ * kills>\n" once it has removed the folders, so the agent's main thread does neither per run. With a process
+ * left (a lingering or escaped one), another layout, a file that cannot be read, or no agent (the next
+ * one adopts the run's cgroup as it was left), it leaves `out` empty and the folders as they are: the
+ * agent then does it all, as for a run whose waiter was killed.
+ */
+static void cgroup_end(const char *procs, int agent, char *out, size_t size) {
+  out[0] = 0;
+  if (procs == NULL || *procs == 0) return;
+  struct pollfd gone = {agent, POLLIN, 0};
+  if (agent < 0 || poll(&gone, 1, 0) != 0) return;
+  const char *dirs[2] = {NULL, NULL};
+  size_t lens[2] = {0, 0};
+  int ndirs = 0;
+  static const char tail[] = "/cgroup.procs";
+  for (const char *p = procs; *p != 0 && ndirs < 2;) {
+    const char *end = entry_end(p);
+    size_t len = (size_t)(end - p);
+    if (len <= sizeof tail - 1 || strncmp(end - (sizeof tail - 1), tail, sizeof tail - 1) != 0) return;
+    dirs[ndirs] = p;
+    lens[ndirs++] = len - (sizeof tail - 1);
+    p = *end == ':' ? end + 1 : end;
+  }
+  char buf[1024];
+  for (int i = 0; i < ndirs; i++)
+    if (read_small(dirs[i], lens[i], "cgroup.procs", buf, sizeof buf) != 0) return;
+  if (read_small(dirs[0], lens[0], "memory.max_usage_in_bytes", buf, sizeof buf) <= 0) return;
+  long long peak = strtoll(buf, NULL, 10);
+  if (read_small(dirs[0], lens[0], "memory.oom_control", buf, sizeof buf) <= 0) return;
+  long long oom = keyed_value(buf, "oom_kill");
+  if (oom < 0) oom = 0;
+  long long cpu = -1;
+  if (ndirs > 1 && read_small(dirs[1], lens[1], "cpuacct.usage", buf, sizeof buf) > 0) cpu = strtoll(buf, NULL, 10);
+  char cpu_text[24] = "-";
+  if (cpu >= 0) snprintf(cpu_text, sizeof cpu_text, "%lld", cpu);
+  /* The cpuacct folder first: if the memory folder will not go (a process joined it after all), the
+   * agent still finds it, with its figures, and does the rest at the run's end. */
+  for (int i = ndirs - 1; i >= 0; i--) {
+    char path[4096];
+    if (lens[i] >= sizeof path) return;
+    memcpy(path, dirs[i], lens[i]);
+    path[lens[i]] = 0;
+    if (rmdir(path) != 0) return;
+  }
+  snprintf(out, size, "cgroup %lld %s %lld\n", peak, cpu_text, oom);
 }
 
 /* Linear, with strlen and strncmp only: the vfork child uses it too. */
@@ -323,13 +413,17 @@ static __attribute__((noinline, noreturn)) void waiter_main(int ready[2], int lo
     if (n == (ssize_t)sizeof why) report_failure(log_fd, &why, cwd, argv[0], procs);
   }
   write_all(ready[1], (const char *)&sent, sizeof sent);
-  /* Nothing of the agent's stays open here: not the slot, not the log, not the protocol pipes. */
-  close_from(0);
+  /* Nothing of the agent's stays open here: not the slot, not the log, not the protocol pipes. Only
+   * the spawner's pidfd of the agent, moved to fd 0, which tells whether the agent still lives. */
+  int agent = dup2(parent_pidfd, 0) == 0 ? 0 : -1;
+  close_from(1);
   if (f < 0) _exit(RUN_EXIT_CANNOT_RUN);
   int status;
   while (waitpid(f, &status, 0) < 0 && errno == EINTR) {}
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  write_status(status_file, code);
+  char figures[128];
+  cgroup_end(procs, agent, figures, sizeof figures);
+  write_status(status_file, code, figures[0] == 0 ? NULL : figures);
   _exit(code);
 }
 
@@ -480,7 +574,7 @@ static void reap(void) {
       }
       /* W wrote the fetcher's status; if W itself was killed, record how it ended rather than nothing. */
       struct stat st;
-      if (!WIFEXITED(status) && (stat(ch->status_file, &st) != 0 || st.st_size == 0)) write_status(ch->status_file, code);
+      if (!WIFEXITED(status) && (stat(ch->status_file, &st) != 0 || st.st_size == 0)) write_status(ch->status_file, code, NULL);
       if (ch->id != NULL) answer("E %s %d\n", ch->id, code);
       *pp = ch->next;
       free(ch->id);

@@ -321,6 +321,7 @@ export class RunManager {
 
   private onExit(state: ActiveRun, exit: ExitInfo): void {
     if (!reacts(this.phase, state)) return;
+    if (exit.cgroup) this.deps.memory?.ended(state.run.runId, state.run.pool, exit.cgroup);
     // A cancelled run's watch ended only once no process of the group was left.
     if (cancelRequested(state)) {
       void this.finish(state, 'cancelled', 'cancelled', exit);

@@ -3,6 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import { readProcInfo } from '../../shared/node/procInfo';
 import { runMembers, type RunGroup } from '../process/runGroup';
+import type { WaiterFigures } from '../memory/cgroupLayout';
 import type { SharedEnv } from './fetcherEnv';
 
 /** How a run's process ended. `signal` is set when the fetcher (or the wrapper) died of a signal. */
@@ -13,6 +14,8 @@ export interface ExitInfo {
   unknown?: boolean;
   /** When the run ended, if that was before anyone noticed (the status file's time). */
   endedAt?: Date;
+  /** The run's cgroup figures, read by the native spawner's waiter, which then removed the cgroup. */
+  cgroup?: WaiterFigures;
 }
 
 export interface SpawnOptions {
@@ -133,7 +136,13 @@ function wrapperAlive(group: RunGroup): boolean {
   return info !== null && info.startTime === group.startTime && info.state !== 'Z';
 }
 
-/** The wrapper writes the fetcher's status as one line; an incomplete file counts as missing. */
+/**
+ * The fetcher's status, one line (the wrapper's or the native waiter's); the native waiter may add a
+ * second: `cgroup <peak bytes> <CPU ns, or -> <OOM kills>`, the run cgroup's figures it read before it
+ * removed the cgroup. An incomplete file counts as missing.
+ */
+const STATUS_RECORD = /^(\d+)\n(?:cgroup (\d+) (\d+|-) (\d+)\n)?$/;
+
 export function readStatusFile(statusFile: string): ExitInfo {
   let text: string;
   let endedAt: Date;
@@ -143,8 +152,12 @@ export function readStatusFile(statusFile: string): ExitInfo {
   } catch {
     return { exitCode: null, signal: null, unknown: true };
   }
-  if (!text.endsWith('\n') || !/^\d+\n$/.test(text)) return { exitCode: null, signal: null, unknown: true };
-  return { ...decodeExit(Number(text.trim()), null), endedAt };
+  const record = STATUS_RECORD.exec(text);
+  if (record === null) return { exitCode: null, signal: null, unknown: true };
+  const [, code, peak, cpu, oom] = record;
+  const exit: ExitInfo = { ...decodeExit(Number(code), null), endedAt };
+  if (peak !== undefined) exit.cgroup = { peakBytes: Number(peak), cpuNs: cpu === '-' ? null : Number(cpu), oomKills: Number(oom) };
+  return exit;
 }
 
 /**

@@ -16,6 +16,7 @@ function heldMemory(): { memory: RunMemory; prepared: Map<string, (env: Record<s
     track: () => {},
     usage: () => null,
     signal: () => false,
+    ended: () => {},
     release: () => null,
   };
   return { memory, prepared };
