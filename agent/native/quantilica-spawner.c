@@ -140,14 +140,24 @@ static void write_status(const char *file, int code, const char *more) {
 
 static const char *entry_end(const char *p);
 
+/* `dir` (its first `dir_len` bytes), then "/name" unless `name` is NULL, into `path`; 0 when too long. */
+static int dir_path(char *path, size_t size, const char *dir, size_t dir_len, const char *name) {
+  size_t extra = name == NULL ? 0 : 1 + strlen(name);
+  if (dir_len + extra >= size) return 0;
+  memcpy(path, dir, dir_len);
+  path[dir_len] = 0;
+  if (name != NULL) {
+    path[dir_len] = '/';
+    strcpy(path + dir_len + 1, name);
+  }
+  return 1;
+}
+
 /* The first bytes of the regular file `dir`/`name`, NUL-terminated; -1 when it cannot be read (a
  * FIFO or a device is never waited on: cgroup files are regular). */
 static ssize_t read_small(const char *dir, size_t dir_len, const char *name, char *buf, size_t size) {
   char path[4096];
-  if (dir_len + 1 + strlen(name) >= sizeof path) return -1;
-  memcpy(path, dir, dir_len);
-  path[dir_len] = '/';
-  strcpy(path + dir_len + 1, name);
+  if (!dir_path(path, sizeof path, dir, dir_len, name)) return -1;
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return -1;
   struct stat st;
@@ -178,11 +188,11 @@ static long long keyed_value(const char *text, const char *key) {
  * At the end of a run in v1 cgroups (QUANTILICA_CGROUP_PROCS: the memory folder's cgroup.procs, then
  * the cpuacct folder's, joined by ':'), while the agent that started this spawner lives (`agent`, its
  * pidfd, turns readable once it has exited): when no process is left in them, reads the figures the
- * agent records (peak memory, CPU, OOM kills) into `out` as "cgroup <peak bytes> <cpu ns or -> <oom
- * kills>\n" once it has removed the folders, so the agent's main thread does neither per run. With a process
- * left (a lingering or escaped one), another layout, a file that cannot be read, or no agent (the next
- * one adopts the run's cgroup as it was left), it leaves `out` empty and the folders as they are: the
- * agent then does it all, as for a run whose waiter was killed.
+ * agent records (peak memory, CPU, OOM kills), removes the folders, and only then puts the figures in
+ * `out` as "cgroup <peak bytes> <cpu ns or -> <oom kills>\n", so the agent's main thread does neither
+ * per run. With a process left (a lingering or escaped one), another layout, a file that cannot be
+ * read, a folder that will not go, or no agent (the next one adopts the run's cgroup as it was left),
+ * `out` stays empty: the agent then does the rest, as for a run whose waiter was killed.
  */
 static void cgroup_end(const char *procs, int agent, char *out, size_t size) {
   out[0] = 0;
@@ -217,10 +227,7 @@ static void cgroup_end(const char *procs, int agent, char *out, size_t size) {
    * agent still finds it, with its figures, and does the rest at the run's end. */
   for (int i = ndirs - 1; i >= 0; i--) {
     char path[4096];
-    if (lens[i] >= sizeof path) return;
-    memcpy(path, dirs[i], lens[i]);
-    path[lens[i]] = 0;
-    if (rmdir(path) != 0) return;
+    if (!dir_path(path, sizeof path, dirs[i], lens[i], NULL) || rmdir(path) != 0) return;
   }
   snprintf(out, size, "cgroup %lld %s %lld\n", peak, cpu_text, oom);
 }

@@ -31,6 +31,9 @@ export function fetcherEnv(input: FetcherEnvInput): NodeJS.ProcessEnv {
  * encoding it for the native spawner was a large part of a run's start. A run adds its own variables
  * (SpawnOptions.env), which are never among these.
  */
+/** Why a spawn is refused when a NUL byte would cut an argument or a variable short. */
+export const NUL_REFUSED = 'a spawn argument or environment value contains a NUL byte';
+
 export interface SharedEnv {
   vars: Readonly<Record<string, string>>;
   /** `vars` as the native spawner reads them: each `NAME=value` followed by a NUL. */
@@ -45,7 +48,7 @@ export function sharedFetcherEnv(input: FetcherEnvInput, own: ReadonlySet<string
   let count = 0;
   for (const [name, value] of Object.entries(fetcherEnv(input))) {
     if (value === undefined || own.has(name)) continue;
-    if (name.includes('\0') || value.includes('\0')) throw new Error('a spawn argument or environment value contains a NUL byte');
+    if (name.includes('\0') || value.includes('\0')) throw new Error(NUL_REFUSED);
     vars[name] = value;
     text += `${name}=${value}\0`;
     count += 1;

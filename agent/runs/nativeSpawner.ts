@@ -5,6 +5,7 @@ import { SpawnerExit } from '../helperExitCodes';
 import type { Logger } from '../log/logger';
 import { decodeExit, type ExitInfo, type RunProcess, type SpawnOptions } from './runProcess';
 import type { RunSpawner } from './runPorts';
+import { NUL_REFUSED } from './fetcherEnv';
 
 /** errno values of "F … pidfd-getfd" that say the kernel will never allow it here (Yama, seccomp, an old kernel). */
 const NEVER_HERE = new Set([1 /* EPERM */, 13 /* EACCES */, 38 /* ENOSYS */]);
@@ -208,7 +209,7 @@ export function encodeRequest(id: string, opts: SpawnOptions): Buffer {
     own.push(`${name}=${value}`);
   }
   const fields = [id, String(opts.lockFd), String(opts.logFd), opts.statusFile, opts.cwd, String(opts.argv.length), ...opts.argv];
-  for (const f of [...fields, ...own]) if (f.includes('\0')) throw new Error('a spawn argument or environment value contains a NUL byte');
+  if (fields.some((f) => f.includes('\0')) || own.some((e) => e.includes('\0'))) throw new Error(NUL_REFUSED);
   const shared = opts.shared?.encoded ?? new Uint8Array(0);
   const head = Buffer.from(`${fields.join('\0')}\0${(opts.shared?.count ?? 0) + own.length}\0`, 'utf8');
   const tail = Buffer.from(own.map((e) => `${e}\0`).join(''), 'utf8');

@@ -114,9 +114,10 @@ export class RunStart {
       const attempt = run.attempt ?? 1;
       const statusFile = path.join(this.core.statusDir(), attempt === 1 ? `${run.runId}.exit` : `${run.runId}.${attempt}.exit`);
       const logPath = runLogPath(deps.config.logDir, run.fetcher, run.runId);
-      // The run's cgroup is made while the intent commits (its fsync is off the main thread): both come before
-      // the spawn, neither needs the other. A cgroup left by an agent that died in between is empty
-      // and named after a run the next agent queues again (memoryCeilings.ts adopts or removes it).
+      // The run's cgroup is made before the intent is issued, its folders on this thread (two mkdirs),
+      // the intent's fsync on libuv's: the spawn waits for both. A cgroup left by an agent that died in
+      // between is empty and named after a run the next agent queues again (memoryCeilings.ts adopts or
+      // removes it).
       const cgroupEnv = deps.memory ? this.inGrantOrder(deps.memory.prepare(run.runId, run.pool, entry.memoryMb)) : null;
       await transition(ports, run, 'markStarting', { reason: 'starting', wait: null, slot: grant.index, statusFile, logPath });
       throwIfCancelled(state);
