@@ -89,7 +89,15 @@ export class VerifiedDir {
     let fd: number | null = null;
     let created = false;
     try {
-      if (opts.create) {
+      // The file that is there first (a slot file exists from its first run on), so the common case
+      // costs one open and no thrown error; made only when absent, and opened again if another
+      // process made it in between.
+      try {
+        fd = fs.openSync(target, base);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || !opts.create) throw err;
+      }
+      if (fd === null) {
         try {
           fd = fs.openSync(target, base | O_CREAT | O_EXCL, fileMode(this.policy));
           created = true;
@@ -133,7 +141,7 @@ export class VerifiedDir {
   /** lstat of a name in this folder (null when absent): to see whether a held file is still the one there. */
   lstat(name: string): fs.Stats | null {
     try {
-      return fs.lstatSync(this.inside(name));
+      return fs.lstatSync(this.inside(name), { throwIfNoEntry: false }) ?? null;
     } catch {
       return null;
     }
