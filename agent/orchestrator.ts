@@ -74,7 +74,10 @@ export class Orchestrator implements AgentControl {
 
   async waitRun(runId: string): Promise<RunInfo> {
     const { foreign, runs, remoteCancel } = this.parts;
-    if (foreign.active(runId)) return foreign.wait(runId);
+    const stored = foreign.standing(runId);
+    if (stored?.active) return foreign.wait(runId);
+    // Ended and no longer this process's: the answer the run manager would read again from the store.
+    if (stored) return toRunInfo(stored.run);
     try {
       return await runs.waitRun(runId);
     } catch (err) {

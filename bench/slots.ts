@@ -204,7 +204,11 @@ export async function agentOverProtocol(idleSeconds: number, policy: EntryPolicy
       };
       return { done, figures };
     };
-    const firstBurst = (await burst()).figures;
+    const first = await burst();
+    const firstFailed = first.done.filter((r) => r.status !== 'completed');
+    if (firstFailed.length > 0)
+      throw new Error(`${firstFailed.length} runs of the first burst did not complete: ${JSON.stringify(firstFailed[0])}`);
+    const firstBurst = first.figures;
     // The agent idle again before the measured burst, as between two bursts of a station's day.
     await sampleIdle(pid, Math.min(idleSeconds, 3));
     // The peak from here on is the burst's: the whole queue is in the agent at once.

@@ -31,9 +31,15 @@ export class ForeignRuns {
 
   /** The stored run when it is active and not this process's own. */
   active(runId: string): StoredRun | null {
+    const found = this.standing(runId);
+    return found?.active ? found.run : null;
+  }
+
+  /** A run that is not this process's own as the store has it, read once: another process's (active) or ended; null when unknown or ours. */
+  standing(runId: string): { run: StoredRun; active: boolean } | null {
     if (this.deps.runs.isOwnRun(runId)) return null;
-    const stored = this.deps.store.get(runId);
-    return stored && !TERMINAL.has(stored.status) ? stored : null;
+    const run = this.deps.store.get(runId);
+    return run ? { run, active: !TERMINAL.has(run.status) } : null;
   }
 
   /** Active foreign runs of a fetcher (by its catalog name). */
