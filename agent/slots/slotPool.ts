@@ -19,7 +19,7 @@ import { DirNames } from './dirNames';
 /** How often waiting runs retry a pool: a slot held by another process (a legacy flock script, a CLI
  * run) is freed without telling us, so the wait polls for it, besides every local release. */
 const SLOT_POLL_MS = 50;
-/** How often, at most, the waiters behind a grant or a departure are told their new places. */
+/** How often, at most, the waiters behind grants are told their new places (a departure tells them at once). */
 const POSITION_REPORT_MS = 50;
 /** How long a publication pictures a slot seen free as free, without the kernel's lock table. */
 const SEEN_FREE_GRACE_MS = 250;
