@@ -86,6 +86,12 @@ export class NativeSpawner implements RunSpawner {
     });
     return new Promise<RunProcess>((resolve, reject) => {
       this.pending.set(id, { opts, started: false, resolve, reject, exited, exitedPromise });
+      // The runs a group commit lets start all ask in the same turn: one write to the pipe for all of
+      // them, once this turn's callbacks are done, rather than one system call each.
+      if (child.stdin.writableCorked === 0) {
+        child.stdin.cork();
+        process.nextTick(() => child.stdin.uncork());
+      }
       child.stdin.write(request);
     });
   }
