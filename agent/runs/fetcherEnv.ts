@@ -25,15 +25,15 @@ export function fetcherEnv(input: FetcherEnvInput): NodeJS.ProcessEnv {
   return { ...env, ...input.entryEnv, ...input.run, QUANTILICA_FETCHER_UMASK: input.fetcherUmask };
 }
 
+/** Why a spawn is refused when a NUL byte would cut an argument or a variable short. */
+export const NUL_REFUSED = 'a spawn argument or environment value contains a NUL byte';
+
 /**
  * The variables every run of one catalog entry gets (the agent's environment less its secrets, the
  * entry's own, the run's constant ones), built once per entry: copying the agent's environment and
  * encoding it for the native spawner was a large part of a run's start. A run adds its own variables
  * (SpawnOptions.env), which are never among these.
  */
-/** Why a spawn is refused when a NUL byte would cut an argument or a variable short. */
-export const NUL_REFUSED = 'a spawn argument or environment value contains a NUL byte';
-
 export interface SharedEnv {
   vars: Readonly<Record<string, string>>;
   /** `vars` as the native spawner reads them: each `NAME=value` followed by a NUL. */
