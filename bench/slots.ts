@@ -4,6 +4,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { connectAgent } from '../agent/client/agentClient';
 import { benchStationEnv, percentile, printTable, sampleIdle, startAgent } from './benchSupport';
+import { slotCycles, type SlotCycle } from './slotCycles';
 
 // The slots benchmark, in one run on one machine: 1,000 no-op runs through the three pools (3+2+6
 // slots) by
@@ -163,6 +164,8 @@ export interface AgentFigures {
   idleRssAfterMb: number;
   /** The most RSS the agent had while the burst's runs were queued and ran (VmHWM); null if it could not be reset. */
   peakRssMb: number | null;
+  /** How each pool's slots turned over in the measured burst, the pool whose last run ended first first. */
+  slotCycles: SlotCycle[];
 }
 
 /** Sets the process's RSS high-water mark (VmHWM) to its RSS now; false when the kernel refuses. */
@@ -192,6 +195,7 @@ export async function agentOverProtocol(idleSeconds: number, policy: EntryPolicy
     const burst = async () => {
       const cpuBefore = cpuMs(pid);
       const processCpuBefore = cpuMs(pid, true);
+      const startedAtMs = Date.now();
       const started = process.hrtime.bigint();
       const done = await Promise.all(
         Array.from({ length: RUNS }, async (_, i) => client.waitRun((await client.run(POOLS[i % POOLS.length][0])).runId)),
@@ -202,7 +206,7 @@ export async function agentOverProtocol(idleSeconds: number, policy: EntryPolicy
         // Every thread's (the spawn worker's, libuv's pool doing the spool's fsyncs, the GC's, V8's compiler's).
         processCpuMsPerRun: (cpuMs(pid, true) - processCpuBefore) / RUNS,
       };
-      return { done, figures };
+      return { done, figures, startedAtMs };
     };
     const first = await burst();
     const firstFailed = first.done.filter((r) => r.status !== 'completed');
@@ -215,7 +219,7 @@ export async function agentOverProtocol(idleSeconds: number, policy: EntryPolicy
     const peakReset = resetPeakRss(pid);
     const clientCpuBefore = process.cpuUsage();
     const spawnerBefore = spawnerCpuMs(pid);
-    const { done, figures } = await burst();
+    const { done, figures, startedAtMs } = await burst();
     const spawnerAfter = spawnerCpuMs(pid);
     const client2 = process.cpuUsage(clientCpuBefore);
     // This benchmark's own process (the protocol client): it shares the machine's 2 cores with the agent.
@@ -230,6 +234,9 @@ export async function agentOverProtocol(idleSeconds: number, policy: EntryPolicy
     const unpolicied = done.filter((r) => (r.attempts ?? 1) !== attempts || (r.attempt ?? 1) !== 1);
     if (unpolicied.length > 0)
       throw new Error(`${unpolicied.length} runs without the policy's ${attempts} attempts: ${JSON.stringify(unpolicied[0])}`);
+    const cycles = slotCycles(done, startedAtMs);
+    const cycled = cycles.reduce((n, c) => n + c.runs, 0);
+    if (cycled !== RUNS) throw new Error(`the slot cycles cover ${cycled} of the burst's ${RUNS} runs`);
     // Enqueue→spawn with a free slot: from the request leaving the client to the run's recorded start
     // (after its spawn), same clock.
     const latencies: number[] = [];
@@ -253,6 +260,7 @@ export async function agentOverProtocol(idleSeconds: number, policy: EntryPolicy
       rssAfterBurstMb: rssAfterBurst.rssMb,
       idleRssAfterMb: after.rssMb,
       peakRssMb,
+      slotCycles: cycles,
     };
   } finally {
     await client.close();
@@ -298,6 +306,12 @@ async function main(): Promise<void> {
     peakRssDuringBurstMb: agent.peakRssMb === null ? null : round(agent.peakRssMb),
     // What each queued run cost at the queue's longest, over the idle agent.
     peakKbPerQueuedRun: agent.peakRssMb === null ? null : round(((agent.peakRssMb - agent.idleRssMb) * 1024) / RUNS),
+    slotCycles: agent.slotCycles.map((c) => ({
+      ...c,
+      lastEndMs: Math.round(c.lastEndMs),
+      spawnToEndMs: round(c.spawnToEndMs),
+      endToSpawnMs: round(c.endToSpawnMs),
+    })),
     loadAverage: os.loadavg().map(round),
   };
   printTable(`slots benchmark, ${RUNS} no-op runs, load average ${result.loadAverage.join(' ')}`, [
@@ -325,6 +339,14 @@ async function main(): Promise<void> {
       `${Math.round((result.wrapperCeilingRunsPerSecond / ((result.spawnCeilingRunsPerSecond + result.spawnCeilingAfterRunsPerSecond) / 2)) * 100)} % of the spawn ceiling`,
     ],
     ['agent / wrapper ceiling', `${Math.round(result.agentShareOfWrapperCeiling * 100)} %`, ''],
+    // The burst lasts as long as its busiest slots turn over: with runs spread evenly over the pools,
+    // the pool with the fewest slots ends last, and its cycle (spawn to end, end to the next spawn) is
+    // the agent's latency, not its CPU, once the other pools are done.
+    ...result.slotCycles.map((c): [string, string, string] => [
+      `slots of ${c.pool} (${c.slots}, ${c.runs} runs): last end`,
+      `${c.lastEndMs} ms`,
+      `per run on a slot: ${c.spawnToEndMs} ms spawn → end, ${c.endToSpawnMs} ms end → next spawn`,
+    ]),
     ['enqueue→spawn p50', `${result.spawnLatencyP50Ms} ms`, ''],
     ['enqueue→spawn p99', `${result.spawnLatencyP99Ms} ms`, 'target < 20 ms'],
     ['main-thread CPU per run', `${result.mainThreadCpuMsPerRun} ms`, ''],
