@@ -160,7 +160,13 @@ for (const spawner of ['thread', 'native'] as const) {
       // The first fetcher ends while no agent watches; the second still runs when the next agent starts.
       fs.writeFileSync(release(0), '');
       await waitFor(() => groupMembers(wrappers[0]).length === 0, { what: 'the first fetcher to end' });
-      const statusTime = fs.statSync(path.join(station.home, '.quantilica', 'runs', `${runIds[0]}.exit`)).mtime;
+      // The native spawner's waiter is not in the fetcher's group: it writes the status file once it
+      // has reaped the fetcher, which may be just after the group is empty.
+      const statusFile = path.join(station.home, '.quantilica', 'runs', `${runIds[0]}.exit`);
+      await waitFor(() => (fs.existsSync(statusFile) && fs.readFileSync(statusFile, 'utf8').endsWith('\n') ? true : null), {
+        what: "the first run's status file",
+      });
+      const statusTime = fs.statSync(statusFile).mtime;
       const endedBefore = Date.now();
 
       const second = await startAgent(station);
