@@ -157,8 +157,6 @@ export class SlotPool {
    */
   released(index?: number): void {
     if (index !== undefined) this.held.forget(index);
-    // With runs waiting, the pump prunes.
-    if (this.waiters.length === 0) this.pruneHeld();
     this.pump();
   }
 
@@ -186,9 +184,9 @@ export class SlotPool {
 
   private pump(): void {
     let served = 0;
-    // Once per pump: a grant only adds to `granted`, so the tries after it would read the same
-    // holders' /proc entries again.
-    if (this.waiters.length > 0) this.pruneHeld();
+    // Once per pump, not per try: a grant only adds to `granted`, so the tries after it would read the
+    // same holders' /proc entries again.
+    this.pruneHeld();
     while (this.waiters.length > 0) {
       let grant: SlotGrant | null;
       try {
