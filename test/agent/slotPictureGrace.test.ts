@@ -5,26 +5,14 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import { lazyKernelFlocks } from '../../agent/flock/procLocks';
-import { SlotPool } from '../../agent/slots/slotPool';
-import { privatePolicy } from '../../agent/station/stationPolicy';
-import { memoryLogger } from '../support/memoryLogger';
+import type { SlotPool } from '../../agent/slots/slotPool';
+import { testSlotPool } from '../support/testSlotPool';
 
 const GRACE_MS = 3000;
 
 /** A pool of two slots whose publications take a slot seen free as free for GRACE_MS. */
 function pool(dir: string, onUnsure: () => void): SlotPool {
-  return new SlotPool({
-    name: 'network-light',
-    dir,
-    size: 2,
-    waitTimeoutSeconds: 60,
-    policy: privatePolicy(),
-    isRecordedRun: () => false,
-    logger: memoryLogger(),
-    onReclaim: () => {},
-    onUnsure,
-    seenFreeGraceMs: GRACE_MS,
-  });
+  return testSlotPool('network-light', dir, 2, { onUnsure, seenFreeGraceMs: GRACE_MS });
 }
 
 /** util-linux flock holding a file until its group is killed; resolves once it holds it. */

@@ -3,9 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { SlotPool } from '../../agent/slots/slotPool';
-import { privatePolicy } from '../../agent/station/stationPolicy';
-import { memoryLogger } from '../support/memoryLogger';
+import { testSlotPool } from '../support/testSlotPool';
 import { waitFor } from '../support/waitFor';
 
 const QUEUED = 200;
@@ -13,16 +11,7 @@ const GRANTS = 50;
 
 test('grants in a burst tell the runs behind them their places together, not once per grant, and the places are right', async (t) => {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'qt-positions-'));
-  const slots = new SlotPool({
-    name: 'cpu-analysis',
-    dir: path.join(root, 'cpu-analysis'),
-    size: 1,
-    waitTimeoutSeconds: 60,
-    policy: privatePolicy(),
-    isRecordedRun: () => false,
-    logger: memoryLogger(),
-    onReclaim: () => {},
-  });
+  const slots = testSlotPool('cpu-analysis', path.join(root, 'cpu-analysis'), 1);
   const aborts = new AbortController();
   t.after(() => {
     aborts.abort(new Error('test over'));
