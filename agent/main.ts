@@ -1,3 +1,5 @@
+// First: it sets the agent's young generation before the other modules are evaluated (youngGeneration.ts).
+import './memory/youngGeneration';
 import { runCli } from './cli/runCli';
 import { makeFilesPrivate } from './config/umask';
 

@@ -19,21 +19,26 @@ export function cpuTicks(pid: number): number {
   return Number(fields[11]) + Number(fields[12]);
 }
 
-function rssMb(pid: number): number {
+/** A process's RSS and, within it, the pages of mapped files (RssFile: node's binary, shared libraries), in MB. */
+function rssMb(pid: number): { rssMb: number; fileRssMb: number } {
   const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
-  return kb / 1024;
+  const kb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? 0);
+  return { rssMb: kb('VmRSS') / 1024, fileRssMb: kb('RssFile') / 1024 };
 }
 
-/** The CPU share (% of one core) and final RSS of an idle process over a wall-clock window. */
-export async function sampleIdle(pid: number, seconds: number): Promise<{ rssMb: number; cpuPercent: number }> {
+/**
+ * The CPU share (% of one core) and final RSS of an idle process over a wall-clock window. The file
+ * pages in it are shared with every process that maps the same files, and how many of them are
+ * resident moves with the machine's page cache: the rest (anonymous) is the process's own.
+ */
+export async function sampleIdle(pid: number, seconds: number): Promise<{ rssMb: number; fileRssMb: number; cpuPercent: number }> {
   const ticksPerSecond = 100; // USER_HZ on Linux
   const before = cpuTicks(pid);
   const started = Date.now();
   await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
   const elapsed = (Date.now() - started) / 1000;
   const used = (cpuTicks(pid) - before) / ticksPerSecond;
-  return { rssMb: rssMb(pid), cpuPercent: (used / elapsed) * 100 };
+  return { ...rssMb(pid), cpuPercent: (used / elapsed) * 100 };
 }
 
 export function printTable(title: string, rows: Array<[string, string, string]>): void {

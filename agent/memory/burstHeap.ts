@@ -1,6 +1,7 @@
 import * as v8 from 'node:v8';
 import * as vm from 'node:vm';
 import type { Logger } from '../log/logger';
+import { keepYoungGenerationSmall } from './youngGeneration';
 
 /** Runs ended since the last collection below which a drained queue is not worth a pause. */
 const BURST_RUNS = 100;
@@ -12,7 +13,8 @@ const QUIET_MS = 1000;
  * keeps what it grew for them: a young generation of 2 × 16 MB semi-spaces and old space full of
  * promoted garbage, which the memory reducer of an idle process does not give back (RSS 66 MB before
  * 1,000 queued no-op runs, 116 MB 5 s after). So the young generation is kept at its starting size
- * (the burst's throughput is the same: its objects die young), and once the queue has been empty
+ * (the burst's throughput is the same: its objects die young; the agent's main.ts sets that first,
+ * `install` again for a process that did not, see youngGeneration.ts), and once the queue has been empty
  * for a second after at least BURST_RUNS runs, two full collections (the second frees what the
  * first's finalizers released) hand the old space's pages back; then `release` gives back what the
  * C side keeps (SQLite's page cache, the allocator's free pages).
@@ -31,7 +33,7 @@ export class BurstHeap {
   /** Sets the process's young generation and makes a full collection callable; null if V8 refuses. */
   static install(logger: Logger, release: () => void): BurstHeap | null {
     try {
-      v8.setFlagsFromString('--semi-space-growth-factor=1');
+      keepYoungGenerationSmall();
       // The flag makes `gc` exist in contexts made from now on; the agent's own global stays as it was.
       v8.setFlagsFromString('--expose-gc');
       const gc: unknown = vm.runInNewContext('gc');

@@ -211,9 +211,10 @@ static void cgroup_end(const char *procs, int agent, char *out, size_t size) {
     lens[ndirs++] = len - (sizeof tail - 1);
     p = *end == ':' ? end + 1 : end;
   }
+  /* Whether a process is left is not read from cgroup.procs (on v1 each read builds a pid list a
+   * kernel worker frees later): the rmdirs below refuse a folder that still has one (EBUSY), and the
+   * figures read before them are then dropped. */
   char buf[1024];
-  for (int i = 0; i < ndirs; i++)
-    if (read_small(dirs[i], lens[i], "cgroup.procs", buf, sizeof buf) != 0) return;
   if (read_small(dirs[0], lens[0], "memory.max_usage_in_bytes", buf, sizeof buf) <= 0) return;
   long long peak = strtoll(buf, NULL, 10);
   if (read_small(dirs[0], lens[0], "memory.oom_control", buf, sizeof buf) <= 0) return;
