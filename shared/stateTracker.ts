@@ -13,10 +13,17 @@ export function applyChange(snapshot: Snapshot, params: ChangedParams): Snapshot
   const change = params.change;
   switch (change.kind) {
     case 'run': {
-      // Most recently changed first: a run that just finished is the newest finished one.
-      const runs = snapshot.runs.filter((r) => r.runId !== change.run.runId);
-      runs.unshift(change.run);
-      next.runs = trimFinished(runs);
+      // Most recently changed first: a run that just finished is the newest finished one. One pass
+      // (a burst's queue makes the runs thousands, and each run several changes): the changed run
+      // first, its older copy out, the finished runs past the cap out.
+      const runs = [change.run];
+      let finished = ACTIVE.has(change.run.status) ? 0 : 1;
+      for (const r of snapshot.runs) {
+        if (r.runId === change.run.runId) continue;
+        if (!ACTIVE.has(r.status) && ++finished > MAX_FINISHED_RUNS) continue;
+        runs.push(r);
+      }
+      next.runs = runs;
       break;
     }
     case 'pool': {
@@ -41,11 +48,6 @@ export function applyChange(snapshot: Snapshot, params: ChangedParams): Snapshot
       break;
   }
   return next;
-}
-
-function trimFinished(runs: RunInfo[]): RunInfo[] {
-  let finished = 0;
-  return runs.filter((r) => ACTIVE.has(r.status) || ++finished <= MAX_FINISHED_RUNS);
 }
 
 export type TrackOutcome =

@@ -132,36 +132,39 @@ export class CgroupLayout {
     return n === null || n >= 2 ** 52 ? null : Math.round(n / MB);
   }
 
-  /** The memory in use now, alone: what a pool's picture shows, read on every publication (figures reads four files). */
+  /** The memory in use now, alone: what a pool's picture shows, read on every publication (usage reads three files). */
   currentMb(dirs: CgroupDirs): number | null {
     return toMb(readNumber(path.join(dirs.memory, this.support.kind === 'cgroup-v2' ? 'memory.current' : 'memory.usage_in_bytes')));
   }
 
-  /** What a running run shows: the memory in use now, the peak, the CPU and the OOM kills (four files). */
-  figures(dirs: CgroupDirs): CgroupFigures {
-    return { currentMb: this.currentMb(dirs), ...this.totals(dirs) };
+  /** What a running run shows: the memory in use now, the peak and the CPU (three files; its end records the OOM kills). */
+  usage(dirs: CgroupDirs): Omit<CgroupFigures, 'oomKills'> {
+    return { currentMb: this.currentMb(dirs), peakMb: this.peakMb(dirs), cpuSeconds: this.cpuSeconds(dirs) };
   }
 
-  /** What a run's end records: the memory in use is of no account then (three files, one fewer per run). */
+  /** What a run's end records: the peak, the CPU and the OOM kills; the memory in use is of no account then (three files). */
   endFigures(dirs: CgroupDirs): CgroupFigures {
     return { currentMb: null, ...this.totals(dirs) };
   }
 
   private totals(dirs: CgroupDirs): Omit<CgroupFigures, 'currentMb'> {
     const v2 = this.support.kind === 'cgroup-v2';
-    const peak = readNumber(path.join(dirs.memory, v2 ? 'memory.peak' : 'memory.max_usage_in_bytes'));
-    let cpuSeconds: number | null = null;
-    if (dirs.cpu !== null) {
-      if (v2) {
-        const usec = keyed(path.join(dirs.cpu, 'cpu.stat'), 'usage_usec');
-        cpuSeconds = usec === null ? null : usec / 1e6;
-      } else {
-        const ns = readNumber(path.join(dirs.cpu, 'cpuacct.usage'));
-        cpuSeconds = ns === null ? null : ns / 1e9;
-      }
-    }
     const oomKills = keyed(path.join(dirs.memory, v2 ? 'memory.events' : 'memory.oom_control'), 'oom_kill') ?? 0;
-    return { peakMb: toMb(peak), cpuSeconds, oomKills };
+    return { peakMb: this.peakMb(dirs), cpuSeconds: this.cpuSeconds(dirs), oomKills };
+  }
+
+  private peakMb(dirs: CgroupDirs): number | null {
+    return toMb(readNumber(path.join(dirs.memory, this.support.kind === 'cgroup-v2' ? 'memory.peak' : 'memory.max_usage_in_bytes')));
+  }
+
+  private cpuSeconds(dirs: CgroupDirs): number | null {
+    if (dirs.cpu === null) return null;
+    if (this.support.kind === 'cgroup-v2') {
+      const usec = keyed(path.join(dirs.cpu, 'cpu.stat'), 'usage_usec');
+      return usec === null ? null : usec / 1e6;
+    }
+    const ns = readNumber(path.join(dirs.cpu, 'cpuacct.usage'));
+    return ns === null ? null : ns / 1e9;
   }
 
   /** The processes in the cgroup now (an empty list once it is gone). */

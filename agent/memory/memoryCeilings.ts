@@ -163,7 +163,7 @@ export class MemoryCeilings implements RunMemory {
     const t = this.runs.get(runId);
     if (!t) return null;
     if (t.dirs && this.layout) {
-      const f = this.layout.figures(t.dirs);
+      const f = this.layout.usage(t.dirs);
       return {
         memoryMb: f.currentMb,
         peakMemoryMb: f.peakMb,
