@@ -12,6 +12,7 @@ import { distFile } from '../../agent/paths';
 import { readProcInfo } from '../../shared/node/procInfo';
 import { memoryLogger } from '../support/memoryLogger';
 import { tryLockSlot } from '../support/tryLockSlot';
+import { OUT_FIXTURES } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 
 // The native spawner (agent/native/quantilica-spawner.c) keeps the wrapper's guarantees: the
@@ -506,6 +507,47 @@ test(
       await spawner.close();
       fs.closeSync(f.logFd);
       fs.closeSync(f.lockFd);
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  },
+);
+
+test(
+  'a process with nothing left to do but a spawn on its way waits for its answer: an agent stopping meanwhile still records the start',
+  { timeout: 30_000 },
+  async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qt-native-'));
+    fs.writeFileSync(path.join(dir, 'slot_0.lock'), '', { mode: 0o600 });
+    // The fetcher waits before its exec until the FIFO is opened to read: the process has asked, and
+    // has nothing else to keep it alive, well before the answer can come.
+    const fifo = path.join(dir, 'cgroup.procs');
+    assert.equal(spawnSync('mkfifo', ['-m', '600', fifo]).status, 0);
+    const child = spawn(process.execPath, [path.join(OUT_FIXTURES, 'spawnThenNothing.js'), dir, fifo], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    let reader: number | null = null;
+    child.stdout.setEncoding('utf8');
+    child.stdout.on('data', (text: string) => {
+      out += text;
+      if (reader === null && out.includes('asked\n')) reader = fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
+    });
+    const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+    try {
+      assert.equal(code, 0);
+      assert.match(out, /^asked\nstarted \d+\n$/, 'the answer came before the process ended');
+      const status = await waitFor(
+        () => (fs.existsSync(path.join(dir, 'run.exit')) ? fs.readFileSync(path.join(dir, 'run.exit'), 'utf8') : null),
+        {
+          what: "the fetcher's status file",
+        },
+      );
+      assert.match(status, /^0\n/, 'the fetcher ran and ended 0');
+    } finally {
+      // Whatever failed above, a fetcher still waiting before its exec is let go.
+      reader ??= fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
+      await waitFor(() => (fs.existsSync(path.join(dir, 'run.exit')) ? true : null), { what: 'the run to end' }).catch(() => undefined);
+      fs.closeSync(reader);
       fs.rmSync(dir, { recursive: true, force: true });
     }
   },
