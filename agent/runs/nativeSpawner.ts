@@ -36,9 +36,7 @@ export class NativeSpawner implements RunSpawner {
   private nextId = 1;
   private disabled: string | null = null;
   private buffered = '';
-  /** Spawns asked for and not answered yet ("S" or "F"): while there are any, the answers' pipe keeps the agent alive. */
-  private unanswered = 0;
-  /** The answers' pipe made to keep the agent alive, to let go with the last answer (the spawner may be closed meanwhile). */
+  /** The answers' pipe kept ref'd while a spawn is unanswered, let go with its last answer (the spawner may be closed meanwhile). */
   private held: (Readable & { unref?(): void }) | null = null;
 
   readonly watch: RunSpawner['watch'];
@@ -90,7 +88,7 @@ export class NativeSpawner implements RunSpawner {
     });
     return new Promise<RunProcess>((resolve, reject) => {
       this.pending.set(id, { opts, started: false, resolve, reject, exited, exitedPromise });
-      this.asked(child);
+      this.holdWhileUnanswered();
       // The runs a group commit lets start all ask in the same turn: one write to the pipe for all of
       // them, once this turn's callbacks are done, rather than one system call each.
       if (child.stdin.writableCorked === 0) {
@@ -145,22 +143,20 @@ export class NativeSpawner implements RunSpawner {
       const p = id === undefined ? undefined : this.pending.get(id);
       if (p === undefined) continue;
       if (kind === 'S') {
-        if (!p.started) this.answered();
         p.started = true;
         p.resolve({ pid: Number(a), startTime: Number(b), exited: p.exitedPromise });
       } else if (kind === 'E') {
         this.pending.delete(id);
-        if (!p.started) this.answered();
         p.exited(decodeExit(Number(a), null));
       } else if (kind === 'F') {
         this.pending.delete(id);
-        if (!p.started) this.answered();
         const errno = Number(a);
         if (b === 'pidfd-getfd' && NEVER_HERE.has(errno)) this.disable(`pidfd-getfd-refused`, errno);
         // Nothing was forked: the fallback starts this run.
         this.fallback.spawn(p.opts).then(p.resolve, p.reject);
       }
     }
+    this.holdWhileUnanswered();
   }
 
   private unusable(child: ChildProcessByStdio<Writable, Readable, null>, reason: string, detail: string): void {
@@ -168,30 +164,32 @@ export class NativeSpawner implements RunSpawner {
     this.fallBack(reason, { detail });
     for (const [id, p] of this.pending) {
       this.pending.delete(id);
-      if (!p.started) this.answered();
       this.fallback.spawn(p.opts).then(p.resolve, p.reject);
     }
+    this.holdWhileUnanswered();
   }
 
   /**
-   * A spawn was asked for. The answers' pipe is unref'd, so that an agent may exit while its fetchers
-   * run on; but one stopping while a spawn is on its way must wait for the answer: otherwise it exits
-   * with the fetcher started and neither its start recorded nor a cancel asked for meanwhile applied,
-   * and the run is left `waiting` (reason `starting`) for the next agent to adopt as if still wanted.
+   * The answers' pipe is unref'd, so that an agent may exit while its fetchers run on; but one
+   * stopping while a spawn is on its way (no "S" or "F" yet) must wait for the answer: otherwise it
+   * exits with the fetcher started and neither its start recorded nor a cancel asked for meanwhile
+   * applied, and the run is left `waiting` (reason `starting`) for the next agent to adopt as if
+   * still wanted. Called after every change to `pending`; it holds the few runs in flight.
    */
-  private asked(child: ChildProcessByStdio<Writable, Readable, null>): void {
-    this.unanswered += 1;
-    if (this.held !== null) return;
-    this.held = child.stdout;
-    (child.stdout as Readable & { ref?(): void }).ref?.();
-  }
-
-  /** A spawn was answered ("S", "F", or the spawner is gone): the last one lets the pipe go again. */
-  private answered(): void {
-    this.unanswered -= 1;
-    if (this.unanswered > 0) return;
-    this.held?.unref?.();
-    this.held = null;
+  private holdWhileUnanswered(): void {
+    let unanswered = false;
+    for (const p of this.pending.values())
+      if (!p.started) {
+        unanswered = true;
+        break;
+      }
+    if (unanswered && this.held === null && this.child !== null) {
+      this.held = this.child.stdout;
+      (this.held as Readable & { ref?(): void }).ref?.();
+    } else if (!unanswered && this.held !== null) {
+      this.held.unref?.();
+      this.held = null;
+    }
   }
 
   private disable(reason: string, errno: number): void {
@@ -221,11 +219,9 @@ export class NativeSpawner implements RunSpawner {
     for (const [id, p] of this.pending) {
       this.pending.delete(id);
       if (p.started) p.exited(null);
-      else {
-        this.answered();
-        p.reject(new Error(why));
-      }
+      else p.reject(new Error(why));
     }
+    this.holdWhileUnanswered();
   }
 }
 

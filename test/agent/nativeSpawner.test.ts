@@ -522,6 +522,8 @@ test(
     // has nothing else to keep it alive, well before the answer can come.
     const fifo = path.join(dir, 'cgroup.procs');
     assert.equal(spawnSync('mkfifo', ['-m', '600', fifo]).status, 0);
+    const statusFile = path.join(dir, 'run.exit');
+    const status = () => (fs.existsSync(statusFile) ? fs.readFileSync(statusFile, 'utf8') : null);
     const child = spawn(process.execPath, [path.join(OUT_FIXTURES, 'spawnThenNothing.js'), dir, fifo], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
@@ -536,17 +538,12 @@ test(
     try {
       assert.equal(code, 0);
       assert.match(out, /^asked\nstarted \d+\n$/, 'the answer came before the process ended');
-      const status = await waitFor(
-        () => (fs.existsSync(path.join(dir, 'run.exit')) ? fs.readFileSync(path.join(dir, 'run.exit'), 'utf8') : null),
-        {
-          what: "the fetcher's status file",
-        },
-      );
-      assert.match(status, /^0\n/, 'the fetcher ran and ended 0');
+      const ended = await waitFor(status, { what: "the fetcher's status file" });
+      assert.match(ended, /^0\n/, 'the fetcher ran and ended 0');
     } finally {
       // Whatever failed above, a fetcher still waiting before its exec is let go.
       reader ??= fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
-      await waitFor(() => (fs.existsSync(path.join(dir, 'run.exit')) ? true : null), { what: 'the run to end' }).catch(() => undefined);
+      await waitFor(status, { what: 'the run to end' }).catch(() => undefined);
       fs.closeSync(reader);
       fs.rmSync(dir, { recursive: true, force: true });
     }
