@@ -59,7 +59,8 @@ test('only a process proven to be our run may be signalled: each missing proof h
     const why = whyNotOurRun(recordOf(process.pid), id, always);
     assert.ok(why === 'own-group-or-session' || (why === 'not-group-leader' && self.pgid !== process.pid), `got ${why}`);
   } finally {
-    for (const c of [holder, stranger, nobody]) c.kill('SIGKILL');
+    // The groups, not the pids: flock(1) forks its command, which would outlive flock alone.
+    for (const c of [holder, stranger, nobody]) process.kill(-c.pid!, 'SIGKILL');
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });

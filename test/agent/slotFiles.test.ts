@@ -60,14 +60,15 @@ test(
       assert.equal(holder?.foreign, false);
       // A lock this agent does not hold is still shown as another process's.
       const other = path.join(t.lockDir, 'heavy-io', `slot_${slot === 0 ? 1 : 0}.lock`);
-      const legacy = spawn('flock', ['-x', other, 'sleep', '600'], { stdio: 'ignore' });
+      // Its own group, killed whole: flock(1) forks its command, which would outlive flock alone.
+      const legacy = spawn('flock', ['-x', other, 'sleep', '600'], { stdio: 'ignore', detached: true });
       try {
         const foreign = await waitFor(() => pool.state(() => false).find((s) => s.index === (slot === 0 ? 1 : 0))?.holder ?? undefined, {
           what: 'the legacy flock to show',
         });
         assert.equal(foreign.foreign, true);
       } finally {
-        legacy.kill('SIGKILL');
+        process.kill(-legacy.pid!, 'SIGKILL');
       }
     } finally {
       await stopAll(orchestrator, runManager);
