@@ -2,6 +2,7 @@ import * as path from 'node:path';
 import { isGithubSync } from '../catalog/catalog';
 import { PrivateFlock } from '../telemetry/privateFlock';
 import { groupOf, newActiveRun } from './activeRun';
+import { cancelRequested } from './runGuards';
 import type { RunCore } from './runCore';
 import { openRunLog } from './runLogFile';
 import type { RunStart, StageLimit } from './runStart';
@@ -133,6 +134,9 @@ export class RunAdoption {
     deps.logger.info({ runId: run.runId, fetcher: run.fetcher, pid: run.pid }, 'adopted a run left by a previous agent');
     deps.memory?.track(run.runId, run.pool, groupOf(run)); // memory ceilings
     this.core.upkeep.follow(state, null, this.adoptedLog(run));
+    // A cancel the previous agent began: its SIGKILL timer died with it, and its SIGTERM may not have
+    // gone out before it stopped. TERM again, and KILL after the grace, as for a deadline.
+    if (cancelRequested(state)) this.core.upkeep.terminate(state);
   }
 
   /** The log of an adopted run, opened once and checked (never through a link); null: not capped. */

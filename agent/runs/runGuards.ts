@@ -16,8 +16,9 @@ export function hasEnded(state: ActiveRun): boolean {
   return FINAL_STATES.includes(state.run.status);
 }
 
+/** A client asked to cancel the run: of this agent, or, for a running run, of an agent before it (the run's `cancelAsked`). */
 export function cancelRequested(state: ActiveRun): boolean {
-  return state.cancel === 'requested';
+  return state.cancel === 'requested' || state.run.cancelAsked === true;
 }
 
 /** Notes a client's cancel; false when one was asked for already or the run has ended (nothing to do). */

@@ -219,6 +219,12 @@ export class RunManager {
     await Promise.all(drives);
     if (stopFetchers)
       await Promise.all([...this.active.values()].filter((s) => s.run.status === 'running').map((s) => this.waitRun(s.run.runId)));
+    // A fetcher cancelled here and still in its cleanup outlives this agent: the next one records its end `cancelled`.
+    await Promise.all(
+      [...this.active.values()]
+        .filter((s) => s.run.status === 'running' && s.cancel === 'requested' && !s.run.cancelAsked && !isGithubSync(s.entry))
+        .map((s) => transition(this.ports, s.run, 'askCancel', { cancelAsked: true })),
+    );
     this.upkeep.close();
     this.positions.close();
     if (this.waitKeepAlive) clearInterval(this.waitKeepAlive);

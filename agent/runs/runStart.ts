@@ -250,6 +250,9 @@ export class RunStart {
         deadline: timeoutSeconds === null ? null : new Date(now.getTime() + timeoutSeconds * 1000).toISOString(),
         logGrewAt: now.toISOString(),
         stalledSince: null,
+        // Cancelled while its spawn was on its way: stopped below, and so recorded with its start, for
+        // an agent that stops before the run's end.
+        ...(cancelRequested(state) ? { cancelAsked: true } : {}),
       },
       { argv, ...(timeoutSeconds === null ? {} : { timeoutSeconds }) },
     );

@@ -27,6 +27,12 @@ export interface StoredRun extends RunInfo {
   waitSince?: string | null;
   /** A GitHub sync under a timeout: the working time it had left when its present leg started or it hibernated (ms). */
   workLeftMs?: number | null;
+  /**
+   * A client cancelled the running run, kept for an agent that adopts it: set by the start of a run
+   * cancelled while its spawn was on its way, and by `askCancel` when the agent stops before a
+   * cancelled run's end. The adopting agent sends TERM again and records the end `cancelled`.
+   */
+  cancelAsked?: boolean;
 }
 
 /** What status and the log can say about the store: a write that failed, a file moved aside. */
@@ -45,7 +51,17 @@ const silent: Logger = { debug: () => {}, info: () => {}, warn: () => {}, error:
 
 /** What clients see of a stored run: without the fields only a later agent needs to adopt it. */
 export function toRunInfo(run: StoredRun): RunInfo {
-  const { startTime: _s, statusFile: _f, ownerPid: _p, ownerStartTime: _o, ownerRole: _r, waitSince: _w, workLeftMs: _l, ...info } = run;
+  const {
+    startTime: _s,
+    statusFile: _f,
+    ownerPid: _p,
+    ownerStartTime: _o,
+    ownerRole: _r,
+    waitSince: _w,
+    workLeftMs: _l,
+    cancelAsked: _c,
+    ...info
+  } = run;
   return info;
 }
 

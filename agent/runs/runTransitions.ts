@@ -192,6 +192,13 @@ export const RUN_MOVES = {
   unstall: { from: { running: RUNNING }, to: 'running', reasons: RUNNING, when: (r: StoredRun) => Boolean(r.stalledSince), event: none },
   /** The log grew (the stall watchdog's clock): progress within `running`, sent with the next heartbeat. */
   logGrew: { from: { running: ANY }, to: 'running', reasons: ANY, event: none, durable: false },
+  /**
+   * The agent stops while a run it cancelled still runs (the fetcher's cleanup after its SIGTERM): the
+   * request goes with the run's state, and the agent that adopts it ends it `cancelled`. (The request
+   * itself is an event, `cancel-requested`; a run cancelled while its spawn was on its way carries it
+   * from its `start`.)
+   */
+  askCancel: { from: { running: RUNNING }, to: 'running', reasons: RUNNING, when: (r: StoredRun) => !r.cancelAsked, event: none },
   /** A stalled run whose policy says `onStall: cancel`: reason `stalled` while its group gets TERM. */
   stallCancel: { from: { running: [null, 'lingering', 'stalled'] }, to: 'running', reasons: ['stalled'], event: none },
   /** A run an agent left waiting (queued, at the disk gate, in its backoff) is this agent's now, as it was. */
@@ -261,6 +268,7 @@ export type RunFields = Partial<
     | 'waitSince'
     | 'ownerRole'
     | 'workLeftMs'
+    | 'cancelAsked'
   >
 > & {
   reason?: RunReason | null;

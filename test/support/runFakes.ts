@@ -229,6 +229,8 @@ export interface ManagerBed {
   manager: RunManager;
   /** Enqueues a run of `fetch` and lets it through the disk gate: it then waits for a slot. */
   pastGate(): Promise<RunInfo>;
+  /** A run of `fetch` through the gate and granted `slot`, its spawn under way until `letSpawn` is called. */
+  spawning(slot: number): Promise<{ run: RunInfo; letSpawn: () => void }>;
   /** A run of `fetch` through the gate and granted `slot`, spawned and running. */
   running(slot?: number): Promise<RunInfo>;
   gate: FakeGate;
@@ -282,6 +284,16 @@ export function managerBed(options: { memory?: RunMemory } = {}): ManagerBed {
     await settle();
     return run;
   };
+  const spawning = async (slot: number): Promise<{ run: RunInfo; letSpawn: () => void }> => {
+    let letSpawn!: () => void;
+    spawner.spawnGate = new Promise((resolve) => {
+      letSpawn = resolve;
+    });
+    const run = await pastGate();
+    slots.grantNext(slot);
+    await settle();
+    return { run, letSpawn };
+  };
   const running = async (slot = 0): Promise<RunInfo> => {
     const run = await pastGate();
     slots.grantNext(slot);
@@ -293,6 +305,7 @@ export function managerBed(options: { memory?: RunMemory } = {}): ManagerBed {
   return {
     manager,
     pastGate,
+    spawning,
     running,
     gate,
     slots,

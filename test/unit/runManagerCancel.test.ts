@@ -69,13 +69,7 @@ test('cancel while the `starting` intent is being committed: no spawn, slot give
 test('cancel while the spawn is under way: the process is recorded running, then its group is terminated', async (t) => {
   const bed = managerBed();
   t.after(() => bed.close());
-  let letSpawn!: () => void;
-  bed.spawner.spawnGate = new Promise((resolve) => {
-    letSpawn = resolve;
-  });
-  const run = await bed.pastGate();
-  bed.slots.grantNext(1);
-  await settle();
+  const { run, letSpawn } = await bed.spawning(1);
   bed.manager.cancel(run.runId);
   letSpawn();
   await settle();

@@ -104,6 +104,8 @@ const REFUSALS: Array<[RunMove, StoredRun, RunFields]> = [
   ['stall', stored('running', null, { stalledSince: '2026-01-01T00:00:02.000Z' }), {}],
   ['unstall', stored('running', null), {}],
   ['logGrew', stored('waiting', null), {}],
+  ['askCancel', stored('waiting', null), { cancelAsked: true }],
+  ['askCancel', stored('running', null, { cancelAsked: true }), { cancelAsked: true }],
   ['stallCancel', stored('running', 'timeout'), { reason: 'stalled' }],
   ['resume', stored('waiting', 'starting'), {}],
   ['resume', stored('waiting', 'hibernating'), {}],
