@@ -222,7 +222,7 @@ export class RunManager {
     // A fetcher cancelled here and still in its cleanup outlives this agent: the next one records its end `cancelled`.
     await Promise.all(
       [...this.active.values()]
-        .filter((s) => s.run.status === 'running' && s.cancel === 'requested' && !s.run.cancelAsked && !isGithubSync(s.entry))
+        .filter((s) => s.run.status === 'running' && cancelRequested(s) && !s.run.cancelAsked && !isGithubSync(s.entry))
         .map((s) => transition(this.ports, s.run, 'askCancel', { cancelAsked: true })),
     );
     this.upkeep.close();
