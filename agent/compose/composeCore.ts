@@ -94,6 +94,7 @@ export function composeCore(config: Config, logger: Logger, inputs: CoreInputs):
     homeDir: config.homeDir,
     logger,
     support: config.memory.enforce ? undefined : { kind: 'not-enforced', reason: 'disabled-by-setting' },
+    spawnerMakesRunFolders: () => spawner instanceof NativeSpawner && spawner.makesRunFolders,
   });
   const activeIds = new Set(store.active().map((r) => r.runId));
   memory.adoptLeftovers((runId) => activeIds.has(runId));

@@ -1,3 +1,4 @@
+import * as fs from 'node:fs';
 import type { MemoryEnforcement, PoolMemory } from '../../shared/protocol';
 import type { Logger } from '../log/logger';
 import type { RunGroup } from '../process/runGroup';
@@ -23,6 +24,11 @@ export interface MemoryCeilingsOptions {
   sampleMs?: number;
   /** Instead of detecting: what to use (`not-enforced` when QUANTILICA_MEMORY_ENFORCE=false). */
   support?: CgroupSupport;
+  /**
+   * Whether the spawner that starts the runs now makes a v1 run's folders itself before its fetcher
+   * joins them (the native spawner's waiter: cgroup_begin in quantilica-spawner.c). Asked per run.
+   */
+  spawnerMakesRunFolders?: () => boolean;
 }
 
 /**
@@ -118,6 +124,10 @@ export class MemoryCeilings implements RunMemory {
     this.runs.set(runId, tracked);
     if (!this.layout) return {};
     const dirs = this.layout.dirsOf(pool, runId);
+    if (this.leftToSpawner(dirs, memoryMb)) {
+      tracked.dirs = dirs;
+      return { QUANTILICA_CGROUP_PROCS: this.layout.procsFiles(dirs) };
+    }
     try {
       try {
         await this.layout.makeRun(dirs, memoryMb ?? null);
@@ -144,6 +154,21 @@ export class MemoryCeilings implements RunMemory {
     }
     tracked.dirs = dirs;
     return { QUANTILICA_CGROUP_PROCS: this.layout.procsFiles(dirs) };
+  }
+
+  /**
+   * A v1 run without a ceiling of its own, whose spawner makes folders: a new v1 cgroup starts without
+   * a ceiling, so nothing has to be written before the fetcher joins, and its two mkdirs leave the
+   * agent's main thread (each waits for cgroup_mutex, which every ending run's rmdir takes too). A
+   * folder there already (a parked or retried run's) is the agent's to reset, as before.
+   */
+  private leftToSpawner(dirs: CgroupDirs, memoryMb: number | undefined): boolean {
+    return (
+      memoryMb === undefined &&
+      this.support.kind === 'cgroup-v1' &&
+      this.opts.spawnerMakesRunFolders?.() === true &&
+      !fs.existsSync(dirs.memory)
+    );
   }
 
   track(runId: string, pool: string, group: RunGroup): void {

@@ -11,7 +11,9 @@
  *   - the exit status is written to the run's status file when the fetcher ends, also after the agent
  *     died (this process outlives it: its own session, and it exits only once its children are reaped
  *     and the agent closed the request pipe); while the agent lives, the waiter also reads and removes
- *     the run's v1 cgroup when nothing of the run is left in it (cgroup_end).
+ *     the run's v1 cgroup when nothing of the run is left in it (cgroup_end);
+ *   - the run's v1 cgroup folders are made by the waiter when the agent left them to it
+ *     (cgroup_begin), so the fetcher is still born inside them.
  *
  * Protocol (stdin: requests from the agent; stdout: one line per answer):
  *   request  = u32 little-endian length, then NUL-terminated strings:
@@ -233,6 +235,27 @@ static void cgroup_end(const char *procs, int agent, char *out, size_t size) {
   snprintf(out, size, "cgroup %lld %s %lld\n", peak, cpu_text, oom);
 }
 
+/*
+ * Before the fork of F, in v1 cgroups: makes the folders whose cgroup.procs QUANTILICA_CGROUP_PROCS
+ * names, when the agent left them to this process (a v1 mkdir takes cgroup_mutex, which every waiter's
+ * rmdir in cgroup_end takes too: on the agent's main thread it held up every run queued behind it in
+ * a burst). A folder there already is the agent's, made with the run's own memory ceiling. A folder
+ * that cannot be made is left to F's join, which then fails with the run's cgroup named on its log.
+ */
+static void cgroup_begin(const char *procs) {
+  if (procs == NULL) return;
+  static const char tail[] = "/cgroup.procs";
+  for (const char *p = procs; *p != 0;) {
+    const char *end = entry_end(p);
+    size_t len = (size_t)(end - p);
+    char dir[4096];
+    if (len > sizeof tail - 1 && strncmp(end - (sizeof tail - 1), tail, sizeof tail - 1) == 0 &&
+        dir_path(dir, sizeof dir, p, len - (sizeof tail - 1), NULL))
+      (void)mkdir(dir, 0777);
+    p = *end == ':' ? end + 1 : end;
+  }
+}
+
 /* Linear, with strlen and strncmp only: the vfork child uses it too. */
 static const char *env_value(char **env, const char *name) {
   size_t len = strlen(name);
@@ -403,6 +426,7 @@ static __attribute__((noinline, noreturn)) void waiter_main(int ready[2], int lo
   close(ready[0]);
   /* Found here: F takes the variable out of env before its exec. */
   const char *procs = env_value(env, "QUANTILICA_CGROUP_PROCS");
+  cgroup_begin(procs);
   int report[2];
   pid_t f = -1;
   if (pipe2(report, O_CLOEXEC) == 0) {

@@ -3,6 +3,7 @@ import * as fs from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import { SpawnerExit } from '../helperExitCodes';
 import type { Logger } from '../log/logger';
+import { makeJoinFolders } from '../memory/makeJoinFolders';
 import { decodeExit, type ExitInfo, type RunProcess, type SpawnOptions } from './runProcess';
 import type { RunSpawner } from './runPorts';
 import { NUL_REFUSED } from './fetcherEnv';
@@ -73,7 +74,7 @@ export class NativeSpawner implements RunSpawner {
   }
 
   spawn(opts: SpawnOptions): Promise<RunProcess> {
-    if (this.disabled !== null) return this.fallback.spawn(opts);
+    if (this.disabled !== null) return this.byFallback(opts);
     const id = String(this.nextId++);
     let request: Buffer;
     try {
@@ -97,6 +98,17 @@ export class NativeSpawner implements RunSpawner {
       }
       child.stdin.write(request);
     });
+  }
+
+  /** Whether this spawner's waiters make a run's v1 cgroup folders (cgroup_begin): while spawns are not sent to the fallback. */
+  get makesRunFolders(): boolean {
+    return this.disabled === null;
+  }
+
+  /** A spawn the fallback starts: runWrapper.sh joins the run's cgroup folders, it does not make them. */
+  private byFallback(opts: SpawnOptions): Promise<RunProcess> {
+    makeJoinFolders(opts.env.QUANTILICA_CGROUP_PROCS);
+    return this.fallback.spawn(opts);
   }
 
   /** Takes no more requests; the spawner sees the runs it started to their end, then exits. */
@@ -153,7 +165,7 @@ export class NativeSpawner implements RunSpawner {
         const errno = Number(a);
         if (b === 'pidfd-getfd' && NEVER_HERE.has(errno)) this.disable(`pidfd-getfd-refused`, errno);
         // Nothing was forked: the fallback starts this run.
-        this.fallback.spawn(p.opts).then(p.resolve, p.reject);
+        this.byFallback(p.opts).then(p.resolve, p.reject);
       }
     }
     this.holdWhileUnanswered();
@@ -164,7 +176,7 @@ export class NativeSpawner implements RunSpawner {
     this.fallBack(reason, { detail });
     for (const [id, p] of this.pending) {
       this.pending.delete(id);
-      this.fallback.spawn(p.opts).then(p.resolve, p.reject);
+      this.byFallback(p.opts).then(p.resolve, p.reject);
     }
     this.holdWhileUnanswered();
   }
