@@ -218,11 +218,12 @@ export class CgroupLayout {
    * Removes the cgroup's folders; false while processes are still inside. On v2 the cpu folder is the
    * memory folder; on v1 a run has a freezer folder only once it was killed. `waiterRemoved`: the
    * native spawner's waiter removed the memory and cpuacct folders (it says so with its figures).
+   * `freezerMayExist` false: the caller knows none was made (a run it started and never killed).
    */
-  remove(dirs: CgroupDirs, waiterRemoved = false): boolean {
+  remove(dirs: CgroupDirs, waiterRemoved = false, freezerMayExist = true): boolean {
     let ok = true;
     for (const dir of new Set([dirs.memory, dirs.cpu, dirs.freezer])) {
-      if (dir === null || (dir === dirs.freezer ? !fs.existsSync(dir) : waiterRemoved)) continue;
+      if (dir === null || (dir === dirs.freezer ? !freezerMayExist || !fs.existsSync(dir) : waiterRemoved)) continue;
       try {
         fs.rmdirSync(dir);
       } catch (err) {

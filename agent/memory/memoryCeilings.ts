@@ -1,4 +1,3 @@
-import * as fs from 'node:fs';
 import type { MemoryEnforcement, PoolMemory } from '../../shared/protocol';
 import type { Logger } from '../log/logger';
 import type { RunGroup } from '../process/runGroup';
@@ -44,6 +43,8 @@ interface Tracked {
   sampler: GroupSampler | null;
   /** The end figures the native spawner's waiter read before it removed the run's cgroup. */
   ended?: CgroupFigures;
+  /** Prepared by this agent and never killed: no freezer folder was made for it (CgroupLayout.kill). */
+  noFreezer?: boolean;
 }
 
 /**
@@ -56,6 +57,8 @@ export class MemoryCeilings implements RunMemory {
   readonly support: CgroupSupport;
   private readonly layout: CgroupLayout | null;
   private readonly runs = new Map<string, Tracked>();
+  /** Runs whose folders a release could not remove (a process was left): a later try finds them. */
+  private readonly leftBehind = new Set<string>();
   private readonly budgetWarning: string | null;
   private timer: NodeJS.Timeout | null = null;
 
@@ -120,11 +123,14 @@ export class MemoryCeilings implements RunMemory {
   async prepare(runId: string, pool: string, memoryMb: number | undefined): Promise<Record<string, string>> {
     const poolMb = this.opts.pools.get(pool) ?? null;
     const limitMb = memoryMb !== undefined && (poolMb === null || memoryMb < poolMb) ? memoryMb : poolMb;
-    const tracked: Tracked = { pool, limitMb, dirs: null, sampler: null };
+    const tracked: Tracked = { pool, limitMb, dirs: null, sampler: null, noFreezer: true };
+    // An earlier agent's cgroup of this run, taken over at start (adoptLeftovers).
+    const adopted = (this.runs.get(runId)?.dirs ?? null) !== null;
     this.runs.set(runId, tracked);
     if (!this.layout) return {};
     const dirs = this.layout.dirsOf(pool, runId);
-    if (this.leftToSpawner(dirs, memoryMb)) {
+    if (adopted) tracked.noFreezer = undefined;
+    if (this.leftToSpawner(runId, adopted, memoryMb)) {
       tracked.dirs = dirs;
       return { QUANTILICA_CGROUP_PROCS: this.layout.procsFiles(dirs) };
     }
@@ -160,14 +166,17 @@ export class MemoryCeilings implements RunMemory {
    * A v1 run without a ceiling of its own, whose spawner makes folders: a new v1 cgroup starts without
    * a ceiling, so nothing has to be written before the fetcher joins, and its two mkdirs leave the
    * agent's main thread (each waits for cgroup_mutex, which every ending run's rmdir takes too). A
-   * folder there already (a parked or retried run's) is the agent's to reset, as before.
+   * folder there already (an earlier agent's, or an earlier try's that kept a process) is the agent's
+   * to reset, as before. Told from what this agent knows, not from the cgroup file system: a lookup
+   * there waits for the lock the waiters' mkdirs and rmdirs hold.
    */
-  private leftToSpawner(dirs: CgroupDirs, memoryMb: number | undefined): boolean {
+  private leftToSpawner(runId: string, adopted: boolean, memoryMb: number | undefined): boolean {
     return (
       memoryMb === undefined &&
       this.support.kind === 'cgroup-v1' &&
-      this.opts.spawnerMakesRunFolders?.() === true &&
-      !fs.existsSync(dirs.memory)
+      !adopted &&
+      !this.leftBehind.has(runId) &&
+      this.opts.spawnerMakesRunFolders?.() === true
     );
   }
 
@@ -211,6 +220,7 @@ export class MemoryCeilings implements RunMemory {
   signal(runId: string, signal: NodeJS.Signals): boolean {
     const t = this.runs.get(runId);
     if (!t?.dirs || !this.layout) return false;
+    if (signal === 'SIGKILL') t.noFreezer = undefined;
     return (signal === 'SIGKILL' ? this.layout.kill(t.dirs) : this.layout.signal(t.dirs, signal)) > 0;
   }
 
@@ -235,13 +245,17 @@ export class MemoryCeilings implements RunMemory {
       // Unless the waiter found no process left in the cgroup and read and removed it already.
       if (f === null) {
         // Processes still in the run's cgroup left its process group (setsid) and outlived the run.
+        t.noFreezer = undefined;
         const escaped = layout.kill(t.dirs);
         if (escaped > 0)
           this.opts.logger.warn({ runId, killed: escaped }, 'killed processes of an ended run that had left its process group');
         f = layout.endFigures(t.dirs);
       }
-      if (!layout.remove(t.dirs, t.ended !== undefined))
+      if (layout.remove(t.dirs, t.ended !== undefined, t.noFreezer !== true)) this.leftBehind.delete(runId);
+      else {
+        this.leftBehind.add(runId);
         this.opts.logger.warn({ runId, cgroup: t.dirs.memory }, "could not remove the run's cgroup; the next agent removes it");
+      }
     }
     if (f)
       return {

@@ -154,15 +154,24 @@ test("the memory ceilings leave a run's folders to a spawner that makes them onl
   assert.match(limited.QUANTILICA_CGROUP_PROCS ?? '', /runb0000-0123abcd/);
   assert.equal(limitOf('runb0000-0123abcd'), String(64 * 1024 * 1024));
 
-  // A folder there already (an earlier try's, with a ceiling left on it) is reset here, as before.
+  // A folder there already is the agent's to reset, as before: an earlier agent's, taken over at start,
   fs.mkdirSync(folder('runc0000-0123abcd'));
   fs.writeFileSync(path.join(folder('runc0000-0123abcd'), 'memory.limit_in_bytes'), String(32 * 1024 * 1024));
+  ceilings.adoptLeftovers((runId) => runId === 'runc0000-0123abcd');
   await ceilings.prepare('runc0000-0123abcd', 'heavy-io', undefined);
-  assert.notEqual(limitOf('runc0000-0123abcd'), String(32 * 1024 * 1024), 'the old ceiling is gone');
+  assert.notEqual(limitOf('runc0000-0123abcd'), String(32 * 1024 * 1024), "the earlier agent's ceiling is gone");
+  // and an earlier try's that its release could not remove (a child cgroup keeps it, as a process would).
+  await ceilings.prepare('rune0000-0123abcd', 'heavy-io', undefined);
+  fs.mkdirSync(path.join(folder('rune0000-0123abcd'), 'kept'), { recursive: true });
+  fs.writeFileSync(path.join(folder('rune0000-0123abcd'), 'memory.limit_in_bytes'), String(32 * 1024 * 1024));
+  ceilings.release('rune0000-0123abcd');
+  assert.equal(fs.existsSync(folder('rune0000-0123abcd')), true, 'the release could not remove it');
+  await ceilings.prepare('rune0000-0123abcd', 'heavy-io', undefined);
+  assert.notEqual(limitOf('rune0000-0123abcd'), String(32 * 1024 * 1024), "the earlier try's ceiling is gone");
 
   // A spawner that no longer makes folders (the native one fell back): made here.
   spawnerMakes = false;
   await ceilings.prepare('rund0000-0123abcd', 'heavy-io', undefined);
   assert.equal(fs.existsSync(folder('rund0000-0123abcd')), true);
-  for (const runId of ['runb0000-0123abcd', 'runc0000-0123abcd', 'rund0000-0123abcd']) ceilings.release(runId);
+  for (const runId of ['runb0000-0123abcd', 'runc0000-0123abcd', 'rund0000-0123abcd', 'rune0000-0123abcd']) ceilings.release(runId);
 });
