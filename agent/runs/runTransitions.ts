@@ -1,6 +1,6 @@
-import * as os from 'node:os';
 import { RUN_REASONS, type RunInfo, type RunReason, type RunStatus, type WaitReason } from '../../shared/protocol';
 import type { NewTelemetryEvent } from '../telemetry/telemetrySink';
+import { hostName } from './hostName';
 import { runEventId } from './runEventId';
 import type { Clock, RunJournal } from './runPorts';
 import { toRunInfo, type StoredRun } from './runStore';
@@ -73,7 +73,7 @@ function startEvent({ after, detail }: MoveContext): NewTelemetryEvent {
     ...base(after),
     event: 'start',
     eventId: runEventId(after.runId, attempt === 1 ? 'start' : `start-${attempt}`),
-    payload: { slot: after.slot, host: os.hostname(), pid: after.pid, trigger: after.trigger, attempt, ...detail },
+    payload: { slot: after.slot, host: hostName(), pid: after.pid, trigger: after.trigger, attempt, ...detail },
   };
 }
 
