@@ -124,7 +124,7 @@ export class MemoryCeilings implements RunMemory {
     const poolMb = this.opts.pools.get(pool) ?? null;
     const limitMb = memoryMb !== undefined && (poolMb === null || memoryMb < poolMb) ? memoryMb : poolMb;
     const tracked: Tracked = { pool, limitMb, dirs: null, sampler: null, noFreezer: true };
-    // An earlier agent's cgroup of this run, taken over at start (adoptLeftovers).
+    // A cgroup of this run the agent knows already: an earlier agent's, taken over at start (adoptLeftovers).
     const adopted = (this.runs.get(runId)?.dirs ?? null) !== null;
     this.runs.set(runId, tracked);
     if (!this.layout) return {};

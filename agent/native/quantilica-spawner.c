@@ -239,8 +239,9 @@ static void cgroup_end(const char *procs, int agent, char *out, size_t size) {
  * Before the fork of F, in v1 cgroups: makes the folders whose cgroup.procs QUANTILICA_CGROUP_PROCS
  * names, when the agent left them to this process (a v1 mkdir takes cgroup_mutex, which every waiter's
  * rmdir in cgroup_end takes too: on the agent's main thread it held up every run queued behind it in
- * a burst). A folder there already is the agent's, made with the run's own memory ceiling. A folder
- * that cannot be made is left to F's join, which then fails with the run's cgroup named on its log.
+ * a burst). A folder there already is the agent's (made with the run's own memory ceiling, or an
+ * earlier one it reset). A folder that cannot be made is left to F's join, which then fails with the
+ * run's cgroup named on its log.
  */
 static void cgroup_begin(const char *procs) {
   if (procs == NULL) return;

@@ -1,17 +1,14 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { CgroupLayout, type CgroupDirs } from '../../agent/memory/cgroupLayout';
-import { detectCgroups } from '../../agent/memory/cgroupSupport';
+import type { CgroupDirs } from '../../agent/memory/cgroupLayout';
 import { distFile } from '../../agent/paths';
 import { NativeSpawner } from '../../agent/runs/nativeSpawner';
 import { processSpawner } from '../../agent/runs/processSpawner';
 import { readStatusFile } from '../../agent/runs/runProcess';
-import { removeCgroupTree, uniqueCgroupName } from '../support/cgroups';
 import { memoryLogger } from '../support/memoryLogger';
-import { tryLockSlot } from '../support/tryLockSlot';
+import { v1RunBed } from '../support/v1RunBed';
 import { waitFor } from '../support/waitFor';
 
 // While the agent lives, the native spawner's waiter ends a run's v1 cgroup itself when nothing of the
@@ -22,25 +19,12 @@ test(
   "the waiter reads a run's cgroup figures into its status file and removes the cgroup, unless a process is left",
   { timeout: 60_000 },
   async (t) => {
-    const name = uniqueCgroupName('waiterend');
-    const support = detectCgroups(name);
-    t.after(() => removeCgroupTree(name));
-    assert.equal(support.kind, 'cgroup-v1', 'the project machines have the v1 memory controller');
-    const layout = new CgroupLayout(support);
-    layout.make(layout.dirsOf(), null, true);
-    layout.make(layout.dirsOf('heavy-io'), 512, true);
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qt-waiterend-'));
-    const lockPath = path.join(dir, 'slot_0.lock');
-    fs.writeFileSync(lockPath, '', { mode: 0o600 });
-    const lock = tryLockSlot(lockPath)!;
-    const logFd = fs.openSync(path.join(dir, 'run.log'), 'a', 0o600);
+    const { layout, dir, logFd, lockFd } = v1RunBed(t, 'waiterend');
     const spawner = new NativeSpawner(distFile('quantilica-spawner'), processSpawner, memoryLogger());
     const alive = setInterval(() => {}, 1000);
     t.after(async () => {
       clearInterval(alive);
       await spawner.close();
-      fs.closeSync(logFd);
-      lock.closeOwnCopy();
     });
     const run = async (runId: string, script: string): Promise<{ dirs: CgroupDirs; statusFile: string; pid: number }> => {
       const dirs = layout.dirsOf('heavy-io', runId);
@@ -52,7 +36,7 @@ test(
         cwd: dir,
         env: { PATH: process.env.PATH, QUANTILICA_CGROUP_PROCS: layout.procsFiles(dirs) },
         logFd,
-        lockFd: lock.fd,
+        lockFd,
         argv: ['sh', '-c', script],
       });
       assert.equal(spawner.fallbackReason, null, 'the native spawner started the run');

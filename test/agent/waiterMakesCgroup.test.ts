@@ -3,8 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { CgroupLayout, type CgroupDirs } from '../../agent/memory/cgroupLayout';
-import { detectCgroups } from '../../agent/memory/cgroupSupport';
+import type { CgroupDirs } from '../../agent/memory/cgroupLayout';
 import { MemoryCeilings } from '../../agent/memory/memoryCeilings';
 import { distFile } from '../../agent/paths';
 import { NativeSpawner } from '../../agent/runs/nativeSpawner';
@@ -12,7 +11,7 @@ import { processSpawner } from '../../agent/runs/processSpawner';
 import { readStatusFile } from '../../agent/runs/runProcess';
 import { memoryCgroup, removeCgroupTree, uniqueCgroupName } from '../support/cgroups';
 import { memoryLogger } from '../support/memoryLogger';
-import { tryLockSlot } from '../support/tryLockSlot';
+import { v1RunBed } from '../support/v1RunBed';
 
 // A v1 run without a memory ceiling of its own gets its cgroup folders from the native spawner's
 // waiter, not from the agent's main thread: the fetcher is still born inside them, and a spawn that
@@ -24,33 +23,11 @@ function memoryFolderOf(text: string): string | undefined {
   return /^\d+:(?:[^:]*,)?memory(?:,[^:]*)?:(.*)$/m.exec(text)?.[1];
 }
 
-function station(t: { after(fn: () => void | Promise<void>): void }, tag: string) {
-  const name = uniqueCgroupName(tag);
-  const support = detectCgroups(name);
-  t.after(() => removeCgroupTree(name));
-  assert.equal(support.kind, 'cgroup-v1', 'the project machines have the v1 memory controller');
-  const layout = new CgroupLayout(support);
-  layout.make(layout.dirsOf(), null, true);
-  layout.make(layout.dirsOf('heavy-io'), 512, true);
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `qt-${tag}-`));
-  const lockPath = path.join(dir, 'slot_0.lock');
-  fs.writeFileSync(lockPath, '', { mode: 0o600 });
-  const lock = tryLockSlot(lockPath)!;
-  const logPath = path.join(dir, 'run.log');
-  const logFd = fs.openSync(logPath, 'a', 0o600);
-  t.after(() => {
-    fs.closeSync(logFd);
-    lock.closeOwnCopy();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
-  return { name, layout, dir, logPath, logFd, lockFd: lock.fd };
-}
-
 test(
   "the native spawner's waiter makes a run's missing v1 folders before the fetcher joins them, and removes them at its end",
   { timeout: 60_000 },
   async (t) => {
-    const s = station(t, 'waitermake');
+    const s = v1RunBed(t, 'waitermake');
     const spawner = new NativeSpawner(distFile('quantilica-spawner'), processSpawner, memoryLogger());
     // The agent's own handles keep it alive while a run goes on; here, this one.
     const alive = setInterval(() => {}, 1000);
@@ -99,7 +76,7 @@ test(
   'a spawn the native spawner sends to the fallback has its folders made by the agent, and runWrapper.sh joins them',
   { timeout: 60_000 },
   async (t) => {
-    const s = station(t, 'fallbackmake');
+    const s = v1RunBed(t, 'fallbackmake');
     const spawner = new NativeSpawner(path.join(s.dir, 'not-built'), processSpawner, memoryLogger());
     // The agent's own handles keep it alive while a run goes on; here, this one.
     const alive = setInterval(() => {}, 1000);
