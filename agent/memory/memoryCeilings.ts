@@ -123,43 +123,50 @@ export class MemoryCeilings implements RunMemory {
   async prepare(runId: string, pool: string, memoryMb: number | undefined): Promise<Record<string, string>> {
     const poolMb = this.opts.pools.get(pool) ?? null;
     const limitMb = memoryMb !== undefined && (poolMb === null || memoryMb < poolMb) ? memoryMb : poolMb;
-    const tracked: Tracked = { pool, limitMb, dirs: null, sampler: null, noFreezer: true };
     // A cgroup of this run the agent knows already: an earlier agent's, taken over at start (adoptLeftovers).
     const adopted = (this.runs.get(runId)?.dirs ?? null) !== null;
+    const tracked: Tracked = { pool, limitMb, dirs: null, sampler: null, noFreezer: !adopted };
     this.runs.set(runId, tracked);
     if (!this.layout) return {};
     const dirs = this.layout.dirsOf(pool, runId);
-    if (adopted) tracked.noFreezer = undefined;
-    if (this.leftToSpawner(runId, adopted, memoryMb)) {
-      tracked.dirs = dirs;
-      return { QUANTILICA_CGROUP_PROCS: this.layout.procsFiles(dirs) };
-    }
+    if (!this.leftToSpawner(runId, adopted, memoryMb) && !(await this.makeHere(this.layout, runId, tracked, dirs, memoryMb))) return {};
+    tracked.dirs = dirs;
+    return { QUANTILICA_CGROUP_PROCS: this.layout.procsFiles(dirs) };
+  }
+
+  /** Makes the run's folders on this thread; false when the run goes on without them, or was released meanwhile. */
+  private async makeHere(
+    layout: CgroupLayout,
+    runId: string,
+    tracked: Tracked,
+    dirs: CgroupDirs,
+    memoryMb: number | undefined,
+  ): Promise<boolean> {
     try {
       try {
-        await this.layout.makeRun(dirs, memoryMb ?? null);
+        await layout.makeRun(dirs, memoryMb ?? null);
       } catch (err) {
         // The pool's folder was removed under us (another process of this home closed when it
         // looked unused, see close): made again, with its ceiling, and the base first if need be.
         if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-        this.layout.make(this.layout.dirsOf(), null, true);
-        this.layout.make(this.layout.dirsOf(pool), poolMb, true);
-        await this.layout.makeRun(dirs, memoryMb ?? null);
+        layout.make(layout.dirsOf(), null, true);
+        layout.make(layout.dirsOf(tracked.pool), this.opts.pools.get(tracked.pool) ?? null, true);
+        await layout.makeRun(dirs, memoryMb ?? null);
       }
     } catch (err) {
-      this.layout.remove(dirs);
+      layout.remove(dirs);
       this.opts.logger.error(
-        { runId, pool, err: (err as Error).message },
+        { runId, pool: tracked.pool, err: (err as Error).message },
         "could not make the run's cgroup: the run goes on WITHOUT its memory ceiling (sampled)",
       );
-      return {};
+      return false;
     }
     if (this.runs.get(runId) !== tracked) {
       // Released (cancelled, the agent closing) while its folders were being made: none is left behind.
-      this.layout.remove(dirs);
-      return {};
+      layout.remove(dirs);
+      return false;
     }
-    tracked.dirs = dirs;
-    return { QUANTILICA_CGROUP_PROCS: this.layout.procsFiles(dirs) };
+    return true;
   }
 
   /**
@@ -220,7 +227,7 @@ export class MemoryCeilings implements RunMemory {
   signal(runId: string, signal: NodeJS.Signals): boolean {
     const t = this.runs.get(runId);
     if (!t?.dirs || !this.layout) return false;
-    if (signal === 'SIGKILL') t.noFreezer = undefined;
+    if (signal === 'SIGKILL') t.noFreezer = false;
     return (signal === 'SIGKILL' ? this.layout.kill(t.dirs) : this.layout.signal(t.dirs, signal)) > 0;
   }
 
@@ -245,7 +252,7 @@ export class MemoryCeilings implements RunMemory {
       // Unless the waiter found no process left in the cgroup and read and removed it already.
       if (f === null) {
         // Processes still in the run's cgroup left its process group (setsid) and outlived the run.
-        t.noFreezer = undefined;
+        t.noFreezer = false;
         const escaped = layout.kill(t.dirs);
         if (escaped > 0)
           this.opts.logger.warn({ runId, killed: escaped }, 'killed processes of an ended run that had left its process group');
