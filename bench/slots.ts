@@ -4,6 +4,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { connectAgent } from '../agent/client/agentClient';
 import { benchStationEnv, percentile, printTable, sampleIdle, startAgent } from './benchSupport';
+import { fileCreationMicros } from './fileCreationMicros';
 import { slotCycles, type SlotCycle } from './slotCycles';
 
 // The slots benchmark, in one run on one machine: 1,000 no-op runs through the three pools (3+2+6
@@ -156,6 +157,8 @@ export interface AgentFigures {
   spawnerCpuMsPerRun: number | null;
   spawnerWithRunsCpuMsPerRun: number | null;
   clientCpuMsPerRun: number;
+  /** Median µs to make a file in the runs' log folder just before the measured burst (fileCreationMicros.ts). */
+  fileCreationMicros: number;
   p50: number;
   p99: number;
   idleRssMb: number;
@@ -186,7 +189,7 @@ function peakRss(pid: number): number {
 }
 
 export async function agentOverProtocol(idleSeconds: number, policy: EntryPolicy = {}): Promise<AgentFigures> {
-  const { env, connectionFile } = station(policy);
+  const { root, env, connectionFile } = station(policy);
   const agent = await startAgent(env);
   const pid = agent.pid!;
   const client = await connectAgent(connectionFile, { client: 'bench' });
@@ -217,6 +220,8 @@ export async function agentOverProtocol(idleSeconds: number, policy: EntryPolicy
     const firstBurst = first.figures;
     // The agent idle again before the measured burst, as between two bursts of a station's day.
     await sampleIdle(pid, Math.min(idleSeconds, 3));
+    // What the filesystem asks for the files each run makes, in the logs' folder, just before the burst makes them.
+    const fileMicros = fileCreationMicros(path.join(root, 'data', 'logs'));
     // The peak from here on is the burst's: the whole queue is in the agent at once.
     const peakReset = resetPeakRss(pid);
     const clientCpuBefore = process.cpuUsage();
@@ -254,6 +259,7 @@ export async function agentOverProtocol(idleSeconds: number, policy: EntryPolicy
       firstBurst,
       ...figures,
       clientCpuMsPerRun,
+      fileCreationMicros: fileMicros,
       spawnerCpuMsPerRun: spawnerBefore && spawnerAfter ? (spawnerAfter.own - spawnerBefore.own) / RUNS : null,
       spawnerWithRunsCpuMsPerRun: spawnerBefore && spawnerAfter ? (spawnerAfter.withRuns - spawnerBefore.withRuns) / RUNS : null,
       p50: percentile(latencies, 50),
@@ -302,6 +308,7 @@ async function main(): Promise<void> {
     spawnerCpuMsPerRun: agent.spawnerCpuMsPerRun === null ? null : round(agent.spawnerCpuMsPerRun),
     spawnerWithRunsCpuMsPerRun: agent.spawnerWithRunsCpuMsPerRun === null ? null : round(agent.spawnerWithRunsCpuMsPerRun),
     clientCpuMsPerRun: round(agent.clientCpuMsPerRun),
+    fileCreationMicros: round(agent.fileCreationMicros),
     spawner: process.env.QUANTILICA_SPAWNER ?? 'native',
     idleRssMb: round(agent.idleRssMb),
     rssAfterBurstMb: round(agent.rssAfterBurstMb),
@@ -361,6 +368,11 @@ async function main(): Promise<void> {
       '',
     ],
     ["this benchmark's client CPU per run (same 2 cores)", `${result.clientCpuMsPerRun} ms`, ''],
+    [
+      "making a file in the runs' log folder (median)",
+      `${result.fileCreationMicros} µs`,
+      'each run makes two (its log, its status file); dearer soon after many files were deleted there',
+    ],
     ['idle RSS before the burst', `${result.idleRssMb} MB`, 'target < 80 MB'],
     [
       `peak RSS while the ${RUNS} runs were queued and ran`,

@@ -13,14 +13,20 @@
  *     and the agent closed the request pipe); while the agent lives, the waiter also reads and removes
  *     the run's v1 cgroup when nothing of the run is left in it (cgroup_end);
  *   - the run's v1 cgroup folders are made by the waiter when the agent left them to it
- *     (cgroup_begin), so the fetcher is still born inside them.
+ *     (cgroup_begin), so the fetcher is still born inside them;
+ *   - a first try's log is made by the waiter, in the log folder the agent opened and checked
+ *     (make_log), as a shell's redirection makes it: on a filesystem where making a file is dear,
+ *     the run's own process pays for it, not the agent's main thread.
  *
  * Protocol (stdin: requests from the agent; stdout: one line per answer):
  *   request  = u32 little-endian length, then NUL-terminated strings:
- *              id, lockFd, logFd, statusFile, cwd, argc, argv..., envc, env...
+ *              id, lockFd, logFd, logName, statusFile, cwd, argc, argv..., envc, env...
+ *              (logName empty: logFd is the run's log; else logFd is the log folder, and the waiter
+ *              makes logName in it)
  *   answers  = "S <id> <pid> <starttime>\n"  started (pid leads its own session and process group)
  *              "E <id> <code>\n"              ended: exit code, or 128+signal as sh reports it
- *              "F <id> <errno> <what>\n"      not started (the agent falls back to its own spawn)
+ *              "F <id> <errno> <what>\n"      not started (the agent falls back to its own spawn);
+ *                                             what = log: the log could not be made (nothing else was done)
  *   A run's S or F always comes before its E; the runs' answers come in any order (a run whose exec
  *   is slow is answered when it has exec'd, and the requests after it are not held up meanwhile).
  * Only the parent that started this process can send requests (the pipe is inherited, never named),
@@ -72,13 +78,20 @@
  * wait in the pipe (each starting run is one descriptor in the poll set). */
 #define MAX_STARTING 64
 
+/* What W sends on its `ready` pipe: F's pid, or -errno and the step that failed. */
+enum ready_step { READY_FORK, READY_LOG };
+struct ready_note {
+  int32_t fetcher;
+  int32_t step; /* enum ready_step */
+};
+
 struct child {
-  pid_t pid;         /* W, the run's waiter */
-  char *id;          /* NULL once "F" was answered: reaped silently */
+  pid_t pid;              /* W, the run's waiter */
+  char *id;               /* NULL once "F" was answered: reaped silently */
   char *status_file;
-  int ready_fd;      /* W's pipe until "S" or "F" is answered, then -1 */
-  int32_t fetcher;   /* what W sent on it: F's pid, or -errno */
-  int ready_got;     /* bytes of `fetcher` received */
+  int ready_fd;           /* W's pipe until "S" or "F" is answered, then -1 */
+  struct ready_note note; /* what W sent on it */
+  int ready_got;          /* bytes of `note` received */
   struct child *next;
 };
 
@@ -422,9 +435,41 @@ static void report_failure(int log_fd, const struct failure *why, const char *cw
   if (n > 0) write_all(log_fd, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
 }
 
+/*
+ * In W, before anything else of the run: makes the run's log `name` in the log folder `dir_fd` the
+ * agent opened and checked, as the agent itself would (never an existing file, never through a link,
+ * 0600 whatever the umask). Returns its descriptor, or -errno with nothing left behind: the agent then
+ * starts the run itself, and its own attempt says why (a file planted under the name, a full disk).
+ */
+static int make_log(int dir_fd, const char *name) {
+  int fd = openat(dir_fd, name, O_RDWR | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+  if (fd < 0) return -errno;
+  if (fchmod(fd, 0600) != 0) {
+    int err = errno;
+    close(fd);
+    unlinkat(dir_fd, name, 0);
+    return -err;
+  }
+  return fd;
+}
+
+static __attribute__((noinline, noreturn)) void waiter_run(int ready[2], int lock_fd, int log_fd, int dir_fd, const char *log_name, const char *status_file, const char *cwd, char **argv, char **env);
+
 /* W, the run's waiter: F's parent, which writes F's status and exits with F's code. */
-static __attribute__((noinline, noreturn)) void waiter_main(int ready[2], int lock_fd, int log_fd, const char *status_file, const char *cwd, char **argv, char **env) {
+static __attribute__((noinline, noreturn)) void waiter_main(int ready[2], int lock_fd, int log_fd, const char *log_name, const char *status_file, const char *cwd, char **argv, char **env) {
   close(ready[0]);
+  if (*log_name == 0) waiter_run(ready, lock_fd, log_fd, -1, log_name, status_file, cwd, argv, env);
+  int made = make_log(log_fd, log_name);
+  if (made < 0) {
+    struct ready_note note = {made, READY_LOG};
+    write_all(ready[1], (const char *)&note, sizeof note);
+    _exit(RUN_EXIT_CANNOT_RUN);
+  }
+  waiter_run(ready, lock_fd, made, log_fd, log_name, status_file, cwd, argv, env);
+}
+
+/* The rest of W, with the run's log open on `log_fd`; `dir_fd` (or -1) is the folder W made it in. */
+static void waiter_run(int ready[2], int lock_fd, int log_fd, int dir_fd, const char *log_name, const char *status_file, const char *cwd, char **argv, char **env) {
   /* Found here: F takes the variable out of env before its exec. */
   const char *procs = env_value(env, "QUANTILICA_CGROUP_PROCS");
   cgroup_begin(procs);
@@ -436,7 +481,9 @@ static __attribute__((noinline, noreturn)) void waiter_main(int ready[2], int lo
     f = vfork();
     if (f == 0) child_main(report[1], lock_fd, log_fd, cwd, argv, env, procs);
   }
-  int32_t sent = f < 0 ? -errno : (int32_t)f;
+  struct ready_note sent = {f < 0 ? -errno : (int32_t)f, READY_FORK};
+  /* Nothing started: the agent starts the run itself, and makes the log anew. */
+  if (f < 0 && dir_fd >= 0) unlinkat(dir_fd, log_name, 0);
   if (f > 0) {
     close(report[1]);
     /* F has exec'd (its end of the pipe closed with it) or _exited: this read never waits. */
@@ -481,10 +528,11 @@ static void handle(char *buf, uint32_t len) {
   char *id = next_field(&p, end);
   int lock_no = parse_count(next_field(&p, end), 1 << 30);
   int log_no = parse_count(next_field(&p, end), 1 << 30);
+  char *log_name = next_field(&p, end);
   char *status_file = next_field(&p, end);
   char *cwd = next_field(&p, end);
   int argc = parse_count(next_field(&p, end), MAX_ARGS);
-  if (id == NULL || lock_no < 0 || log_no < 0 || status_file == NULL || cwd == NULL || argc < 1) {
+  if (id == NULL || lock_no < 0 || log_no < 0 || log_name == NULL || strchr(log_name, '/') != NULL || status_file == NULL || cwd == NULL || argc < 1) {
     answer("F %s %d malformed-request\n", id == NULL ? "?" : id, EINVAL);
     return;
   }
@@ -529,7 +577,7 @@ static void handle(char *buf, uint32_t len) {
     goto done;
   }
   pid_t waiter = fork();
-  if (waiter == 0) waiter_main(ready, lock_fd, log_fd, status_file, cwd, argv, env);
+  if (waiter == 0) waiter_main(ready, lock_fd, log_fd, log_name, status_file, cwd, argv, env);
   int fork_err = errno;
   close(ready[1]);
   if (waiter < 0) {
@@ -572,7 +620,7 @@ static int read_ready(struct child *ch) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) return 0;
     if (n <= 0) return 1;
-    for (ssize_t i = 0; i < n && ch->ready_got < (int)sizeof ch->fetcher; i++) ((char *)&ch->fetcher)[ch->ready_got++] = got[i];
+    for (ssize_t i = 0; i < n && ch->ready_got < (int)sizeof ch->note; i++) ((char *)&ch->note)[ch->ready_got++] = got[i];
   }
 }
 
@@ -581,11 +629,11 @@ static void started(struct child *ch) {
   close(ch->ready_fd);
   ch->ready_fd = -1;
   starting--;
-  int complete = ch->ready_got == (int)sizeof ch->fetcher;
-  if (complete && ch->fetcher > 0) {
-    answer("S %s %d %llu\n", ch->id, (int)ch->fetcher, start_time(ch->fetcher));
+  int complete = ch->ready_got == (int)sizeof ch->note;
+  if (complete && ch->note.fetcher > 0) {
+    answer("S %s %d %llu\n", ch->id, (int)ch->note.fetcher, start_time(ch->note.fetcher));
   } else {
-    answer("F %s %d fork\n", ch->id, complete ? -ch->fetcher : ECHILD);
+    answer("F %s %d %s\n", ch->id, complete ? -ch->note.fetcher : ECHILD, complete && ch->note.step == READY_LOG ? "log" : "fork");
     free(ch->id);
     ch->id = NULL;
   }

@@ -4,6 +4,7 @@ import type { Readable, Writable } from 'node:stream';
 import { SpawnerExit } from '../helperExitCodes';
 import type { Logger } from '../log/logger';
 import { makeJoinFolders } from '../memory/makeJoinFolders';
+import { createLogIn, openMadeLog } from './runLogFile';
 import { decodeExit, type ExitInfo, type RunProcess, type SpawnOptions } from './runProcess';
 import type { RunSpawner } from './runPorts';
 import { NUL_REFUSED } from './fetcherEnv';
@@ -105,10 +106,32 @@ export class NativeSpawner implements RunSpawner {
     return this.disabled === null;
   }
 
-  /** A spawn the fallback starts: runWrapper.sh joins the run's cgroup folders, it does not make them. */
-  private byFallback(opts: SpawnOptions): Promise<RunProcess> {
-    makeJoinFolders(opts.env.QUANTILICA_CGROUP_PROCS);
-    return this.fallback.spawn(opts);
+  /**
+   * Whether a first try's log is made by the run's waiter (make_log): always, for the runs the
+   * fallback starts make theirs here first (byFallback).
+   */
+  readonly makesLogs = true;
+
+  /**
+   * A spawn the fallback starts: runWrapper.sh joins the run's cgroup folders, it does not make them;
+   * nor does it make logs, so a log left to the waiter is made here, with the agent's own checks (a
+   * file planted under its name is refused with why).
+   */
+  private async byFallback(opts: SpawnOptions, waiterMayHaveMadeLog = false): Promise<RunProcess> {
+    const { logToMake, ...rest } = opts;
+    if (logToMake === undefined) {
+      makeJoinFolders(opts.env.QUANTILICA_CGROUP_PROCS);
+      return this.fallback.spawn(opts);
+    }
+    const logFd =
+      (waiterMayHaveMadeLog ? openMadeLog(opts.logFd, logToMake.dir, logToMake.name) : null) ??
+      createLogIn(opts.logFd, logToMake.dir, logToMake.name);
+    try {
+      makeJoinFolders(opts.env.QUANTILICA_CGROUP_PROCS);
+      return await this.fallback.spawn({ ...rest, logFd });
+    } finally {
+      fs.closeSync(logFd);
+    }
   }
 
   /** Takes no more requests; the spawner sees the runs it started to their end, then exits. */
@@ -164,8 +187,9 @@ export class NativeSpawner implements RunSpawner {
         this.pending.delete(id);
         const errno = Number(a);
         if (b === 'pidfd-getfd' && NEVER_HERE.has(errno)) this.disable(`pidfd-getfd-refused`, errno);
-        // Nothing was forked: the fallback starts this run.
-        this.byFallback(p.opts).then(p.resolve, p.reject);
+        // Nothing was forked: the fallback starts this run. After "fork" the waiter was, and may have
+        // made the log before it died.
+        this.byFallback(p.opts, b === 'fork').then(p.resolve, p.reject);
       }
     }
     this.holdWhileUnanswered();
@@ -246,7 +270,7 @@ function isExecutable(file: string): boolean {
   }
 }
 
-/** u32 LE length, then NUL-terminated: id, lockFd, logFd, statusFile, cwd, argc, argv…, envc, env… */
+/** u32 LE length, then NUL-terminated: id, lockFd, logFd, logName (empty: logFd is the log), statusFile, cwd, argc, argv…, envc, env… */
 export function encodeRequest(id: string, opts: SpawnOptions): Buffer {
   const own: string[] = [];
   for (const [name, value] of Object.entries(opts.env)) {
@@ -255,7 +279,16 @@ export function encodeRequest(id: string, opts: SpawnOptions): Buffer {
     if (opts.shared?.vars[name] !== undefined) throw new Error(`${name} is both a shared and a run's own variable`);
     own.push(`${name}=${value}`);
   }
-  const fields = [id, String(opts.lockFd), String(opts.logFd), opts.statusFile, opts.cwd, String(opts.argv.length), ...opts.argv];
+  const fields = [
+    id,
+    String(opts.lockFd),
+    String(opts.logFd),
+    opts.logToMake?.name ?? '',
+    opts.statusFile,
+    opts.cwd,
+    String(opts.argv.length),
+    ...opts.argv,
+  ];
   if (fields.some((f) => f.includes('\0')) || own.some((e) => e.includes('\0'))) throw new Error(NUL_REFUSED);
   const shared = opts.shared?.encoded ?? new Uint8Array(0);
   const head = Buffer.from(`${fields.join('\0')}\0${(opts.shared?.count ?? 0) + own.length}\0`, 'utf8');

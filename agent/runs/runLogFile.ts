@@ -29,6 +29,19 @@ export function ensureLogDir(logDir: string, setting: string): void {
  * stderr) and the agent (cap and tail), so neither ever reaches the file by its name again.
  */
 export function createRunLog(logDir: string, name: string, setting: string): number {
+  const dirFd = openLogDir(logDir, setting);
+  try {
+    return createLogIn(dirFd, logDir, name);
+  } finally {
+    fs.closeSync(dirFd);
+  }
+}
+
+/**
+ * Opens the log folder and checks it on its descriptor (ours, no link, nobody else writes), making it
+ * again if a tmp cleaner removed it. The caller closes the descriptor.
+ */
+export function openLogDir(logDir: string, setting: string): number {
   let dirFd: number;
   try {
     dirFd = fs.openSync(logDir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -38,33 +51,36 @@ export function createRunLog(logDir: string, name: string, setting: string): num
     ensureLogDir(logDir, setting);
     dirFd = fs.openSync(logDir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   }
-  try {
-    const problem = dirProblem(fs.fstatSync(dirFd), privatePolicy());
-    if (problem)
-      throw new UnsafeStationError(
-        'lock-dir-unsafe',
-        `${setting}: log folder ${logDir} ${problem.what}; this is unsafe: ${LOG_DIR_WHY}. Fix: ${problem.fix(logDir)}`,
-      );
-    try {
-      const fd = fs.openSync(
-        `/proc/self/fd/${dirFd}/${name}`,
-        O_RDWR | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-        0o600,
-      );
-      // The umask may have narrowed the mode; nothing else may widen it.
-      fs.fchmodSync(fd, 0o600);
-      return fd;
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'EEXIST')
-        throw new UnsafeStationError(
-          'lock-file-unsafe',
-          `run log ${path.join(logDir, name)} exists before its run started (planted, or a link); it is refused, not written. Fix: rm -f -- '${path.join(logDir, name)}' and look at who made it`,
-        );
-      throw err;
-    }
-  } finally {
+  const problem = dirProblem(fs.fstatSync(dirFd), privatePolicy());
+  if (problem) {
     fs.closeSync(dirFd);
+    throw new UnsafeStationError(
+      'lock-dir-unsafe',
+      `${setting}: log folder ${logDir} ${problem.what}; this is unsafe: ${LOG_DIR_WHY}. Fix: ${problem.fix(logDir)}`,
+    );
+  }
+  return dirFd;
+}
+
+/** Creates the log `name` in the checked log folder `dirFd` (see createRunLog). */
+export function createLogIn(dirFd: number, logDir: string, name: string): number {
+  try {
+    const fd = fs.openSync(
+      `/proc/self/fd/${dirFd}/${name}`,
+      O_RDWR | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+      0o600,
+    );
+    // The umask may have narrowed the mode; nothing else may widen it.
+    fs.fchmodSync(fd, 0o600);
+    return fd;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST')
+      throw new UnsafeStationError(
+        'lock-file-unsafe',
+        `run log ${path.join(logDir, name)} exists before its run started (planted, or a link); it is refused, not written. Fix: rm -f -- '${path.join(logDir, name)}' and look at who made it`,
+      );
+    throw err;
   }
 }
 
@@ -74,9 +90,22 @@ export function createRunLog(logDir: string, name: string, setting: string): num
  * with one link, ours. Null when it is gone; anything else throws.
  */
 export function openRunLog(logPath: string, write: boolean): number | null {
+  return openLogAt(logPath, logPath, write);
+}
+
+/**
+ * The agent's own descriptor (cap and tail) on the log a run's waiter made in the checked log folder
+ * `dirFd` (SpawnOptions.logName), opened through that descriptor and checked like openRunLog: the
+ * folder is the agent's alone, so the file there is the one the waiter made. Null when it is gone.
+ */
+export function openMadeLog(dirFd: number, logDir: string, name: string): number | null {
+  return openLogAt(`/proc/self/fd/${dirFd}/${name}`, path.join(logDir, name), true);
+}
+
+function openLogAt(openPath: string, logPath: string, write: boolean): number | null {
   let fd: number;
   try {
-    fd = fs.openSync(logPath, (write ? O_RDWR | O_APPEND : O_RDONLY) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    fd = fs.openSync(openPath, (write ? O_RDWR | O_APPEND : O_RDONLY) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return null;

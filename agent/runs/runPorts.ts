@@ -32,6 +32,12 @@ export interface SlotSource {
 /** Process creation and the run's process group (runProcess.ts, runGroup.ts). */
 export interface RunSpawner {
   spawn(opts: SpawnOptions): Promise<RunProcess>;
+  /**
+   * Whether spawn takes a first try's log as the log folder and a name (SpawnOptions.logName) and
+   * makes the log itself, in the run's own process; a log that cannot be made there is made (or
+   * refused, with why) on the agent's side before the run starts.
+   */
+  readonly makesLogs?: boolean;
   /** Follows the run's group to its end (exited: the wrapper's exit, null for an adopted run). */
   watch(group: RunGroup, statusFile: string, exited: Promise<ExitInfo | null> | null, onLingering: (pids: number[]) => void): RunWatch;
   /** Signals the group only while it is provably the run's; returns whether a signal was sent. */

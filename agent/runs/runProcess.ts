@@ -27,7 +27,10 @@ export interface SpawnOptions {
   /** What every run of the catalog entry gets, built once (fetcherEnv.ts). */
   shared?: SharedEnv;
   cwd: string;
+  /** The run's log; with `logToMake`, the checked log folder in which the spawner makes it. */
   logFd: number;
+  /** Set only for a spawner that makes logs (RunSpawner.makesLogs): the log's folder (for messages) and name. */
+  logToMake?: { dir: string; name: string };
   lockFd: number;
 }
 

@@ -8,8 +8,9 @@ import { runLogPath } from './agentRunLog';
 import { sharedFetcherEnv, type SharedEnv } from './fetcherEnv';
 import type { QueuePositions } from './queuePositions';
 import type { RunCore } from './runCore';
+import type { StoredRun } from './runStore';
 import { cancelRequested } from './runGuards';
-import { createRunLog, logDirSetting, openRunLog } from './runLogFile';
+import { createRunLog, logDirSetting, openLogDir, openMadeLog, openRunLog } from './runLogFile';
 import type { HeldSlot } from './runPorts';
 import { note, transition } from './runTransitions';
 import type { GateRequest } from './startGate';
@@ -183,16 +184,42 @@ export class RunStart {
     return shared;
   }
 
+  /**
+   * The run's log for its spawn. A later try appends to the log its first try made (checked again on
+   * its descriptor, never through a link); only a first try, or a log removed meanwhile, creates it:
+   * in the run's own process when the spawner makes logs (`madeBySpawner`, its name; `fd` is then
+   * the checked log folder), else here.
+   */
+  private logFor(run: StoredRun): { fd: number; madeBySpawner?: string } {
+    const { config, spawner } = this.core.deps;
+    const again = (run.attempt ?? 1) > 1 ? openRunLog(run.logPath!, true) : null;
+    if (again !== null) return { fd: again };
+    const name = path.basename(run.logPath!);
+    const setting = logDirSetting(config.logDir, config.dataDir);
+    if (spawner.makesLogs === true) return { fd: openLogDir(config.logDir, setting), madeBySpawner: name };
+    return { fd: createRunLog(config.logDir, name, setting) };
+  }
+
+  /** The agent's own descriptor on the log the run's process made (cap and tail); closes the folder's. */
+  private openMadeLog(dirFd: number, name: string, runId: string): number | null {
+    const { config, logger } = this.core.deps;
+    try {
+      return openMadeLog(dirFd, config.logDir, name);
+    } catch (err) {
+      // Only the agent's account writes the folder: this is that account's doing, and the run goes on uncapped.
+      logger.warn({ err, runId }, 'the run log its process made cannot be opened: not capped, not followed');
+      return null;
+    } finally {
+      fs.closeSync(dirFd);
+    }
+  }
+
   private async spawn(state: ActiveRun, grant: HeldSlot, cgroupEnv: Record<string, string>): Promise<void> {
     const { deps, ports, upkeep } = this.core;
     const { run, entry } = state;
     if (isGithubSync(entry)) throw new Error('a GitHub sync has no process to start');
     const { config } = deps;
-    // A later try appends to the log its first try made (checked again on its descriptor, never through a
-    // link); only a first try, or a log removed meanwhile, creates it.
-    const logFd =
-      ((run.attempt ?? 1) > 1 ? openRunLog(run.logPath!, true) : null) ??
-      createRunLog(config.logDir, path.basename(run.logPath!), logDirSetting(config.logDir, config.dataDir));
+    const log = this.logFor(run);
     const argv = [...entry.argv, ...run.args];
     // The start is the moment the agent spawns it: runs granted in queue order start in that order,
     // however long each spawn takes to report back.
@@ -212,13 +239,15 @@ export class RunStart {
           QUANTILICA_SLOT: String(grant.index),
           ...cgroupEnv,
         },
-        logFd,
+        logFd: log.fd,
+        ...(log.madeBySpawner === undefined ? {} : { logToMake: { dir: config.logDir, name: log.madeBySpawner } }),
         lockFd: grant.lock.fd,
       });
     } catch (err) {
-      fs.closeSync(logFd);
+      fs.closeSync(log.fd);
       throw err;
     }
+    const logFd = log.madeBySpawner === undefined ? log.fd : this.openMadeLog(log.fd, log.madeBySpawner, run.runId);
     // The process exists from here on: it is recorded, watched and, if a cancel came meanwhile, stopped.
     note(run, 'spawned', { pid: proc.pid });
     try {

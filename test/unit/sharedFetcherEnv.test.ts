@@ -17,10 +17,11 @@ function input(run: Record<string, string>): FetcherEnvInput {
 
 /** The `NAME=value` entries of an encoded spawn request, as the native spawner reads them. */
 function requestEnv(request: Buffer): string[] {
+  // id, lockFd, logFd, logName, statusFile, cwd, argc, argv…, envc, env… (nativeSpawner.ts, encodeRequest)
   const fields = request.subarray(4).toString('utf8').split('\0').slice(0, -1);
-  const argc = Number(fields[5]);
-  const envc = Number(fields[6 + argc]);
-  const env = fields.slice(7 + argc);
+  const argc = Number(fields[6]);
+  const envc = Number(fields[7 + argc]);
+  const env = fields.slice(8 + argc);
   assert.equal(env.length, envc, 'the count sent is the number of variables sent');
   return env;
 }
