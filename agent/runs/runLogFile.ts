@@ -95,7 +95,7 @@ export function openRunLog(logPath: string, write: boolean): number | null {
 
 /**
  * The agent's own descriptor (cap and tail) on the log a run's waiter made in the checked log folder
- * `dirFd` (SpawnOptions.logName), opened through that descriptor and checked like openRunLog: the
+ * `dirFd` (SpawnOptions.logToMake), opened through that descriptor and checked like openRunLog: the
  * folder is the agent's alone, so the file there is the one the waiter made. Null when it is gone.
  */
 export function openMadeLog(dirFd: number, logDir: string, name: string): number | null {

@@ -33,7 +33,7 @@ export interface SlotSource {
 export interface RunSpawner {
   spawn(opts: SpawnOptions): Promise<RunProcess>;
   /**
-   * Whether spawn takes a first try's log as the log folder and a name (SpawnOptions.logName) and
+   * Whether spawn takes a first try's log as the log folder and a name (SpawnOptions.logToMake) and
    * makes the log itself, in the run's own process; a log that cannot be made there is made (or
    * refused, with why) on the agent's side before the run starts.
    */

@@ -201,7 +201,7 @@ export class RunStart {
   }
 
   /** The agent's own descriptor on the log the run's process made (cap and tail); closes the folder's. */
-  private openMadeLog(dirFd: number, name: string, runId: string): number | null {
+  private ownLogDescriptor(dirFd: number, name: string, runId: string): number | null {
     const { config, logger } = this.core.deps;
     try {
       return openMadeLog(dirFd, config.logDir, name);
@@ -247,7 +247,7 @@ export class RunStart {
       fs.closeSync(log.fd);
       throw err;
     }
-    const logFd = log.madeBySpawner === undefined ? log.fd : this.openMadeLog(log.fd, log.madeBySpawner, run.runId);
+    const logFd = log.madeBySpawner === undefined ? log.fd : this.ownLogDescriptor(log.fd, log.madeBySpawner, run.runId);
     // The process exists from here on: it is recorded, watched and, if a cancel came meanwhile, stopped.
     note(run, 'spawned', { pid: proc.pid });
     try {
