@@ -90,19 +90,20 @@ export function createLogIn(dirFd: number, logDir: string, name: string): number
  * with one link, ours. Null when it is gone; anything else throws.
  */
 export function openRunLog(logPath: string, write: boolean): number | null {
-  return openLogAt(logPath, logPath, write);
+  return openLogAt(logPath, logPath, write, false);
 }
 
 /**
  * The agent's own descriptor (cap and tail) on the log a run's waiter made in the checked log folder
- * `dirFd` (SpawnOptions.logToMake), opened through that descriptor and checked like openRunLog: the
+ * `dirFd` (SpawnOptions.logToMake), opened through that descriptor and checked like openRunLog, and
+ * 0600 as the waiter made it (an older log may be wider and is still read; this one is new): the
  * folder is the agent's alone, so the file there is the one the waiter made. Null when it is gone.
  */
 export function openMadeLog(dirFd: number, logDir: string, name: string): number | null {
-  return openLogAt(`/proc/self/fd/${dirFd}/${name}`, path.join(logDir, name), true);
+  return openLogAt(`/proc/self/fd/${dirFd}/${name}`, path.join(logDir, name), true, true);
 }
 
-function openLogAt(openPath: string, logPath: string, write: boolean): number | null {
+function openLogAt(openPath: string, logPath: string, write: boolean, private600: boolean): number | null {
   let fd: number;
   try {
     fd = fs.openSync(openPath, (write ? O_RDWR | O_APPEND : O_RDONLY) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -119,6 +120,13 @@ function openLogAt(openPath: string, logPath: string, write: boolean): number | 
     throw new UnsafeStationError(
       'lock-file-unsafe',
       `run log ${logPath} is not a regular file of yours with one link (uid ${st.uid}, ${st.nlink} links); it is not used`,
+    );
+  }
+  if (private600 && (st.mode & 0o777) !== 0o600) {
+    fs.closeSync(fd);
+    throw new UnsafeStationError(
+      'lock-file-unsafe',
+      `run log ${logPath} has mode ${(st.mode & 0o777).toString(8)}, not the 0600 it was made with; it is not used`,
     );
   }
   return fd;

@@ -64,7 +64,7 @@ async function withSpawner(binary: string, fn: (spawner: NativeSpawner) => Promi
 }
 
 test(
-  "the waiter makes the log in the checked folder, 0600 under a umask that would narrow it, with the fetcher's output; the agent then opens it through the folder",
+  "the waiter makes the log in the checked folder, 0600 under a umask that would narrow it, with the fetcher's output; the agent then opens it through the folder and refuses it widened, linked or a link",
   { timeout: 30_000 },
   async () => {
     const s = station();
@@ -87,6 +87,18 @@ test(
         assert.deepEqual(text.subarray(0, n).toString().split('\n').filter(Boolean).sort(), ['err', 'out']);
         fs.closeSync(own);
         assert.deepEqual(fs.readdirSync(s.logs), ['run-1.log'], 'nothing else is made in the folder');
+        // Checked on the descriptor: a mode widened since, or a second link, is not the file the waiter made.
+        const made = path.join(s.logs, 'run-1.log');
+        const refused = (err: unknown) => err instanceof UnsafeStationError && err.reason === 'lock-file-unsafe';
+        fs.chmodSync(made, 0o644);
+        assert.throws(() => openMadeLog(s.dirFd, s.logs, 'run-1.log'), refused);
+        fs.chmodSync(made, 0o600);
+        fs.linkSync(made, path.join(s.dir, 'second-link'));
+        assert.throws(() => openMadeLog(s.dirFd, s.logs, 'run-1.log'), refused);
+        fs.unlinkSync(path.join(s.dir, 'second-link'));
+        fs.symlinkSync(made, path.join(s.logs, 'linked.log'));
+        assert.throws(() => openMadeLog(s.dirFd, s.logs, 'linked.log'), refused);
+        assert.equal(openMadeLog(s.dirFd, s.logs, 'gone.log'), null, 'a log removed meanwhile is none');
       });
     } finally {
       process.umask(umask);
