@@ -83,6 +83,16 @@ export class Spool implements TelemetrySink {
     return [...this.heldRuns.values(), ...this.group.queued().flatMap((i) => i.runs)];
   }
 
+  /** The newest unsaved row of one run (queued for the next commit, else held in memory); null when none. */
+  unsavedRun(runId: string): RunRow | null {
+    const queued = this.group.queued();
+    for (let i = queued.length - 1; i >= 0; i--) {
+      const runs = queued[i].runs;
+      for (let j = runs.length - 1; j >= 0; j--) if (runs[j].runId === runId) return runs[j];
+    }
+    return this.heldRuns.get(runId) ?? null;
+  }
+
   /** Number of runs whose newest state is held in memory because no file takes it. */
   get heldRunCount(): number {
     return this.heldRuns.size;

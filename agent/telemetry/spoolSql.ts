@@ -88,6 +88,8 @@ VALUES (@runId, @fetcher, @status, @enqueuedAt, @ownerPid, @ownerStartTime, @bod
 export const SELECT_ALL_RUNS = `
 SELECT run_id AS runId, fetcher, status, enqueued_at AS enqueuedAt, owner_pid AS ownerPid, owner_start_time AS ownerStartTime, body FROM runs`;
 
+export const SELECT_RUN_BODY = 'SELECT body FROM runs WHERE run_id = ?';
+
 export const INSERT_EVENT = `
 INSERT INTO event (event_id, run_id, event, at, task, pool, payload, spooled_ms)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)`;
