@@ -20,11 +20,7 @@ export interface RunGroup {
  */
 export function runMembers(group: RunGroup): number[] {
   if (group.pgid <= 1 || group.pgid === process.pid) return [];
-  try {
-    process.kill(-group.pgid, 0);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return [];
-  }
+  if (!groupHasProcess(group.pgid)) return [];
   const members: number[] = [];
   for (const entry of fs.readdirSync('/proc')) {
     if (entry.charCodeAt(0) < 48 || entry.charCodeAt(0) > 57) continue;
@@ -36,6 +32,24 @@ export function runMembers(group: RunGroup): number[] {
   if (leader && leader.startTime === group.startTime && leader.pgid === group.pgid && leader.state !== 'Z') return members;
   const marker = `QUANTILICA_RUN_ID=${group.runId}`;
   return members.some((pid) => hasEnv(pid, marker)) ? members : [];
+}
+
+/**
+ * Whether any process is in group `pgid` (a signal 0 to the group; EPERM: one of another user's is).
+ * Asked at every run's end, where the usual answer is no: the error that says so is made without the
+ * stack trace it would otherwise capture through the agent's whole async chain.
+ */
+function groupHasProcess(pgid: number): boolean {
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  } finally {
+    Error.stackTraceLimit = limit;
+  }
 }
 
 /**
