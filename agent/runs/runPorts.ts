@@ -59,7 +59,8 @@ export interface RunSpawner {
  * on a full disk).
  */
 export interface RunJournal {
-  commit(run: StoredRun, event: NewTelemetryEvent | null): Promise<void>;
+  /** `slotWaits`: a slot is held idle until this commit is durable (the commit goes without waiting for more writers). */
+  commit(run: StoredRun, event: NewTelemetryEvent | null, slotWaits?: boolean): Promise<void>;
   /** An event without a state change (heartbeat, cancel request), in order with the commits. */
   record(event: NewTelemetryEvent): Promise<void>;
   get(runId: string): StoredRun | null;

@@ -40,6 +40,11 @@ interface MoveSpec {
   event: (m: MoveContext) => NewTelemetryEvent | null;
   /** false: progress within a state, kept in memory only (neither committed nor published by the move). */
   durable?: false;
+  /**
+   * A slot is held idle until the move is durable: its commit goes on the event loop's next turn with
+   * what has gathered, not after the group commit's window for more writers.
+   */
+  slotWaits?: true;
 }
 
 const none = (): null => null;
@@ -107,8 +112,8 @@ export const RUN_MOVES = {
   },
   /** The run's place in its pool's queue moved: progress within `waiting`, published at most once a second (queuePositions.ts). */
   shift: { from: { waiting: [null, 'hibernating'] }, to: 'waiting', reasons: [null, 'hibernating'], event: none, durable: false },
-  /** The run has its slot: the spawn's intent (slot, status file, log) is durable before the spawn. */
-  markStarting: { from: { waiting: [null] }, to: 'waiting', reasons: ['starting'], event: none },
+  /** The run has its slot: the spawn's intent (slot, status file, log) is durable before the spawn, which the slot waits for. */
+  markStarting: { from: { waiting: [null] }, to: 'waiting', reasons: ['starting'], event: none, slotWaits: true },
   /** The spawn made the run's process: its pid, in memory until `start` commits it (a failure from here leaves the slot to the run's end). */
   spawned: { from: { waiting: ['starting'] }, to: 'waiting', reasons: ['starting'], event: none, durable: false },
   /** The run runs: its process spawned (or found after a crash), or in-agent work took its slot; event `start`. */
@@ -303,7 +308,9 @@ export function transition(
   const before = drafts.has(run) ? null : { ...run };
   apply(run, name, fields);
   const after = { ...run };
-  return ports.journal.commit(after, spec.event({ before, after, detail, clock: ports.clock })).then(() => ports.publish(toRunInfo(after)));
+  return ports.journal
+    .commit(after, spec.event({ before, after, detail, clock: ports.clock }), spec.slotWaits === true)
+    .then(() => ports.publish(toRunInfo(after)));
 }
 
 /** A move kept in memory only (RUN_MOVES entries with `durable: false`), checked like every move. */

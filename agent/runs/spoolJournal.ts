@@ -8,7 +8,7 @@ import { toRunRow, type RunStore } from './runStore';
  */
 export function spoolJournal(spool: Spool, store: RunStore): RunJournal {
   return {
-    commit: (run, event) => spool.commit([toRunRow(run)], event === null ? [] : [event]),
+    commit: (run, event, slotWaits) => spool.commit([toRunRow(run)], event === null ? [] : [event], slotWaits),
     record: (event) => spool.commit([], [event]),
     get: (runId) => store.get(runId),
     active: () => store.active(),

@@ -15,13 +15,17 @@ export const BURST_GAP_MS = 10;
  * burst (the previous write less than BURST_GAP_MS ago), after a window of GROUP_COMMIT_WINDOW_MS that gathers the writers of the following turns.
  * Each caller's promise resolves after the write that holds its items, never before. `write` never
  * throws (the spool holds in memory what no file takes). `flushNow` writes at once, for a
- * synchronous writer that must come after what is queued (emit) and for close.
+ * synchronous writer that must come after what is queued (emit) and for close. An item added with
+ * `nextTurn` (something idle waits for it: a slot held for a spawn) ends a gathering window early:
+ * the write holding it, and everything gathered so far, goes on the next turn.
  */
 export class GroupCommit<T> {
   private items: T[] = [];
   private waiters: Array<() => void> = [];
   /** Cancels the scheduled write; null when none is scheduled. */
   private scheduled: (() => void) | null = null;
+  /** Whether the scheduled write waits for the gathering window (rather than the next turn). */
+  private windowed = false;
   private lastWrite = -Infinity;
   /** Resolves once every write so far is durable. */
   private answered: Promise<void> = Promise.resolve();
@@ -32,9 +36,13 @@ export class GroupCommit<T> {
     private readonly timing: { windowMs: number; burstGapMs: number } = { windowMs: GROUP_COMMIT_WINDOW_MS, burstGapMs: BURST_GAP_MS },
   ) {}
 
-  add(item: T): Promise<void> {
+  add(item: T, nextTurn = false): Promise<void> {
     this.items.push(item);
-    if (this.scheduled === null) this.schedule();
+    if (this.scheduled !== null && nextTurn && this.windowed) {
+      this.scheduled();
+      this.scheduled = null;
+    }
+    if (this.scheduled === null) this.schedule(nextTurn);
     return new Promise((resolve) => this.waiters.push(resolve));
   }
 
@@ -64,12 +72,13 @@ export class GroupCommit<T> {
     }
   }
 
-  private schedule(): void {
+  private schedule(nextTurn: boolean): void {
     const flush = () => {
       this.scheduled = null;
       this.flushNow();
     };
-    if (this.timing.windowMs > 0 && performance.now() - this.lastWrite < this.timing.burstGapMs) {
+    this.windowed = !nextTurn && this.timing.windowMs > 0 && performance.now() - this.lastWrite < this.timing.burstGapMs;
+    if (this.windowed) {
       const timer = setTimeout(flush, this.timing.windowMs);
       this.scheduled = () => clearTimeout(timer);
     } else {

@@ -74,8 +74,8 @@ export class Spool implements TelemetrySink {
    * during this turn of the event loop (one fsync for all); resolves once that transaction is
    * durable, or once what no file took is held in memory (see status: held, RunStore health).
    */
-  commit(runs: readonly RunRow[], events: readonly NewTelemetryEvent[]): Promise<void> {
-    return this.group.add({ runs, rows: events.map((e) => this.toPending(e)) });
+  commit(runs: readonly RunRow[], events: readonly NewTelemetryEvent[], nextTurn = false): Promise<void> {
+    return this.group.add({ runs, rows: events.map((e) => this.toPending(e)) }, nextTurn);
   }
 
   /** Run rows not in a file yet: queued for the next group commit or held in memory, oldest first. */
