@@ -115,6 +115,25 @@ function cpuMs(pid: number, all = false): number {
 }
 
 /**
+ * Milliseconds a thread has spent runnable but waiting for a CPU (the second field of
+ * /proc/<pid>/task/<tid>/schedstat, in ns); null where the kernel keeps no such count.
+ */
+function runQueueWaitMs(pid: number): number | null {
+  try {
+    const waitNs = Number(fs.readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ')[1]);
+    return Number.isFinite(waitNs) ? waitNs / 1e6 : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The machine's idle (with I/O wait) and total CPU time so far, in ticks (/proc/stat's first line). */
+function machineTicks(): { idle: number; total: number } {
+  const ticks = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  return { idle: ticks[3] + (ticks[4] ?? 0), total: ticks.reduce((a, b) => a + b, 0) };
+}
+
+/**
  * CPU milliseconds of the agent's native spawner (agent/native) and of what it reaped: its own, and
  * with its waited-for children (each run's waiter, and the fetcher the waiter reaped). null when the
  * agent has no spawner (QUANTILICA_SPAWNER=thread, or not built).
@@ -142,6 +161,10 @@ export interface BurstFigures {
   runsPerSecond: number;
   cpuMsPerRun: number;
   processCpuMsPerRun: number;
+  /** How long the agent's main thread was runnable but not running, per run (null without schedstats). */
+  mainThreadWaitMsPerRun: number | null;
+  /** The share of the machine's CPU time that was idle while the burst ran. */
+  machineIdleShare: number;
 }
 
 export interface AgentFigures {
@@ -154,6 +177,8 @@ export interface AgentFigures {
   runsPerSecond: number;
   cpuMsPerRun: number;
   processCpuMsPerRun: number;
+  mainThreadWaitMsPerRun: number | null;
+  machineIdleShare: number;
   spawnerCpuMsPerRun: number | null;
   spawnerWithRunsCpuMsPerRun: number | null;
   clientCpuMsPerRun: number;
@@ -200,16 +225,22 @@ export async function agentOverProtocol(idleSeconds: number, policy: EntryPolicy
     const burst = async () => {
       const cpuBefore = cpuMs(pid);
       const processCpuBefore = cpuMs(pid, true);
+      const waitBefore = runQueueWaitMs(pid);
+      const machineBefore = machineTicks();
       const startedAtMs = Date.now();
       const started = process.hrtime.bigint();
       const done = await Promise.all(
         Array.from({ length: RUNS }, async (_, i) => client.waitRun((await client.run(POOLS[i % POOLS.length][0])).runId)),
       );
+      const waitAfter = runQueueWaitMs(pid);
+      const machineAfter = machineTicks();
       const figures: BurstFigures = {
         runsPerSecond: RUNS / (Number(process.hrtime.bigint() - started) / 1e9),
         cpuMsPerRun: (cpuMs(pid) - cpuBefore) / RUNS,
         // Every thread's (the spawn worker's, libuv's pool doing the spool's fsyncs, the GC's, V8's compiler's).
         processCpuMsPerRun: (cpuMs(pid, true) - processCpuBefore) / RUNS,
+        mainThreadWaitMsPerRun: waitAfter === null || waitBefore === null ? null : (waitAfter - waitBefore) / RUNS,
+        machineIdleShare: (machineAfter.idle - machineBefore.idle) / Math.max(1, machineAfter.total - machineBefore.total),
       };
       return { done, figures, startedAtMs };
     };
@@ -304,6 +335,8 @@ async function main(): Promise<void> {
     spawnLatencyP50Ms: round(agent.p50),
     spawnLatencyP99Ms: round(agent.p99),
     mainThreadCpuMsPerRun: round(agent.cpuMsPerRun),
+    mainThreadWaitMsPerRun: agent.mainThreadWaitMsPerRun === null ? null : round(agent.mainThreadWaitMsPerRun),
+    machineIdleShare: round(agent.machineIdleShare),
     processCpuMsPerRun: round(agent.processCpuMsPerRun),
     spawnerCpuMsPerRun: agent.spawnerCpuMsPerRun === null ? null : round(agent.spawnerCpuMsPerRun),
     spawnerWithRunsCpuMsPerRun: agent.spawnerWithRunsCpuMsPerRun === null ? null : round(agent.spawnerWithRunsCpuMsPerRun),
@@ -361,6 +394,13 @@ async function main(): Promise<void> {
     ['enqueue→spawn p50', `${result.spawnLatencyP50Ms} ms`, ''],
     ['enqueue→spawn p99', `${result.spawnLatencyP99Ms} ms`, 'target < 20 ms'],
     ['main-thread CPU per run', `${result.mainThreadCpuMsPerRun} ms`, ''],
+    // Where the burst's time went besides the agent's own CPU: its main thread runnable behind the
+    // runs, the spawner and the client on the same cores, or the cores idle between wake-ups.
+    [
+      'main thread runnable, waiting for a CPU, per run',
+      result.mainThreadWaitMsPerRun === null ? 'unknown' : `${result.mainThreadWaitMsPerRun} ms`,
+      `the machine was ${Math.round(result.machineIdleShare * 100)} % idle during the burst`,
+    ],
     ['agent CPU per run, all threads', `${result.processCpuMsPerRun} ms`, `target <= 1 ms; spawner: ${result.spawner}`],
     [
       'native spawner CPU per run: its own / with waiters and fetchers',
