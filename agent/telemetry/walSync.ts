@@ -2,21 +2,15 @@ import * as fs from 'node:fs';
 import type Database from 'better-sqlite3';
 
 /**
- * Makes the spool's commits durable with a sync of its WAL file run off the agent's main thread.
+ * Makes the spool's commits durable with an fsync of its WAL file run off the agent's main thread.
  *
  * Why: with `synchronous = FULL` SQLite fsyncs the WAL inside COMMIT, on the thread that commits; in
  * a CPU profile of 1,000 runs those fsyncs blocked the agent's main thread for about a tenth of its
  * time. So the connection commits with `synchronous = NORMAL` (SQLite then writes the frames and
- * syncs only at checkpoints) and this class syncs the WAL file itself: `sync()` on libuv's thread
+ * syncs only at checkpoints) and this class fsyncs the WAL file itself: `sync()` on libuv's thread
  * pool for the group commit, whose callers still wait for it (nothing is acknowledged before it is on
- * disk), `syncNow()` on the spot for the synchronous writers (emit, close). A sync covers every frame
+ * disk), `syncNow()` on the spot for the synchronous writers (emit, close). An fsync covers every frame
  * written to the file before it, whichever connection wrote it.
- *
- * The sync is `fdatasync`, as PostgreSQL's WAL uses by default: it flushes the frames and whatever
- * metadata reading them back needs (the file's size when the WAL grew), not the file's times. Once the
- * WAL has been reset after a checkpoint it is overwritten in place, and a commit's sync then waits for
- * its frames alone (about 110 µs here against 300 µs for an fsync that also writes the inode), a wait
- * every slot's next run sits behind under a burst.
  *
  * If the WAL cannot be opened the connection stays on `synchronous = FULL` (`open` returns null).
  */
@@ -53,7 +47,7 @@ export class WalSync {
     const fd = this.fd;
     if (fd === null) return this.chain;
     const synced = new Promise<void>((resolve) => {
-      fs.fdatasync(fd, (err) => {
+      fs.fsync(fd, (err) => {
         // An fd closed meanwhile was synced on the spot by close (syncNow): nothing was lost.
         if (err && this.fd === fd) this.onError(err);
         resolve();
@@ -67,7 +61,7 @@ export class WalSync {
   syncNow(): void {
     if (this.fd === null) return;
     try {
-      fs.fdatasyncSync(this.fd);
+      fs.fsyncSync(this.fd);
     } catch (err) {
       this.onError(err as Error);
     }
