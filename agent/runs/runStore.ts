@@ -7,8 +7,7 @@ import { errorText, isCorruptionError, moveAside } from '../telemetry/openSpoolD
 import type { RunRow, Spool } from '../telemetry/spool';
 import { importRuns } from '../telemetry/spoolCopy';
 import { SELECT_RUN_DURATIONS, SELECT_RUN_TOTALS } from '../telemetry/runTotalsSql';
-import { preparedOn } from '../telemetry/preparedOn';
-import { SELECT_ALL_RUNS, SELECT_RUN_BODY } from '../telemetry/spoolSql';
+import { SELECT_ALL_RUNS } from '../telemetry/spoolSql';
 import { guardSqliteFiles } from '../telemetry/sqliteFileGuard';
 
 /** A run as kept on disk: what clients see plus what a later agent needs to adopt it. */
@@ -140,8 +139,8 @@ export class RunStore {
     // Only this run's newest unsaved state is parsed: under a burst dozens of runs wait for a commit.
     const pending = this.spool.unsavedRun(runId);
     if (pending) return JSON.parse(pending.body) as StoredRun;
-    const row = this.spool.withDatabase((db) => preparedOn(db, SELECT_RUN_BODY).get(runId) as { body: string } | undefined);
-    return row ? (JSON.parse(row.body) as StoredRun) : null;
+    const body = this.spool.storedRunBody(runId);
+    return body === null ? null : (JSON.parse(body) as StoredRun);
   }
 
   /** True when a running run's process is exactly this pid with this start time (never a record's word alone). */

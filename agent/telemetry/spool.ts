@@ -93,6 +93,11 @@ export class Spool implements TelemetrySink {
     return this.heldRuns.get(runId) ?? null;
   }
 
+  /** A run's state as the file in use has it (its JSON body); null when the file has no such run or none is open. */
+  storedRunBody(runId: string): string | null {
+    return (this.statements?.runBody.pluck().get(runId) as string | undefined) ?? null;
+  }
+
   /** Number of runs whose newest state is held in memory because no file takes it. */
   get heldRunCount(): number {
     return this.heldRuns.size;

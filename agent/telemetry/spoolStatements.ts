@@ -9,6 +9,7 @@ import {
   SELECT_OLDEST,
   SELECT_PENDING,
   SELECT_QUARANTINED,
+  SELECT_RUN_BODY,
   UPSERT_META,
   UPSERT_RUN,
 } from './spoolSql';
@@ -26,6 +27,7 @@ export interface SpoolStatements {
   meta: Database.Statement;
   upsertMeta: Database.Statement;
   upsertRun: Database.Statement;
+  runBody: Database.Statement;
 }
 type BatchRow = [number, string, string, string, string, string, string, string];
 
@@ -42,6 +44,7 @@ export function prepareStatements(db: Database.Database): SpoolStatements {
     meta: db.prepare(SELECT_META),
     upsertMeta: db.prepare(UPSERT_META),
     upsertRun: db.prepare(UPSERT_RUN),
+    runBody: db.prepare(SELECT_RUN_BODY),
   };
 }
 
