@@ -6,11 +6,11 @@ import { GroupCommit } from '../../agent/telemetry/groupCommit';
 import { draft, transition, type TransitionPorts } from '../../agent/runs/runTransitions';
 import type { RunJournal } from '../../agent/runs/runPorts';
 import { storedRun } from '../support/storedRun';
-import { fixedClock } from '../support/runFakes';
+import { fixedClock, settle } from '../support/runFakes';
 
-/** Resolves after `n` turns of the event loop. */
-async function turns(n: number): Promise<void> {
-  for (let i = 0; i < n; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+/** Three turns of the event loop: far less than the window, more than a next-turn write needs. */
+async function threeTurns(): Promise<void> {
+  for (let i = 0; i < 3; i++) await settle();
 }
 
 test(
@@ -27,14 +27,14 @@ test(
     );
     await group.add(0);
     const gathered = group.add(1);
-    await turns(3);
+    await threeTurns();
     assert.deepEqual(writes, [[0]], 'a burst writer waits the window');
     await Promise.all([gathered, group.add(2, true)]);
     assert.deepEqual(writes, [[0], [1, 2]], 'the waiting writer and the one a slot waits for share the next turn’s write');
 
     // Writers after it gather again.
     const later = group.add(3);
-    await turns(3);
+    await threeTurns();
     assert.deepEqual(writes, [[0], [1, 2]], 'the next writer waits the window again');
     group.flushNow();
     await later;
