@@ -127,6 +127,9 @@ function runQueueWaitMs(pid: number): number | null {
   }
 }
 
+/** /proc/stat counts in USER_HZ ticks, 100 a second on Linux whatever the kernel's own tick rate. */
+const USER_HZ = 100;
+
 /** The machine's idle (with I/O wait) and total CPU time so far, in ticks (/proc/stat's first line). */
 function machineTicks(): { idle: number; total: number } {
   const ticks = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
@@ -165,6 +168,8 @@ export interface BurstFigures {
   mainThreadWaitMsPerRun: number | null;
   /** The share of the machine's CPU time that was idle while the burst ran. */
   machineIdleShare: number;
+  /** The machine's busy CPU time per run while the burst ran: every process and the kernel's threads. */
+  machineCpuMsPerRun: number;
 }
 
 export interface AgentFigures {
@@ -179,6 +184,7 @@ export interface AgentFigures {
   processCpuMsPerRun: number;
   mainThreadWaitMsPerRun: number | null;
   machineIdleShare: number;
+  machineCpuMsPerRun: number;
   spawnerCpuMsPerRun: number | null;
   spawnerWithRunsCpuMsPerRun: number | null;
   clientCpuMsPerRun: number;
@@ -241,6 +247,7 @@ export async function agentOverProtocol(idleSeconds: number, policy: EntryPolicy
         processCpuMsPerRun: (cpuMs(pid, true) - processCpuBefore) / RUNS,
         mainThreadWaitMsPerRun: waitAfter === null || waitBefore === null ? null : (waitAfter - waitBefore) / RUNS,
         machineIdleShare: (machineAfter.idle - machineBefore.idle) / Math.max(1, machineAfter.total - machineBefore.total),
+        machineCpuMsPerRun: ((machineAfter.total - machineAfter.idle - (machineBefore.total - machineBefore.idle)) * 1000) / USER_HZ / RUNS,
       };
       return { done, figures, startedAtMs };
     };
@@ -337,6 +344,7 @@ async function main(): Promise<void> {
     mainThreadCpuMsPerRun: round(agent.cpuMsPerRun),
     mainThreadWaitMsPerRun: agent.mainThreadWaitMsPerRun === null ? null : round(agent.mainThreadWaitMsPerRun),
     machineIdleShare: round(agent.machineIdleShare),
+    machineCpuMsPerRun: round(agent.machineCpuMsPerRun),
     processCpuMsPerRun: round(agent.processCpuMsPerRun),
     spawnerCpuMsPerRun: agent.spawnerCpuMsPerRun === null ? null : round(agent.spawnerCpuMsPerRun),
     spawnerWithRunsCpuMsPerRun: agent.spawnerWithRunsCpuMsPerRun === null ? null : round(agent.spawnerWithRunsCpuMsPerRun),
@@ -408,6 +416,17 @@ async function main(): Promise<void> {
       '',
     ],
     ["this benchmark's client CPU per run (same 2 cores)", `${result.clientCpuMsPerRun} ms`, ''],
+    // The bound when every core is busy: a run's CPU on the whole machine, and what of it no process
+    // above accounts for (the kernel's threads: a cgroup's teardown, RCU; the machine's other tenants).
+    [
+      'machine CPU per run, every process',
+      `${result.machineCpuMsPerRun} ms`,
+      `the rest (kernel threads, other tenants) ${
+        result.spawnerWithRunsCpuMsPerRun === null
+          ? 'unknown'
+          : `${round(result.machineCpuMsPerRun - result.processCpuMsPerRun - result.spawnerWithRunsCpuMsPerRun - result.clientCpuMsPerRun)} ms`
+      }; ${os.cpus().length} cores busy would allow ${Math.round((os.cpus().length * 1000) / Math.max(0.01, result.machineCpuMsPerRun))} runs/s`,
+    ],
     [
       "making a file in the runs' log folder (median)",
       `${result.fileCreationMicros} µs`,
