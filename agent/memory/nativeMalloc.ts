@@ -6,6 +6,8 @@ export interface NativeMalloc {
   trim(): boolean;
   /** mallopt(M_ARENA_MAX, n) for the threads that allocate from now on; true if glibc took it. */
   limitArenas(n: number): boolean;
+  /** mallopt(M_MMAP_THRESHOLD and M_TRIM_THRESHOLD, bytes), no longer raised by glibc; true if it took both. */
+  holdThresholds(bytes: number): boolean;
 }
 
 /**
@@ -17,8 +19,13 @@ export function loadNativeMalloc(file: string, logger: Logger): NativeMalloc | n
     const module = { exports: {} as Partial<NativeMalloc> };
     process.dlopen(module, file);
     const loaded = module.exports;
-    if (typeof loaded.trim !== 'function' || typeof loaded.limitArenas !== 'function') throw new Error('not the expected exports');
-    return { trim: loaded.trim.bind(loaded), limitArenas: loaded.limitArenas.bind(loaded) };
+    if (typeof loaded.trim !== 'function' || typeof loaded.limitArenas !== 'function' || typeof loaded.holdThresholds !== 'function')
+      throw new Error('not the expected exports');
+    return {
+      trim: loaded.trim.bind(loaded),
+      limitArenas: loaded.limitArenas.bind(loaded),
+      holdThresholds: loaded.holdThresholds.bind(loaded),
+    };
   } catch (err) {
     logger.debug(
       { file, err: (err as Error).message },

@@ -8,7 +8,13 @@
  * whoever launches the agent (systemd, the extension, a terminal). So the agent asks itself:
  *   limitArenas(n)  mallopt(M_ARENA_MAX, n): threads that allocate for the first time from now on
  *                   share n arenas instead of taking one each;
- *   trim()          malloc_trim(0): every arena's free pages back to the kernel (true if any were).
+ *   trim()          malloc_trim(0): every arena's free pages back to the kernel (true if any were);
+ *   holdThresholds(bytes)
+ *                   mallopt(M_MMAP_THRESHOLD and M_TRIM_THRESHOLD, bytes): glibc raises both each time a
+ *                   large block is freed (up to 32 and 64 MB), and below the raised trim threshold an
+ *                   arena keeps what its thread freed; malloc_trim(0) then gives back only part of it
+ *                   (test/unit/mallocThresholds.test.ts). Unlike the arena limit, both apply at once to
+ *                   every arena, also the threads' that exist already, and stay where they are put.
  * Both are glibc's; on another C library the build fails and the agent goes without (nativeMalloc.ts).
  */
 #define NAPI_VERSION 8
@@ -32,6 +38,17 @@ static napi_value limit_arenas(napi_env env, napi_callback_info info) {
   return result;
 }
 
+static napi_value hold_thresholds(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], result;
+  int32_t bytes = 0;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
+  if (argc < 1 || napi_get_value_int32(env, argv[0], &bytes) != napi_ok) bytes = 0;
+  int held = bytes > 0 && mallopt(M_MMAP_THRESHOLD, bytes) == 1 && mallopt(M_TRIM_THRESHOLD, bytes) == 1;
+  if (napi_get_boolean(env, held, &result) != napi_ok) return NULL;
+  return result;
+}
+
 static int export_function(napi_env env, napi_value exports, const char *name, napi_callback cb) {
   napi_value fn;
   return napi_create_function(env, name, NAPI_AUTO_LENGTH, cb, NULL, &fn) == napi_ok &&
@@ -39,6 +56,8 @@ static int export_function(napi_env env, napi_value exports, const char *name, n
 }
 
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
-  if (!export_function(env, exports, "trim", trim) || !export_function(env, exports, "limitArenas", limit_arenas)) return NULL;
+  if (!export_function(env, exports, "trim", trim) || !export_function(env, exports, "limitArenas", limit_arenas) ||
+      !export_function(env, exports, "holdThresholds", hold_thresholds))
+    return NULL;
   return exports;
 }
