@@ -21,32 +21,36 @@
 #include <malloc.h>
 #include <node_api.h>
 
+static napi_value boolean(napi_env env, int value) {
+  napi_value result;
+  return napi_get_boolean(env, value, &result) == napi_ok ? result : NULL;
+}
+
+/* The call's first argument as an int32; 0 when it is absent or not a number. 0 if the call cannot be read. */
+static int int32_argument(napi_env env, napi_callback_info info, int32_t *value) {
+  size_t argc = 1;
+  napi_value argv[1];
+  *value = 0;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return 0;
+  if (argc < 1 || napi_get_value_int32(env, argv[0], value) != napi_ok) *value = 0;
+  return 1;
+}
+
 static napi_value trim(napi_env env, napi_callback_info info) {
   (void)info;
-  napi_value result;
-  if (napi_get_boolean(env, malloc_trim(0) != 0, &result) != napi_ok) return NULL;
-  return result;
+  return boolean(env, malloc_trim(0) != 0);
 }
 
 static napi_value limit_arenas(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1], result;
-  int32_t n = 0;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
-  if (argc < 1 || napi_get_value_int32(env, argv[0], &n) != napi_ok) n = 0;
-  if (napi_get_boolean(env, n > 0 && mallopt(M_ARENA_MAX, n) == 1, &result) != napi_ok) return NULL;
-  return result;
+  int32_t n;
+  if (!int32_argument(env, info, &n)) return NULL;
+  return boolean(env, n > 0 && mallopt(M_ARENA_MAX, n) == 1);
 }
 
 static napi_value hold_thresholds(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1], result;
-  int32_t bytes = 0;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
-  if (argc < 1 || napi_get_value_int32(env, argv[0], &bytes) != napi_ok) bytes = 0;
-  int held = bytes > 0 && mallopt(M_MMAP_THRESHOLD, bytes) == 1 && mallopt(M_TRIM_THRESHOLD, bytes) == 1;
-  if (napi_get_boolean(env, held, &result) != napi_ok) return NULL;
-  return result;
+  int32_t bytes;
+  if (!int32_argument(env, info, &bytes)) return NULL;
+  return boolean(env, bytes > 0 && mallopt(M_MMAP_THRESHOLD, bytes) == 1 && mallopt(M_TRIM_THRESHOLD, bytes) == 1);
 }
 
 static int export_function(napi_env env, napi_value exports, const char *name, napi_callback cb) {
