@@ -3,19 +3,20 @@
  *
  * After a burst of runs, V8 gives its own pages back, but memory the C++ side (libuv, V8's worker
  * threads, SQLite) freed stays in glibc's arenas: one per thread that allocated, each keeping what it
- * once held. Nothing in Node hands it back, and glibc's own settings for it (MALLOC_ARENA_MAX,
- * MALLOC_TRIM_THRESHOLD_) are read from the environment at the process's start, which belongs to
+ * once held. Nothing in Node hands it back, and glibc's environment settings for it (MALLOC_ARENA_MAX,
+ * MALLOC_TRIM_THRESHOLD_) are read at the process's start, from an environment that belongs to
  * whoever launches the agent (systemd, the extension, a terminal). So the agent asks itself:
  *   limitArenas(n)  mallopt(M_ARENA_MAX, n): threads that allocate for the first time from now on
  *                   share n arenas instead of taking one each;
  *   trim()          malloc_trim(0): every arena's free pages back to the kernel (true if any were);
  *   holdThresholds(bytes)
  *                   mallopt(M_MMAP_THRESHOLD and M_TRIM_THRESHOLD, bytes): glibc raises both each time a
- *                   large block is freed (up to 32 and 64 MB), and below the raised trim threshold an
- *                   arena keeps what its thread freed; malloc_trim(0) then gives back only part of it
- *                   (test/unit/mallocThresholds.test.ts). Unlike the arena limit, both apply at once to
- *                   every arena, also the threads' that exist already, and stay where they are put.
- * Both are glibc's; on another C library the build fails and the agent goes without (nativeMalloc.ts).
+ *                   large block is freed (up to 32 and 64 MB), and below the raised trim threshold the
+ *                   arenas of V8's worker threads kept ~9 MB they freed during a burst, which the trim
+ *                   after it did not give back (docs/benchmarks.md, "Idle RSS after a burst, now").
+ *                   Unlike the arena limit, both apply at once to every arena, also those of threads
+ *                   that exist already, and glibc no longer moves them.
+ * All are glibc's; on another C library the build fails and the agent goes without (nativeMalloc.ts).
  */
 #define NAPI_VERSION 8
 #include <malloc.h>

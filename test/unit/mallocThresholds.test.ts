@@ -10,7 +10,7 @@ const MODULE = path.join(REPO, 'dist', 'quantilica-malloc.node');
 const MIB = 1024 * 1024;
 
 // In a process of its own, whose allocator is what is measured. A 30 MiB block is freed (glibc then
-// raises its mmap threshold to 30 MiB and its trim threshold to 60 MiB, unless they are held), then a
+// raises its mmap threshold to 30 MiB and its trim threshold to 60 MiB, unless they are held), then an
 // 8 MiB block is taken on the main thread: under the raised threshold it comes from the brk heap, which
 // grows by it; above a held threshold it is a mapping of its own, handed back whole when freed.
 const AFTER_A_LARGE_FREE = `
