@@ -128,7 +128,7 @@ export function composeCore(config: Config, logger: Logger, inputs: CoreInputs):
   malloc?.limitArenas(2);
   // And the allocator's thresholds held at 1 MiB: the free memory an arena keeps after a burst stays
   // under it (RSS 5 s after 1,000 runs ~8 MB lower), with no more brk, madvise or page faults during
-  // the burst than glibc's own raised thresholds (128 KiB had 2.3x the brk calls and 25 % more faults).
+  // the burst than glibc's own raised thresholds (128 KiB had 2.3x the brk calls and 28 % more faults).
   malloc?.holdThresholds(ALLOCATOR_THRESHOLD_BYTES);
   const heap =
     role === 'agent'
