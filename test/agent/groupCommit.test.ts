@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { GroupCommit } from '../../agent/telemetry/groupCommit';
+import { recordingGroupCommit } from '../support/recordingGroupCommit';
 
 /** Resolves after `turns` turns of the event loop (each a setImmediate), the way the protocol library delivers requests. */
 async function turns(n: number): Promise<void> {
@@ -8,14 +9,8 @@ async function turns(n: number): Promise<void> {
 }
 
 test('during a burst, writers arriving over several event-loop turns share one write; none is acknowledged before it', async () => {
-  const writes: number[][] = [];
   // Wide margins, so a loaded machine's slow turns still fall inside the burst and its window.
-  const group = new GroupCommit<number>(
-    (items) => {
-      writes.push(items);
-    },
-    { windowMs: 500, burstGapMs: 60_000 },
-  );
+  const { group, writes } = recordingGroupCommit<number>({ windowMs: 500, burstGapMs: 60_000 });
   // Outside a burst (no write yet): the first write goes on the next turn, alone.
   await group.add(0);
   assert.deepEqual(writes, [[0]]);
@@ -37,10 +32,7 @@ test('during a burst, writers arriving over several event-loop turns share one w
 });
 
 test('flushNow writes what is queued at once and resolves its writers', async () => {
-  const writes: string[][] = [];
-  const group = new GroupCommit<string>((items) => {
-    writes.push(items);
-  });
+  const { group, writes } = recordingGroupCommit<string>();
   const a = group.add('a');
   const b = group.add('b');
   group.flushNow();

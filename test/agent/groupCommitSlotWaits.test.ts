@@ -2,7 +2,7 @@
 // for more writers: it and what gathered go on the next turn; every other move still gathers.
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { GroupCommit } from '../../agent/telemetry/groupCommit';
+import { recordingGroupCommit } from '../support/recordingGroupCommit';
 import { draft, transition, type TransitionPorts } from '../../agent/runs/runTransitions';
 import type { RunJournal } from '../../agent/runs/runPorts';
 import { storedRun } from '../support/storedRun';
@@ -17,14 +17,8 @@ test(
   'a writer added with nextTurn ends the gathering window: its write, with what gathered, goes on the next turn',
   { timeout: 20_000 },
   async () => {
-    const writes: number[][] = [];
     // A window far longer than the test's timeout: only nextTurn can end it in time.
-    const group = new GroupCommit<number>(
-      (items) => {
-        writes.push(items);
-      },
-      { windowMs: 60_000, burstGapMs: 60_000 },
-    );
+    const { group, writes } = recordingGroupCommit<number>({ windowMs: 60_000, burstGapMs: 60_000 });
     await group.add(0);
     const gathered = group.add(1);
     await threeTurns();
