@@ -130,6 +130,9 @@ function runQueueWaitMs(pid: number): number | null {
 /** /proc/stat counts in USER_HZ ticks, 100 a second on Linux whatever the kernel's own tick rate. */
 const USER_HZ = 100;
 
+/** The machine's cores, which the runs, the agent and this benchmark share. */
+const CORES = os.cpus().length;
+
 /** The machine's idle (with I/O wait) and total CPU time so far, in ticks (/proc/stat's first line). */
 function machineTicks(): { idle: number; total: number } {
   const ticks = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
@@ -425,7 +428,7 @@ async function main(): Promise<void> {
         result.spawnerWithRunsCpuMsPerRun === null
           ? 'unknown'
           : `${round(result.machineCpuMsPerRun - result.processCpuMsPerRun - result.spawnerWithRunsCpuMsPerRun - result.clientCpuMsPerRun)} ms`
-      }; ${os.cpus().length} cores busy would allow ${Math.round((os.cpus().length * 1000) / Math.max(0.01, result.machineCpuMsPerRun))} runs/s`,
+      }; ${CORES} cores busy would allow ${Math.round((CORES * 1000) / Math.max(0.01, result.machineCpuMsPerRun))} runs/s`,
     ],
     [
       "making a file in the runs' log folder (median)",
