@@ -120,4 +120,11 @@ fs.chmodSync('dist/agent.js', 0o755);
     ['-shared', '-fPIC', '-I', 'node_modules/node-api-headers/include'],
     "the agent will not hand the C allocator's free memory back after a burst",
   );
+  // The collection after a burst that keeps the compiled code (see agent/native/quantilica-heap.c).
+  buildNative(
+    'dist/quantilica-heap.node',
+    'agent/native/quantilica-heap.c',
+    ['-shared', '-fPIC', '-I', 'node_modules/node-api-headers/include'],
+    'the agent will collect its heap after a burst with gc(), and compile its hot code again in the next one',
+  );
 }

@@ -30,10 +30,17 @@ import type { Spool } from '../telemetry/spool';
 import { readProcInfo } from '../../shared/node/procInfo';
 import { composeSlots } from './composeSlots';
 import { BurstHeap } from '../memory/burstHeap';
+import { loadNativeHeap } from '../memory/nativeHeap';
 import { loadNativeMalloc } from '../memory/nativeMalloc';
 
 /** glibc's mmap and trim thresholds for the long-lived agent (agent/native/quantilica-malloc.c). */
 const ALLOCATOR_THRESHOLD_BYTES = 1024 * 1024;
+/**
+ * External memory reported for a moment to have V8 start its own collection after a burst: above its
+ * soft limit (64 MB over what it had after its last mark-compact), far below its hard one (half the
+ * old generation's limit, where it would collect atomically and the compiled code would go).
+ */
+const MARKING_PRESSURE_BYTES = 128 * 1024 * 1024;
 
 /** What the core is built on; openAgent makes them first (the optional ones are absent in a core alone). */
 export interface CoreInputs {
@@ -130,12 +137,18 @@ export function composeCore(config: Config, logger: Logger, inputs: CoreInputs):
   // under it (RSS 5 s after 1,000 runs ~8 MB lower), with no more brk, madvise or page faults during
   // the burst than glibc's own raised thresholds (128 KiB had 2.3x the brk calls and 28 % more faults).
   malloc?.holdThresholds(ALLOCATOR_THRESHOLD_BYTES);
+  // The collection after a burst, made by V8's own marking so that the code it compiled survives it.
+  const nativeHeap = role === 'agent' ? loadNativeHeap(distFile('quantilica-heap.node'), logger) : null;
   const heap =
     role === 'agent'
-      ? BurstHeap.install(logger, () => {
-          inputs.telemetry.withDatabase((db) => db.pragma('shrink_memory'));
-          malloc?.trim();
-        })
+      ? BurstHeap.install(
+          logger,
+          () => {
+            inputs.telemetry.withDatabase((db) => db.pragma('shrink_memory'));
+            malloc?.trim();
+          },
+          nativeHeap === null ? null : () => nativeHeap.reportExternalMemory(MARKING_PRESSURE_BYTES),
+        )
       : null;
   const runs = new RunManager({
     config,

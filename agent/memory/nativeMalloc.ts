@@ -1,4 +1,5 @@
 import type { Logger } from '../log/logger';
+import { loadNodeApiModule } from './loadNodeApiModule';
 
 /** What agent/native/quantilica-malloc.c exports: glibc's allocator, asked by the agent itself. */
 export interface NativeMalloc {
@@ -16,16 +17,7 @@ export interface NativeMalloc {
  */
 export function loadNativeMalloc(file: string, logger: Logger): NativeMalloc | null {
   try {
-    const module = { exports: {} as Partial<NativeMalloc> };
-    process.dlopen(module, file);
-    const loaded = module.exports;
-    if (typeof loaded.trim !== 'function' || typeof loaded.limitArenas !== 'function' || typeof loaded.holdThresholds !== 'function')
-      throw new Error('not the expected exports');
-    return {
-      trim: loaded.trim.bind(loaded),
-      limitArenas: loaded.limitArenas.bind(loaded),
-      holdThresholds: loaded.holdThresholds.bind(loaded),
-    };
+    return loadNodeApiModule(file, ['trim', 'limitArenas', 'holdThresholds']) as unknown as NativeMalloc;
   } catch (err) {
     logger.debug(
       { file, err: (err as Error).message },
