@@ -52,3 +52,40 @@ test('once the queue is empty after a burst of runs, the heap is collected (not 
   assert.equal(released, 1, "the databases' caches are given back with the collection");
   heap.close();
 });
+
+test(
+  'runs that come back during the collection put it off: nothing is released until a quiet second after them',
+  { timeout: 20000 },
+  async () => {
+    const logger = memoryLogger();
+    let released = 0;
+    let comeBack = true;
+    // The collection's start is where the runs come back (the collection then falls to gc(), which is synchronous).
+    const heap: BurstHeap | null = BurstHeap.install(
+      logger,
+      () => (released += 1),
+      () => {
+        if (comeBack) heap?.busy();
+        comeBack = false;
+        return false;
+      },
+    );
+    assert.ok(heap);
+    const collections = () => logger.records.filter((r) => r.msg === 'collected the heap after a burst');
+    for (let i = 0; i < 150; i++) heap.runEnded();
+    heap.idle();
+    await waitFor(() => !comeBack, { what: 'the first collection to start', timeoutMs: 10000 });
+    assert.equal(released, 0, 'nothing released while runs are back');
+    assert.equal(collections().length, 0);
+    for (let i = 0; i < 10; i++) heap.runEnded();
+    heap.idle();
+    const [collected] = await waitFor(() => collections().length > 0 && collections(), {
+      what: 'the collection after the quiet second',
+      timeoutMs: 10000,
+    });
+    assert.equal((collected.obj as { runs: number; by: string }).runs, 160, 'the runs of both bursts');
+    assert.equal((collected.obj as { by: string }).by, 'gc', 'V8 did not start one: gc() collected');
+    assert.equal(released, 1);
+    heap.close();
+  },
+);
