@@ -27,6 +27,7 @@ let runs = Array.from({ length: 2000 }, (_, i) => new Run(i));
 for (const run of runs) weight(run);
 %OptimizeFunctionOnNextCall(weight);
 weight(runs[0]);
+// 16: the kOptimized bit of V8's OptimizationStatus.
 const optimized = () => (%GetOptimizationStatus(weight) & 16) !== 0;
 const before = optimized();
 const last = new WeakRef(runs[runs.length - 1]);
