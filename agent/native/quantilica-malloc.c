@@ -18,24 +18,8 @@
  *                   that exist already, and glibc no longer moves them.
  * All are glibc's; on another C library the build fails and the agent goes without (nativeMalloc.ts).
  */
-#define NAPI_VERSION 8
 #include <malloc.h>
-#include <node_api.h>
-
-static napi_value boolean(napi_env env, int value) {
-  napi_value result;
-  return napi_get_boolean(env, value, &result) == napi_ok ? result : NULL;
-}
-
-/* The call's first argument as an int32; 0 when it is absent or not a number. 0 if the call cannot be read. */
-static int int32_argument(napi_env env, napi_callback_info info, int32_t *value) {
-  size_t argc = 1;
-  napi_value argv[1];
-  *value = 0;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return 0;
-  if (argc < 1 || napi_get_value_int32(env, argv[0], value) != napi_ok) *value = 0;
-  return 1;
-}
+#include "quantilica-napi.h"
 
 static napi_value trim(napi_env env, napi_callback_info info) {
   (void)info;
@@ -52,12 +36,6 @@ static napi_value hold_thresholds(napi_env env, napi_callback_info info) {
   int32_t bytes;
   if (!int32_argument(env, info, &bytes)) return NULL;
   return boolean(env, bytes > 0 && mallopt(M_MMAP_THRESHOLD, bytes) == 1 && mallopt(M_TRIM_THRESHOLD, bytes) == 1);
-}
-
-static int export_function(napi_env env, napi_value exports, const char *name, napi_callback cb) {
-  napi_value fn;
-  return napi_create_function(env, name, NAPI_AUTO_LENGTH, cb, NULL, &fn) == napi_ok &&
-         napi_set_named_property(env, exports, name, fn) == napi_ok;
 }
 
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {

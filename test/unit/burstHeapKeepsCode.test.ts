@@ -83,6 +83,8 @@ test('the loader takes the heap module and refuses 0 bytes; a missing module is 
   const heap = loadNativeHeap(MODULE, logger);
   assert.ok(heap, 'loaded');
   assert.equal(heap.reportExternalMemory(0), false, 'no report of 0 bytes');
+  assert.equal(heap.reportExternalMemory(-MIB), false, 'no report of a negative amount');
+  assert.equal((heap.reportExternalMemory as (bytes: unknown) => boolean)('128'), false, 'no report of what is not a number');
   assert.equal(loadNativeHeap(path.join(REPO, 'dist', 'no-such.node'), logger), null);
   assert.ok(
     logger.records.some((r) => /not available/.test(r.msg ?? '')),
