@@ -17,9 +17,9 @@ const MIB = 1024 * 1024;
 const AFTER_THE_BURST = `
 const { BurstHeap } = require(${JSON.stringify(path.join(REPO, 'out', 'agent', 'memory', 'burstHeap.js'))});
 const { loadNativeHeap } = require(${JSON.stringify(path.join(REPO, 'out', 'agent', 'memory', 'nativeHeap.js'))});
-const records = [];
-const at = (level) => (obj, msg) => records.push({ level, msg, obj });
-const logger = { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
+const { memoryLogger } = require(${JSON.stringify(path.join(REPO, 'out', 'test', 'support', 'memoryLogger.js'))});
+const { waitFor } = require(${JSON.stringify(path.join(REPO, 'out', 'test', 'support', 'waitFor.js'))});
+const logger = memoryLogger();
 function Run(i) { this.id = i; this.fetcher = 'sidra-' + (i % 3); this.attempt = 1 + (i % 2); }
 function weight(run) { return run.id + run.attempt; }
 let runs = Array.from({ length: 2000 }, (_, i) => new Run(i));
@@ -37,13 +37,10 @@ let released = 0;
 const heap = BurstHeap.install(logger, () => (released += 1), native && (() => native.reportExternalMemory(${128 * MIB})));
 for (let i = 0; i < 200; i++) heap.runEnded();
 heap.idle();
-const wait = setInterval(() => {
-  const done = records.find((r) => r.msg === 'collected the heap after a burst');
-  if (!done) return;
-  clearInterval(wait);
+waitFor(() => logger.records.find((r) => r.msg === 'collected the heap after a burst'), { what: 'the collection', timeoutMs: 15000 }).then((done) =>
   // A WeakRef made in this job is cleared by a collection in a later one: the next turn tells.
-  setImmediate(() => console.log(JSON.stringify({ before, after: optimized(), collected: last.deref() === undefined, released, by: done.obj.by })));
-}, 20);
+  setImmediate(() => console.log(JSON.stringify({ before, after: optimized(), collected: last.deref() === undefined, released, by: done.obj.by }))),
+);
 `;
 
 interface AfterTheBurst {
@@ -78,7 +75,7 @@ test('without the heap module the collection is still made, by gc()', () => {
   assert.equal(fallback.after, false, "gc()'s collection threw the optimized code away: what the heap module is there for");
 });
 
-test('the loader takes the heap module and refuses 0 bytes; a missing module is null', () => {
+test('the loader takes the heap module, which refuses an amount of 0, below 0 or not a number; a missing module is null', () => {
   const logger = memoryLogger();
   const heap = loadNativeHeap(MODULE, logger);
   assert.ok(heap, 'loaded');
