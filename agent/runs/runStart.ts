@@ -35,6 +35,11 @@ export class RunStart {
   private readonly baseEnv: NodeJS.ProcessEnv = { ...process.env };
   /** Each catalog entry's shared environment, built at its first run (a reloaded catalog has new entries). */
   private readonly sharedEnvs = new WeakMap<FetcherEntry, SharedEnv>();
+  /**
+   * The setting that names the log folder, for its messages, worked out once for the folders it was
+   * worked out for: two path resolutions per run were a few percent of a burst's main thread.
+   */
+  private logSetting: { logDir: string; dataDir: string; setting: string } | null = null;
 
   constructor(
     private readonly core: RunCore,
@@ -195,9 +200,16 @@ export class RunStart {
     const again = (run.attempt ?? 1) > 1 ? openRunLog(run.logPath!, true) : null;
     if (again !== null) return { fd: again };
     const name = path.basename(run.logPath!);
-    const setting = logDirSetting(config.logDir, config.dataDir);
+    const setting = this.logDirSetting(config.logDir, config.dataDir);
     if (spawner.makesLogs === true) return { fd: openLogDir(config.logDir, setting), madeBySpawner: name };
     return { fd: createRunLog(config.logDir, name, setting) };
+  }
+
+  private logDirSetting(logDir: string, dataDir: string): string {
+    const known = this.logSetting;
+    if (known !== null && known.logDir === logDir && known.dataDir === dataDir) return known.setting;
+    this.logSetting = { logDir, dataDir, setting: logDirSetting(logDir, dataDir) };
+    return this.logSetting.setting;
   }
 
   /** The agent's own descriptor on the log the run's process made (cap and tail); closes the folder's. */
