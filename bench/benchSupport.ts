@@ -74,6 +74,19 @@ export async function startAgent(env: NodeJS.ProcessEnv): Promise<ChildProcess> 
 }
 
 /**
+ * Stops an agent the benchmark started (SIGTERM) and waits for its exit, then removes the station's
+ * folder: each run of a benchmark makes a new one in the machine's temp folder, with a file per run.
+ */
+export async function stopAgent(agent: ChildProcess, root: string): Promise<void> {
+  if (agent.exitCode === null && agent.signalCode === null) {
+    const exited = new Promise((resolve) => agent.once('exit', resolve));
+    agent.kill('SIGTERM');
+    await exited;
+  }
+  fs.rmSync(root, { recursive: true, force: true });
+}
+
+/**
  * A bench station's environment under `root`: its own home, lock folder, data folder and catalog,
  * pools on, quiet logs, no schedule catch-up. `home` defaults to `root/home`.
  */

@@ -128,6 +128,7 @@ async function main(): Promise<void> {
     await observer.end().catch(() => {});
     await backend.close();
     await db.stop();
+    fs.rmSync(root, { recursive: true, force: true });
   }
 }
 

@@ -4,7 +4,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { connectAgent } from '../agent/client/agentClient';
 import { startTestPostgres } from '../test/support/postgres';
-import { benchStationEnv, printTable, startAgent } from './benchSupport';
+import { benchStationEnv, printTable, startAgent, stopAgent } from './benchSupport';
 
 // The postgres slot backend's throughput figure: no-op runs (/bin/true) through the three pools (3+2+6 slots): one
 // station on the file backend for reference, then shared in PostgreSQL by one station, then by three stations (three agents, own homes and lock dirs, one
@@ -31,7 +31,7 @@ function station(url: string, name: string, backend: 'file' | 'postgres') {
     QUANTILICA_SLOT_DATABASE_URL: url,
     QUANTILICA_STATION: name,
   };
-  return { env, connectionFile: path.join(root, 'home', '.quantilica', 'agent.json') };
+  return { root, env, connectionFile: path.join(root, 'home', '.quantilica', 'agent.json') };
 }
 
 async function throughput(url: string, stations: number, backend: 'file' | 'postgres' = 'postgres'): Promise<number> {
@@ -55,7 +55,7 @@ async function throughput(url: string, stations: number, backend: 'file' | 'post
     );
     return RUNS / (Number(process.hrtime.bigint() - started) / 1e9);
   } finally {
-    for (const a of agents) a.kill('SIGTERM');
+    await Promise.all(agents.map((a, i) => stopAgent(a, made[i].root)));
   }
 }
 

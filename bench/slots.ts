@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { connectAgent } from '../agent/client/agentClient';
-import { benchStationEnv, percentile, printTable, sampleIdle, startAgent } from './benchSupport';
+import { benchStationEnv, percentile, printTable, sampleIdle, startAgent, stopAgent } from './benchSupport';
 import { fileCreationMicros } from './fileCreationMicros';
 import { slotCycles, type SlotCycle } from './slotCycles';
 
@@ -72,8 +72,13 @@ export async function spawnCeiling(wrapped = false): Promise<number> {
       });
     }
   };
-  await Promise.all(Array.from({ length: CONCURRENCY }, lane));
-  return RUNS / (Number(process.hrtime.bigint() - started) / 1e9);
+  try {
+    await Promise.all(Array.from({ length: CONCURRENCY }, lane));
+    return RUNS / (Number(process.hrtime.bigint() - started) / 1e9);
+  } finally {
+    // A thousand status files per call: left in the machine's temp folder, they pile up run after run.
+    fs.rmSync(statusDir, { recursive: true, force: true });
+  }
 }
 
 /** cron_fetch.sh's way: each loop takes a free slot of its pool with flock -n (polling), runs, records. */
@@ -104,7 +109,9 @@ done`;
           child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`bash loop ${lane} failed with ${code}`))));
         }),
     ),
-  ).then(() => RUNS / (Number(process.hrtime.bigint() - started) / 1e9));
+  )
+    .then(() => RUNS / (Number(process.hrtime.bigint() - started) / 1e9))
+    .finally(() => fs.rmSync(root, { recursive: true, force: true }));
 }
 
 /** CPU milliseconds (user + system) of a process's main thread, or with `all` of all its threads. */
@@ -314,7 +321,7 @@ export async function agentOverProtocol(idleSeconds: number, policy: EntryPolicy
     };
   } finally {
     await client.close();
-    agent.kill('SIGTERM');
+    await stopAgent(agent, root);
   }
 }
 
