@@ -73,17 +73,32 @@ export async function startAgent(env: NodeJS.ProcessEnv): Promise<ChildProcess> 
   return child;
 }
 
+/** Folders this benchmark made, removed when its process exits (see removeWhenDone). */
+const madeDirs = new Set<string>();
+
 /**
- * Stops an agent the benchmark started (SIGTERM) and waits for its exit, then removes the station's
- * folder: each run of a benchmark makes a new one in the machine's temp folder, with a file per run.
+ * Removes a folder the benchmark made (a station, a status folder) once the benchmark's process exits,
+ * never between its phases: on ext4 without a journal (this project's VMs) a new file skips every inode
+ * of its block group freed in the last one to five minutes, so deleting a phase's thousand files would
+ * make the files of the phases after it dearer. The same holds for a benchmark started within minutes
+ * of one that removed its folders: the slots benchmark prints what making a file costs at its burst.
  */
+export function removeWhenDone(dir: string): void {
+  if (madeDirs.size === 0)
+    process.once('exit', () => {
+      for (const made of madeDirs) fs.rmSync(made, { recursive: true, force: true });
+    });
+  madeDirs.add(dir);
+}
+
+/** Stops an agent the benchmark started (SIGTERM) and waits for its exit; its station goes when the benchmark ends. */
 export async function stopAgent(agent: ChildProcess, root: string): Promise<void> {
   if (agent.exitCode === null && agent.signalCode === null) {
     const exited = new Promise((resolve) => agent.once('exit', resolve));
     agent.kill('SIGTERM');
     await exited;
   }
-  fs.rmSync(root, { recursive: true, force: true });
+  removeWhenDone(root);
 }
 
 /**
