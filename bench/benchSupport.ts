@@ -86,7 +86,14 @@ const madeDirs = new Set<string>();
 export function removeWhenDone(dir: string): void {
   if (madeDirs.size === 0)
     process.once('exit', () => {
-      for (const made of madeDirs) fs.rmSync(made, { recursive: true, force: true });
+      for (const made of madeDirs) {
+        try {
+          fs.rmSync(made, { recursive: true, force: true });
+        } catch (err) {
+          // The figures are printed already: a folder left behind is said, not thrown from an exit handler.
+          process.stderr.write(`could not remove ${made}: ${(err as Error).message}\n`);
+        }
+      }
     });
   madeDirs.add(dir);
 }
