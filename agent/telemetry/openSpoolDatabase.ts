@@ -2,6 +2,7 @@ import Database from 'better-sqlite3';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Logger } from '../log/logger';
+import { dropEarlierRunSchema } from './dropEarlierRunSchema';
 import { ensurePrivateDir } from './privateDir';
 import { RUN_TOTALS_SEEDED, SEED_RUN_TOTALS, SPOOL_RUN_TOTALS } from './runTotalsSql';
 import { SELECT_META, SPOOL_RUN_INDEXES, SPOOL_SCHEMA, SPOOL_SCHEMA_VERSION } from './spoolSql';
@@ -123,6 +124,7 @@ function configure(file: string): Database.Database {
       throw new Error(`spool schema version ${version} is newer than this agent's (${SPOOL_SCHEMA_VERSION})`);
     // A write on purpose: a read-only file or directory fails here, at open, and not on the first event.
     db.exec(`BEGIN IMMEDIATE; ${SPOOL_SCHEMA} ${SPOOL_RUN_INDEXES} ${SPOOL_RUN_TOTALS}`);
+    if (dropEarlierRunSchema(db).length > 0) db.exec(`${SPOOL_RUN_INDEXES} ${SPOOL_RUN_TOTALS}`);
     if (db.prepare(SELECT_META).get(RUN_TOTALS_SEEDED) === undefined) db.exec(SEED_RUN_TOTALS);
     db.exec(`PRAGMA user_version = ${SPOOL_SCHEMA_VERSION}; COMMIT;`);
     tightenSqliteFiles(file);

@@ -58,6 +58,24 @@ CREATE INDEX IF NOT EXISTS runs_status ON runs(status);
 CREATE INDEX IF NOT EXISTS runs_fetcher ON runs(fetcher, enqueued_at);
 `;
 
+/*
+ * Two of the run indexes hold ended runs only (partial). A live run's row is written three or four
+ * times (queued, its wait, its spawn intent, its start), each time with a new body, and each write
+ * recomputed every index on the body, old key and new, for rows these two never answer for.
+ * `runs_fetcher_finished` serves each fetcher's last success: its WHERE is that query's own term
+ * (`status = 'completed'`), so the planner still uses it. `runs_figures` served the metrics' start,
+ * which reads the run totals now (runTotalsSql.ts); it stays, over ended runs, for an older agent of
+ * the same file. Its WHERE is two comparisons: SQLite evaluates it at every write of a row, and a
+ * `NOT IN (…)` list would build a temporary table each time (see isTerminal in runTotalsSql.ts). An
+ * older agent's `CREATE INDEX IF NOT EXISTS` leaves them as they are; a file with the earlier, whole
+ * indexes gets them made again at its first open by this version (dropEarlierRunSchema).
+ */
+const RUNS_FETCHER_FINISHED = `CREATE INDEX IF NOT EXISTS runs_fetcher_finished ON runs(fetcher, status, json_extract(body, '$.finishedAt')) WHERE status = 'completed';`;
+const RUNS_FIGURES = `CREATE INDEX IF NOT EXISTS runs_figures ON runs(status, fetcher, json_extract(body, '$.startedAt'), json_extract(body, '$.finishedAt'), json_extract(body, '$.attempt')) WHERE status <> 'waiting' AND status <> 'running';`;
+
+/** The run indexes that hold ended runs only: an index of one of these names without a WHERE is an earlier version's. */
+export const ENDED_RUN_INDEXES = ['runs_fetcher_finished', 'runs_figures'] as const;
+
 /**
  * Indexes that keep the run history's queries bounded however many ended runs retention keeps (the
  * newest runs, each fetcher's last start and last success), applied after SPOOL_SCHEMA at every
@@ -69,9 +87,8 @@ CREATE INDEX IF NOT EXISTS runs_fetcher ON runs(fetcher, enqueued_at);
 export const SPOOL_RUN_INDEXES = `
 CREATE INDEX IF NOT EXISTS runs_enqueued ON runs(enqueued_at);
 CREATE INDEX IF NOT EXISTS runs_fetcher_started ON runs(fetcher, json_extract(body, '$.startedAt'));
-CREATE INDEX IF NOT EXISTS runs_fetcher_finished ON runs(fetcher, status, json_extract(body, '$.finishedAt'));
--- Covers the metrics' start (every ended run's figures) without reading a JSON body.
-CREATE INDEX IF NOT EXISTS runs_figures ON runs(status, fetcher, json_extract(body, '$.startedAt'), json_extract(body, '$.finishedAt'), json_extract(body, '$.attempt'));
+${RUNS_FETCHER_FINISHED}
+${RUNS_FIGURES}
 `;
 
 export const UPSERT_RUN = `
