@@ -65,8 +65,8 @@ CREATE INDEX IF NOT EXISTS runs_fetcher ON runs(fetcher, enqueued_at);
  * `runs_fetcher_finished` serves each fetcher's last success: its WHERE is that query's own term
  * (`status = 'completed'`), so the planner still uses it. `runs_figures` served the metrics' start,
  * which reads the run totals now (runTotalsSql.ts); it stays, over ended runs, for an older agent of
- * the same file. Its WHERE is two comparisons: SQLite evaluates it at every write of a row, and a
- * `NOT IN (…)` list would build a temporary table each time (see isTerminal in runTotalsSql.ts). An
+ * the same file. Its WHERE is two comparisons, not a `NOT IN (…)` list: SQLite evaluates it at every
+ * write of a row, like the triggers' WHEN (see isTerminal in runTotalsSql.ts). An
  * older agent's `CREATE INDEX IF NOT EXISTS` leaves them as they are; a file with the earlier, whole
  * indexes gets them made again at its first open by this version (dropEarlierRunSchema).
  */
