@@ -20,6 +20,9 @@ export const SERIAL_POOL = 'serial';
 export const FETCHER_NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 
 export type RunStatus = 'waiting' | 'running' | 'completed' | 'failed' | 'cancelled' | 'skipped';
+
+/** The statuses a run ends in: no move leaves them. */
+export const FINAL_STATES: readonly RunStatus[] = ['completed', 'failed', 'cancelled', 'skipped'];
 export type RunTrigger = 'cli' | 'protocol' | 'schedule' | 'catch-up' | 'adopted';
 
 /**

@@ -1,3 +1,4 @@
+import { FINAL_STATES } from '../../shared/protocol';
 import { RUN_DURATION_BUCKETS } from '../metrics/runTotals';
 
 // The metrics' figures of ended runs (by fetcher and outcome: how many, their retries, the last
@@ -7,8 +8,7 @@ import { RUN_DURATION_BUCKETS } from '../metrics/runTotals';
 // too) keeps them right. A time that is not one (a damaged body) is skipped, as Date.parse skips it:
 // it must not hide the last good success. Additive, like SPOOL_RUN_INDEXES: the schema version stays.
 
-const TERMINAL_STATUSES = ['completed', 'failed', 'cancelled', 'skipped'];
-const TERMINAL = `(${TERMINAL_STATUSES.map((s) => `'${s}'`).join(', ')})`;
+const TERMINAL = `(${FINAL_STATES.map((s) => `'${s}'`).join(', ')})`;
 
 /**
  * `status` is an outcome, as comparisons: the triggers' WHEN is evaluated at every write of a run's
@@ -17,7 +17,7 @@ const TERMINAL = `(${TERMINAL_STATUSES.map((s) => `'${s}'`).join(', ')})`;
  * and a few at each other write of its row (a model of the spool's writes: ~90 µs per run's end with
  * the lists, ~35 with these comparisons, ~25 without triggers). The one-off queries keep TERMINAL.
  */
-const isTerminal = (status: string) => `(${TERMINAL_STATUSES.map((s) => `${status} = '${s}'`).join(' OR ')})`;
+const isTerminal = (status: string) => `(${FINAL_STATES.map((s) => `${status} = '${s}'`).join(' OR ')})`;
 
 /** A body's ISO time as integer milliseconds (NULL when absent or not a time), as Date.parse reads it. */
 const msOf = (body: string, field: string) => `CAST(round(unixepoch(json_extract(${body}, '$.${field}'), 'subsec') * 1000) AS INTEGER)`;
