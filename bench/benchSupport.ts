@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as readline from 'node:readline';
+import { removeAtExit } from '../test/support/removeAtExit';
 
 /** Helpers shared by the benchmarks: percentiles, idle sampling of a process, a printed table. */
 
@@ -73,31 +74,6 @@ export async function startAgent(env: NodeJS.ProcessEnv): Promise<ChildProcess> 
   return child;
 }
 
-/** Folders this benchmark made, removed when its process exits (see removeWhenDone). */
-const madeDirs = new Set<string>();
-
-/**
- * Removes a folder the benchmark made (a station, a status folder) once the benchmark's process exits,
- * never between its phases: on ext4 without a journal (this project's VMs) a new file skips every inode
- * of its block group freed in the last one to five minutes, so deleting a phase's thousand files would
- * make the files of the phases after it dearer. The same holds for a benchmark started within minutes
- * of one that removed its folders: the slots benchmark prints what making a file costs at its burst.
- */
-export function removeWhenDone(dir: string): void {
-  if (madeDirs.size === 0)
-    process.once('exit', () => {
-      for (const made of madeDirs) {
-        try {
-          fs.rmSync(made, { recursive: true, force: true });
-        } catch (err) {
-          // The figures are printed already: a folder left behind is said, not thrown from an exit handler.
-          process.stderr.write(`could not remove ${made}: ${(err as Error).message}\n`);
-        }
-      }
-    });
-  madeDirs.add(dir);
-}
-
 /** Stops an agent the benchmark started (SIGTERM) and waits for its exit; its station goes when the benchmark ends. */
 export async function stopAgent(agent: ChildProcess, root: string): Promise<void> {
   if (agent.exitCode === null && agent.signalCode === null) {
@@ -105,7 +81,7 @@ export async function stopAgent(agent: ChildProcess, root: string): Promise<void
     agent.kill('SIGTERM');
     await exited;
   }
-  removeWhenDone(root);
+  removeAtExit(root);
 }
 
 /**

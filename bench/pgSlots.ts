@@ -11,7 +11,8 @@ import type { PoolBackend, PoolGrant } from '../agent/slots/poolBackend';
 import { SlotPool } from '../agent/slots/slotPool';
 import { privatePolicy } from '../agent/station/stationPolicy';
 import { startTestPostgres } from '../test/support/postgres';
-import { percentile, printTable, removeWhenDone } from './benchSupport';
+import { removeAtExit } from '../test/support/removeAtExit';
+import { percentile, printTable } from './benchSupport';
 
 // The postgres slot backend's benchmark: slot acquire and release latency, file backend (flock) against postgres
 // backend (advisory lock held by a lock keeper process), one slot at a time on a free 3-slot pool.
@@ -128,7 +129,7 @@ async function main(): Promise<void> {
     await observer.end().catch(() => {});
     await backend.close();
     await db.stop();
-    removeWhenDone(root);
+    removeAtExit(root);
   }
 }
 

@@ -3,7 +3,8 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { connectAgent } from '../agent/client/agentClient';
-import { benchStationEnv, percentile, printTable, removeWhenDone, sampleIdle, startAgent, stopAgent } from './benchSupport';
+import { removeAtExit } from '../test/support/removeAtExit';
+import { benchStationEnv, percentile, printTable, sampleIdle, startAgent, stopAgent } from './benchSupport';
 import { fileCreationMicros } from './fileCreationMicros';
 import { slotCycles, type SlotCycle } from './slotCycles';
 
@@ -77,7 +78,7 @@ export async function spawnCeiling(wrapped = false): Promise<number> {
     return RUNS / (Number(process.hrtime.bigint() - started) / 1e9);
   } finally {
     // A thousand status files per call: left in the machine's temp folder, they pile up run after run.
-    removeWhenDone(statusDir);
+    removeAtExit(statusDir);
   }
 }
 
@@ -111,7 +112,7 @@ done`;
     ),
   )
     .then(() => RUNS / (Number(process.hrtime.bigint() - started) / 1e9))
-    .finally(() => removeWhenDone(root));
+    .finally(() => removeAtExit(root));
 }
 
 /** CPU milliseconds (user + system) of a process's main thread, or with `all` of all its threads. */

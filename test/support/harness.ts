@@ -5,6 +5,7 @@ import * as path from 'node:path';
 import * as readline from 'node:readline';
 import { loadConfig, type Config } from '../../agent/config/config';
 import { memoryLogger } from './memoryLogger';
+import { removeAtExit } from './removeAtExit';
 import { openCore } from '../../agent/compose/openCore';
 import type { Orchestrator } from '../../agent/orchestrator';
 import type { RunManager } from '../../agent/runs/runManager';
@@ -44,24 +45,10 @@ export interface TestEnv {
   env: NodeJS.ProcessEnv;
 }
 
-/** The stations this test process made: removed when it exits, so a suite leaves nothing in /tmp. */
-const madeRoots = new Set<string>();
-
-function removeMadeRoots(): void {
-  for (const root of madeRoots) {
-    try {
-      fs.rmSync(root, { recursive: true, force: true });
-    } catch {
-      // A process of the test still writing there (a detached agent): what is left is private (0700).
-    }
-  }
-}
-
 /** A private station: its own HOME, lock dir, data dir and catalog, in a temp dir (removed when the test process exits). */
 export function makeTestEnv(fetchers: FetcherSpec[] | null, extra: Record<string, string> = {}, shared?: { lockDir?: string }): TestEnv {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'qt-'));
-  if (madeRoots.size === 0) process.once('exit', removeMadeRoots);
-  madeRoots.add(root);
+  removeAtExit(root);
   const home = path.join(root, 'home');
   const lockDir = shared?.lockDir ?? path.join(root, 'locks');
   const dataDir = path.join(root, 'data');
