@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { spawn } from 'node:child_process';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
@@ -128,3 +129,86 @@ test("an earlier version's run indexes and run-totals triggers are made again at
   assert.doesNotMatch(schemaSql(older, 'run_ended_inserted'), / IN \(/);
   older.close();
 });
+
+/** Each run index and run-totals trigger: `earlier` (whole index, IN list), `current`, or missing. */
+function runSchemaKinds(db: Database.Database): string[] {
+  const sqlOf = (type: string, name: string) =>
+    db.prepare(`SELECT sql FROM sqlite_master WHERE type = ? AND name = ?`).pluck().get(type, name) as string | undefined;
+  return [
+    ...['runs_fetcher_finished', 'runs_figures'].map((name) => {
+      const sql = sqlOf('index', name);
+      return `${name}: ${sql === undefined ? 'missing' : / WHERE /.test(sql) ? 'current' : 'earlier'}`;
+    }),
+    ...['run_ended_inserted', 'run_ended_updated'].map((name) => {
+      const sql = sqlOf('trigger', name);
+      return `${name}: ${sql === undefined ? 'missing' : / IN \(/.test(sql) ? 'earlier' : 'current'}`;
+    }),
+  ];
+}
+
+const OPEN_SPOOL = path.join(__dirname, '..', '..', 'agent', 'telemetry', 'openSpoolDatabase.js');
+
+/**
+ * The agent's own open of the spool in a process of its own, killed with SIGKILL right after the
+ * SQLite statement `killAfter` picks has run: a crash at that point of the open's transaction.
+ */
+function openKilled(file: string, killAfter: string): Promise<NodeJS.Signals | number | null> {
+  const script = `
+    const Database = require(require.resolve('better-sqlite3', { paths: [${JSON.stringify(path.dirname(OPEN_SPOOL))}] }));
+    const exec = Database.prototype.exec;
+    const killAfter = ${killAfter};
+    Database.prototype.exec = function (sql) {
+      const done = exec.call(this, sql);
+      if (killAfter(sql)) process.kill(process.pid, 'SIGKILL');
+      return done;
+    };
+    require(${JSON.stringify(OPEN_SPOOL)}).openAt(${JSON.stringify(file)});
+  `;
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'ignore', 'inherit'] });
+  return new Promise((resolve) => child.once('exit', (code, signal) => resolve(signal ?? code)));
+}
+
+const EARLIER = ['runs_fetcher_finished: earlier', 'runs_figures: earlier', 'run_ended_inserted: earlier', 'run_ended_updated: earlier'];
+const CURRENT = ['runs_fetcher_finished: current', 'runs_figures: current', 'run_ended_inserted: current', 'run_ended_updated: current'];
+
+for (const [when, killAfter] of [
+  ['its last drop', `(sql) => sql === 'DROP TRIGGER run_ended_updated'`],
+  [
+    'making the indexes and triggers again',
+    `(sql) => sql.includes('CREATE INDEX IF NOT EXISTS runs_figures') && !sql.startsWith('BEGIN IMMEDIATE')`,
+  ],
+] as const) {
+  test(`an agent killed in its first open right after ${when} leaves the earlier run schema whole; the next open makes it`, async () => {
+    const t = makeTestEnv(null);
+    const file = path.join(t.root, 'spool.db');
+    earlierSpool(file);
+    const before = new Database(file, { readonly: true });
+    const earlierRows = before.prepare('SELECT run_id, status, body FROM runs ORDER BY run_id').all();
+    const earlierTotals = totals(before);
+    assert.deepEqual(runSchemaKinds(before), EARLIER);
+    before.close();
+
+    assert.equal(await openKilled(file, killAfter), 'SIGKILL', `the open reached ${when} and was killed there`);
+
+    const after = new Database(file);
+    try {
+      assert.equal(after.pragma('integrity_check', { simple: true }), 'ok');
+      assert.deepEqual(runSchemaKinds(after), EARLIER, 'nothing of the schema dropped without being made again');
+      assert.deepEqual(after.prepare('SELECT run_id, status, body FROM runs ORDER BY run_id').all(), earlierRows);
+      assert.deepEqual(totals(after), earlierTotals);
+    } finally {
+      after.close();
+    }
+
+    const spool = new Spool({ path: file, logger: memoryLogger() });
+    try {
+      spool.withDatabase((db) => {
+        assert.deepEqual(runSchemaKinds(db), CURRENT);
+        assert.deepEqual(db.prepare('SELECT run_id, status, body FROM runs ORDER BY run_id').all(), earlierRows);
+        assert.deepEqual(totals(db), earlierTotals, 'the totals kept, not seeded again');
+      });
+    } finally {
+      spool.close();
+    }
+  });
+}
