@@ -54,7 +54,14 @@ function checkOwnPath(file: string): void {
   if (st.isSymbolicLink())
     throw new UnsafeFileError(`${file} is a symbolic link: refused (it could point at a file of ours elsewhere); remove it`);
   checkStat(st, file);
-  if ((st.mode & 0o077) !== 0) fs.chmodSync(file, st.mode & 0o700);
+  if ((st.mode & 0o077) === 0) return;
+  try {
+    fs.chmodSync(file, st.mode & 0o700);
+  } catch (err) {
+    // SQLite removes the -wal and -shm when its last connection to the file closes (another process's,
+    // a CLI's): gone since the lstat, there is nothing left to narrow.
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
 }
 
 function checkStat(st: fs.Stats, file: string): void {
