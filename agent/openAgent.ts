@@ -15,7 +15,15 @@ import { Schedule } from './schedule/schedule';
 import type { ScheduleTarget } from './schedule/scheduleTarget';
 import { StateHub, type SnapshotParts } from './state/stateHub';
 import { Flusher } from './telemetry/flusher';
-import { SERIAL_POOL, type DiskStatus, type OperatorEvent, type RunInfo, type ScheduleStatus, type SpoolStatus } from '../shared/protocol';
+import {
+  FINAL_STATES,
+  SERIAL_POOL,
+  type DiskStatus,
+  type OperatorEvent,
+  type RunInfo,
+  type ScheduleStatus,
+  type SpoolStatus,
+} from '../shared/protocol';
 import { cliVersion } from './cliVersion';
 import { EventHook } from './events/eventHook';
 import { EventRing } from './events/eventRing';
@@ -231,7 +239,7 @@ class LastSuccessMemo {
   }
 }
 
-const TERMINAL = new Set<RunInfo['status']>(['completed', 'failed', 'cancelled', 'skipped']);
+const TERMINAL = new Set<RunInfo['status']>(FINAL_STATES);
 /** Events `quantilica events` lists without --limit. */
 const DEFAULT_EVENTS = 100;
 

@@ -19,7 +19,9 @@ export const SERIAL_POOL = 'serial';
  */
 export const FETCHER_NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 
-export type RunStatus = 'waiting' | 'running' | 'completed' | 'failed' | 'cancelled' | 'skipped';
+/** Every status a run can be in; the type is read from the list so the two cannot drift apart. */
+export const RUN_STATUSES = ['waiting', 'running', 'completed', 'failed', 'cancelled', 'skipped'] as const;
+export type RunStatus = (typeof RUN_STATUSES)[number];
 
 /** The statuses a run ends in: no move leaves them. */
 export const FINAL_STATES: readonly RunStatus[] = ['completed', 'failed', 'cancelled', 'skipped'];

@@ -89,4 +89,5 @@ if (only.length === 0) {
 }
 if (notOk.length > 0) console.log(`\nfailed in the node tier (the file, then the test):\n${notOk.join('\n')}`);
 console.log(`\ntotal: ${passed} passed, ${failed} failed`);
+fs.rmSync(path.dirname(tap), { recursive: true, force: true });
 process.exit(status !== 0 ? status : failed > 0 ? 1 : 0);

@@ -4,9 +4,8 @@ import { demoCatalog } from '../catalog/demoCatalog';
 import { loadConfig } from '../config/config';
 import { ClientError } from '../errors';
 import { ExitCode } from '../exitCodes';
+import { RUN_STATUSES } from '../../shared/protocol';
 import { openRemoteLink } from './openLink';
-
-const RUN_STATUSES = ['waiting', 'running', 'completed', 'failed', 'cancelled', 'skipped'];
 
 /**
  * Where the candidates for a value come from, by the option's or argument's name; a key with the
@@ -14,7 +13,7 @@ const RUN_STATUSES = ['waiting', 'running', 'completed', 'failed', 'cancelled', 
  * source (`--limit`, a fetcher's own arguments) gets none, and the shell falls back to file names.
  */
 const VALUE_SOURCES: Record<string, () => Promise<string[]> | string[]> = {
-  '--status': () => RUN_STATUSES,
+  '--status': () => [...RUN_STATUSES],
   'telemetry emit --status': () => ['completed', 'failed', 'cancelled'],
   '--fetcher': () => fetcherNames(),
   '--task': () => fetcherNames(),

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Command } from 'commander';
-import type { LogChunk, RunInfo } from '../../shared/protocol';
+import { FINAL_STATES, type LogChunk, type RunInfo } from '../../shared/protocol';
 import { connectAgent, type AgentClient } from '../client/agentClient';
 import { loadConfig, type Config } from '../config/config';
 import { ClientError } from '../errors';
@@ -14,7 +14,7 @@ import { MAX_CHUNK_BYTES, readLogBytes } from '../server/logFollow';
 import { readProcInfo } from '../../shared/node/procInfo';
 
 const RUN_ID = /^[0-9a-z]{6,12}-[0-9a-f]{8}$/;
-const ENDED = new Set<RunInfo['status']>(['completed', 'failed', 'cancelled', 'skipped']);
+const ENDED = new Set<RunInfo['status']>(FINAL_STATES);
 const POLL_MS = 250;
 /** How far back `--lines` looks for line starts; a log line longer than this is cut. */
 const TAIL_WINDOW = 1024 * 1024;

@@ -1,10 +1,10 @@
-import type { RunInfo } from '../../shared/protocol';
+import { FINAL_STATES, type RunInfo } from '../../shared/protocol';
 import type { Logger } from '../log/logger';
 import type { StateHub } from '../state/stateHub';
 import { waitText } from './format';
 import { humanDuration } from './timeText';
 
-const ENDED = new Set(['completed', 'failed', 'cancelled', 'skipped']);
+const ENDED = new Set(FINAL_STATES);
 /** Runs remembered to tell a new state from a repeated one; the oldest are forgotten past this. */
 const REMEMBERED = 2000;
 

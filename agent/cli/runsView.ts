@@ -1,10 +1,8 @@
-import type { RunInfo, RunStatus } from '../../shared/protocol';
+import { RUN_STATUSES, type RunInfo, type RunStatus } from '../../shared/protocol';
 import { ClientError } from '../errors';
 import { ExitCode } from '../exitCodes';
 import { reasonCell, runMemory, withPolicy } from './format';
 import { humanDuration, moment } from './timeText';
-
-const STATUSES: readonly RunStatus[] = ['waiting', 'running', 'completed', 'failed', 'cancelled', 'skipped'];
 
 export interface RunsFilter {
   fetcher?: string;
@@ -14,8 +12,8 @@ export interface RunsFilter {
 
 /** `--status`: one of the run states. */
 export function parseStatus(value: string): RunStatus {
-  if (!(STATUSES as readonly string[]).includes(value))
-    throw new ClientError(0, ExitCode.usage, `--status ${value}: allowed: ${STATUSES.join(', ')}`);
+  if (!(RUN_STATUSES as readonly string[]).includes(value))
+    throw new ClientError(0, ExitCode.usage, `--status ${value}: allowed: ${RUN_STATUSES.join(', ')}`);
   return value as RunStatus;
 }
 

@@ -1,4 +1,12 @@
-import type { Change, DiskGateState, OperatorEvent, OperatorEventName, RunInfo, ScheduleStatus } from '../../shared/protocol';
+import {
+  FINAL_STATES,
+  type Change,
+  type DiskGateState,
+  type OperatorEvent,
+  type OperatorEventName,
+  type RunInfo,
+  type ScheduleStatus,
+} from '../../shared/protocol';
 
 /** What the derivation remembers of a run between two of its changes. */
 interface RunMark {
@@ -15,7 +23,7 @@ export interface OperatorEventsOptions {
   now?: () => Date;
 }
 
-const TERMINAL = new Set<RunInfo['status']>(['completed', 'failed', 'cancelled', 'skipped']);
+const TERMINAL = new Set<RunInfo['status']>(FINAL_STATES);
 /** Finished runs remembered so a republished end is not a second event; old ones are forgotten in order. */
 const MAX_FINISHED_MARKS = 2048;
 

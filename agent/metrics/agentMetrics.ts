@@ -1,15 +1,16 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { KeptExposition } from './keptExposition';
 import { RUN_DURATION_BUCKETS, type RunTotals } from './runTotals';
-import type {
-  DiskGateState,
-  DiskStatus,
-  GithubBudget,
-  GithubSyncInfo,
-  PoolState,
-  RunInfo,
-  ScheduleStatus,
-  SpoolStatus,
+import {
+  FINAL_STATES,
+  type DiskGateState,
+  type DiskStatus,
+  type GithubBudget,
+  type GithubSyncInfo,
+  type PoolState,
+  type RunInfo,
+  type ScheduleStatus,
+  type SpoolStatus,
 } from '../../shared/protocol';
 
 /**
@@ -45,7 +46,7 @@ const GITHUB_BUDGETS: readonly GithubBudget[] = ['core', 'graphql'];
 /** Syncs whose counters are remembered, so that the next figures of each add only what moved. */
 const MAX_SYNCS = 64;
 
-const TERMINAL = new Set<RunInfo['status']>(['completed', 'failed', 'cancelled', 'skipped']);
+const TERMINAL = new Set<RunInfo['status']>(FINAL_STATES);
 const GATE_STATES: readonly DiskGateState[] = ['ok', 'warn', 'paused', 'unknown'];
 /** Finished runs remembered so a republished end is not counted twice. */
 const MAX_COUNTED = 4096;

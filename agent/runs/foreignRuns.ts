@@ -1,4 +1,4 @@
-import { ErrorCodes, type RunInfo } from '../../shared/protocol';
+import { ErrorCodes, FINAL_STATES, type RunInfo } from '../../shared/protocol';
 import { ownerOf, signalOwner } from './runOwner';
 import { ClientError, UnknownRunError } from '../errors';
 import { ExitCode } from '../exitCodes';
@@ -6,7 +6,7 @@ import { readProcInfo } from '../../shared/node/procInfo';
 import type { RunManager } from './runManager';
 import { toRunInfo, type RunStore, type StoredRun } from './runStore';
 
-const TERMINAL = new Set(['completed', 'failed', 'cancelled', 'skipped']);
+const TERMINAL = new Set(FINAL_STATES);
 const POLL_MS = 250;
 
 export interface ForeignRunsDeps {

@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import type { CancellationToken } from 'vscode-jsonrpc';
-import type { LogChunk, ReadLog, RunInfo } from '../../shared/protocol';
+import { FINAL_STATES, type LogChunk, type ReadLog, type RunInfo } from '../../shared/protocol';
 import { InvalidArgumentError, UnknownRunError } from '../errors';
 import type { AgentControl } from './agentControl';
 
@@ -13,7 +13,7 @@ export const MAX_WAIT_MS = 20_000;
  * answer per interval once it has caught up.
  */
 const POLL_MS = 250;
-const ENDED = new Set<RunInfo['status']>(['completed', 'failed', 'cancelled', 'skipped']);
+const ENDED = new Set<RunInfo['status']>(FINAL_STATES);
 
 /**
  * Reads up to `maxBytes` of `file` from `offset` (opened without following a symlink, checked to be a

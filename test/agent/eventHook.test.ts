@@ -11,6 +11,7 @@ import { EventHook } from '../../agent/events/eventHook';
 import { ConfigError } from '../../agent/config/configError';
 import { groupExists } from '../support/harness';
 import { memoryLogger } from '../support/memoryLogger';
+import { removeAtExit } from '../support/removeAtExit';
 import { waitFor } from '../support/waitFor';
 
 const event = (over: Partial<OperatorEvent> = {}): OperatorEvent => ({
@@ -28,6 +29,7 @@ const event = (over: Partial<OperatorEvent> = {}): OperatorEvent => ({
 
 function hookScript(body: string) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qt-hook-'));
+  removeAtExit(dir);
   const out = path.join(dir, 'out');
   fs.mkdirSync(out);
   const program = path.join(dir, 'hook.sh');

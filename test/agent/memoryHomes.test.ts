@@ -7,11 +7,13 @@ import { defaultCgroupName } from '../../agent/memory/defaultCgroupName';
 import { MemoryCeilings } from '../../agent/memory/memoryCeilings';
 import { memoryCgroup, removeCgroupTree } from '../support/cgroups';
 import { memoryLogger } from '../support/memoryLogger';
+import { removeAtExit } from '../support/removeAtExit';
 
 // Two homes of one account (a station and a test suite, two agents) each have their own cgroup tree:
 // an agent removes the leftover run cgroups of its own home only. Real cgroups: CI runs as root on a
 // machine whose v1 memory controller we may write.
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'qt-homes-'));
+removeAtExit(root);
 const homeA = path.join(root, 'station', '.quantilica');
 const homeB = path.join(root, 'suite', '.quantilica');
 for (const home of [homeA, homeB]) fs.mkdirSync(home, { recursive: true });

@@ -11,6 +11,7 @@ import type { RunSpawner } from '../../agent/runs/runPorts';
 import { distFile } from '../../agent/paths';
 import { readProcInfo } from '../../shared/node/procInfo';
 import { memoryLogger } from '../support/memoryLogger';
+import { removeAtExit } from '../support/removeAtExit';
 import { tryLockSlot } from '../support/tryLockSlot';
 import { OUT_FIXTURES } from '../support/harness';
 import { waitFor } from '../support/waitFor';
@@ -22,6 +23,7 @@ const BINARY = distFile('quantilica-spawner');
 
 function runFiles(): { dir: string; logFd: number; lockFd: number; lockPath: string; statusFile: string; logPath: string } {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qt-native-'));
+  removeAtExit(dir);
   const logPath = path.join(dir, 'run.log');
   const lockPath = path.join(dir, 'slot_0.lock');
   fs.writeFileSync(lockPath, '', { mode: 0o600 });

@@ -14,12 +14,14 @@ import type { ScheduleTarget } from '../../agent/schedule/scheduleTarget';
 import { Spool } from '../../agent/telemetry/spool';
 import { ManualClock } from '../support/manualClock';
 import { memoryLogger } from '../support/memoryLogger';
+import { removeAtExit } from '../support/removeAtExit';
 import { storedRun } from '../support/storedRun';
 
 const at = (hhmm: string) => new Date(`2026-03-02T${hhmm}:00.000Z`);
 
 function station() {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'qt-late-'));
+  removeAtExit(root);
   const logger = memoryLogger();
   const spool = new Spool({ path: path.join(root, 'spool.db'), logger, fallbackPath: path.join(root, 'fallback.db') });
   const store = new RunStore(spool, null, logger);

@@ -6,10 +6,12 @@ import * as assert from 'node:assert/strict';
 import { ThreadSpawner } from '../../agent/runs/threadSpawner';
 import { distFile } from '../../agent/paths';
 import { readProcInfo } from '../../shared/node/procInfo';
+import { removeAtExit } from '../support/removeAtExit';
 
 /** A run's files in a private folder: the log, the slot file (fd 3 of the run) and the status file. */
 function runFiles(): { dir: string; logFd: number; lockFd: number; lockPath: string; statusFile: string; logPath: string } {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qt-spawn-'));
+  removeAtExit(dir);
   const logPath = path.join(dir, 'run.log');
   const lockPath = path.join(dir, 'slot_0.lock');
   return {

@@ -8,6 +8,7 @@ import { startDiskSampler } from '../../agent/history/diskSampler';
 import { HISTORY_RETENTION_MS, HistoryStore } from '../../agent/history/historyStore';
 import { readLogBytes } from '../../agent/server/logFollow';
 import { ManualClock } from '../support/manualClock';
+import { removeAtExit } from '../support/removeAtExit';
 
 function disk(freeGb: number): DiskStatus {
   return {
@@ -26,6 +27,7 @@ function disk(freeGb: number): DiskStatus {
 
 test('disk samples stay within their retention over 3 simulated days (a sample every poll)', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qt-history-'));
+  removeAtExit(dir);
   const clock = new ManualClock(new Date('2026-11-01T00:00:00Z'));
   const store = new HistoryStore(path.join(dir, 'history.db'), clock);
   let free = 50;
@@ -56,6 +58,7 @@ test('disk samples stay within their retention over 3 simulated days (a sample e
 
 test('a very short poll is bounded by the row cap', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qt-history-'));
+  removeAtExit(dir);
   const clock = new ManualClock(new Date('2026-11-01T00:00:00Z'));
   const store = new HistoryStore(path.join(dir, 'history.db'), clock, HISTORY_RETENTION_MS, 500);
   const stop = startDiskSampler(store, () => disk(20), 0.2, clock);
@@ -67,6 +70,7 @@ test('a very short poll is bounded by the row cap', () => {
 
 test('log reads are capped and never split a UTF-8 character', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qt-logread-'));
+  removeAtExit(dir);
   const file = path.join(dir, 'run.log');
   fs.writeFileSync(file, 'aé€😀'.repeat(1000), { mode: 0o600 });
   let offset = 0;
