@@ -12,7 +12,7 @@ import type { StoredRun } from './runStore';
 /** A slot taken for a run: the flock'd descriptor to hand over as fd 3, and its owner record. */
 export interface HeldSlot {
   index: number;
-  lock: { readonly fd: number; writeRecord(record: OwnerRecord): void; closeOwnCopy(): void };
+  lock: { readonly fd: number; writeRecord(record: OwnerRecord, holderEnded?: Promise<boolean>): void; closeOwnCopy(): void };
 }
 
 /** One pool as the run manager uses it (SlotPool). */

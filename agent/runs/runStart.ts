@@ -263,14 +263,22 @@ export class RunStart {
     // The process exists from here on: it is recorded, watched and, if a cancel came meanwhile, stopped.
     note(run, 'spawned', { pid: proc.pid });
     try {
-      grant.lock.writeRecord({
-        pid: proc.pid,
-        startTime: proc.startTime,
-        fetcher: run.fetcher,
-        runId: run.runId,
-        since: deps.clock.now().toISOString(),
-        agentPid: deps.self.pid,
-      });
+      // The pool learns the holder's end from its exit, not from /proc at every grant (HeldSlots.prune).
+      const holderEnded = proc.exited.then(
+        (exit) => exit !== null,
+        () => false,
+      );
+      grant.lock.writeRecord(
+        {
+          pid: proc.pid,
+          startTime: proc.startTime,
+          fetcher: run.fetcher,
+          runId: run.runId,
+          since: deps.clock.now().toISOString(),
+          agentPid: deps.self.pid,
+        },
+        holderEnded,
+      );
     } finally {
       grant.lock.closeOwnCopy();
     }

@@ -15,6 +15,12 @@ export interface HeldSlot {
   ino: number;
   /** The agent's own lock on a re-created file, kept until the run ends. */
   relockFd: number | null;
+  /**
+   * Whether the record's process has ended, where the agent is told (a process it spawned): false
+   * until then, true after. null: nothing tells it (a run of an earlier agent, the agent itself), so
+   * only the process's /proc entry says.
+   */
+  holderEnded: boolean | null;
 }
 
 /**
@@ -33,9 +39,16 @@ export class HeldSlots {
     private readonly logger: Logger,
   ) {}
 
-  track(index: number, name: string, record: OwnerRecord, dev: number, ino: number): void {
+  /** `holderEnded` resolves true once the record's process has ended and been reaped (see HeldSlot.holderEnded). */
+  track(index: number, name: string, record: OwnerRecord, dev: number, ino: number, holderEnded?: Promise<boolean>): void {
     this.drop(index);
-    this.held.set(index, { index, name, record, dev, ino, relockFd: null });
+    const slot: HeldSlot = { index, name, record, dev, ino, relockFd: null, holderEnded: holderEnded ? false : null };
+    this.held.set(index, slot);
+    // false (the end could not be learned) or a failure tells nothing: the holder is then looked up in /proc.
+    holderEnded?.then(
+      (ended) => (slot.holderEnded = ended ? true : null),
+      () => (slot.holderEnded = null),
+    );
   }
 
   has(index: number): boolean {
@@ -55,11 +68,18 @@ export class HeldSlots {
     this.drop(index);
   }
 
-  /** Forgets the slots whose run has ended (its wrapper is gone), releasing any re-lock; returns them. */
-  prune(): HeldSlot[] {
+  /**
+   * Forgets the slots whose run has ended (its wrapper is gone), releasing any re-lock; returns them.
+   * `told`: a slot whose holder the agent is told about is decided by that alone, without reading
+   * /proc: a pool's every grant prunes, and reading each holder's /proc entry there was a few system
+   * calls per held slot per run. Without it (the guard's round, once a second) every holder is looked
+   * up, so a holder whose end was never told is still found.
+   */
+  prune(told = false): HeldSlot[] {
     const ended: HeldSlot[] = [];
     for (const slot of this.held.values()) {
-      const info = readProcInfo(slot.record.pid);
+      if (told && slot.holderEnded === false) continue;
+      const info = told && slot.holderEnded === true ? null : readProcInfo(slot.record.pid);
       if (!info || info.state === 'Z' || info.startTime !== slot.record.startTime) {
         ended.push(slot);
         this.drop(slot.index);

@@ -9,7 +9,7 @@ import type { KernelLocks } from '../flock/procLocks';
  */
 export interface PoolGrant {
   index: number;
-  lock: { readonly fd: number; writeRecord(record: OwnerRecord): void; closeOwnCopy(): void };
+  lock: { readonly fd: number; writeRecord(record: OwnerRecord, holderEnded?: Promise<boolean>): void; closeOwnCopy(): void };
 }
 
 /**

@@ -16,13 +16,17 @@ export class SlotLock {
     readonly fd: number,
     readonly dev: number,
     readonly ino: number,
-    private readonly onRecord: (record: OwnerRecord, lock: SlotLock) => void = () => {},
+    private readonly onRecord: (record: OwnerRecord, lock: SlotLock, holderEnded?: Promise<boolean>) => void = () => {},
   ) {}
 
-  /** Replaces the file's content with the owner record, while the lock is held. */
-  writeRecord(record: OwnerRecord): void {
+  /**
+   * Replaces the file's content with the owner record, while the lock is held. `holderEnded`, where
+   * this agent watches the record's process (its spawn): resolves true once it has ended and been
+   * reaped, false if that cannot be learned.
+   */
+  writeRecord(record: OwnerRecord, holderEnded?: Promise<boolean>): void {
     writeRecordTo(this.fd, record);
-    this.onRecord(record, this);
+    this.onRecord(record, this, holderEnded);
   }
 
   get isClosed(): boolean {
@@ -55,7 +59,11 @@ export function writeRecordTo(fd: number, record: OwnerRecord): void {
  * runbook's `rm -f slot_N.lock`), the lock we got is on an orphaned inode that nobody else will ever
  * see, so it is dropped and the try repeated on the current file. An unsafe file throws.
  */
-export function tryLockIn(dir: VerifiedDir, name: string, onRecord?: (record: OwnerRecord, lock: SlotLock) => void): SlotLock | null {
+export function tryLockIn(
+  dir: VerifiedDir,
+  name: string,
+  onRecord?: (record: OwnerRecord, lock: SlotLock, holderEnded?: Promise<boolean>) => void,
+): SlotLock | null {
   for (let attempt = 0; attempt < 5; attempt++) {
     // O_RDWR (not append) so the record can be rewritten in place.
     const opened = dir.openFile(name, { create: true, write: true });

@@ -186,7 +186,7 @@ export class SlotPool {
     let served = 0;
     // Once per pump, not per try: a grant only adds to `granted`, so the tries after it would read the
     // same holders' /proc entries again.
-    this.pruneHeld();
+    this.pruneHeld(true);
     while (this.waiters.length > 0) {
       let grant: SlotGrant | null;
       try {
@@ -285,7 +285,7 @@ export class SlotPool {
         }
         const name = this.fileName(index);
         this.seenFree.delete(index);
-        const lock = tryLockIn(dir, name, (record, l) => this.onHeld(index, name, record, l));
+        const lock = tryLockIn(dir, name, (record, l, holderEnded) => this.onHeld(index, name, record, l, holderEnded));
         if (!lock) {
           busy.push(index);
           continue;
@@ -331,9 +331,15 @@ export class SlotPool {
     }
   }
 
-  private onHeld(index: number, name: string, record: OwnerRecord, file: { dev: number; ino: number }): void {
+  private onHeld(
+    index: number,
+    name: string,
+    record: OwnerRecord,
+    file: { dev: number; ino: number },
+    holderEnded?: Promise<boolean>,
+  ): void {
     this.granted.delete(index);
-    this.held.track(index, name, record, file.dev, file.ino);
+    this.held.track(index, name, record, file.dev, file.ino, holderEnded);
     if (this.guardTimer) return;
     this.guardTimer = setInterval(() => this.guard(), this.opts.guardMs ?? LOCK_FILE_GUARD_MS);
     this.guardTimer.unref();
@@ -427,7 +433,7 @@ export class SlotPool {
     try {
       dir = this.openDir();
       this.adoptProvenHolders(dir);
-      this.pruneHeld();
+      this.pruneHeld(true);
       if (this.held.needsHeal(dir)) this.held.heal(dir);
     } catch (err) {
       this.logOnce(`state:${(err as Error).message}`, { err, pool: this.name }, 'cannot read the pool folder');
@@ -445,9 +451,10 @@ export class SlotPool {
     }
   }
 
-  private pruneHeld(): void {
+  /** `told`: see HeldSlots.prune. The guard's round looks every holder up. */
+  private pruneHeld(told = false): void {
     const at = performance.now();
-    for (const slot of this.held.prune()) this.seenFree.set(slot.index, { dev: slot.dev, ino: slot.ino, at });
+    for (const slot of this.held.prune(told)) this.seenFree.set(slot.index, { dev: slot.dev, ino: slot.ino, at });
   }
 
   /**
