@@ -8,11 +8,13 @@ import * as path from 'node:path';
 import { RunStore, toRunRow } from '../../agent/runs/runStore';
 import { Spool } from '../../agent/telemetry/spool';
 import { memoryLogger } from '../support/memoryLogger';
+import { removeAtExit } from '../support/removeAtExit';
 import { storedRun } from '../support/storedRun';
 
 test('a run read while its moves wait for the commit is its newest move; once written, the row, also after the spool reopens', async (t) => {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'qt-get-'));
-  t.after(() => fs.rmSync(root, { recursive: true, force: true }));
+  // At exit, not in an after hook: the hooks run in order, and the reopened spool's close comes later.
+  removeAtExit(root);
   const file = path.join(root, 'spool.db');
   const open = () => new Spool({ path: file, logger: memoryLogger(), fallbackPath: path.join(root, 'fallback.db') });
 
