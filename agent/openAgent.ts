@@ -16,7 +16,7 @@ import type { ScheduleTarget } from './schedule/scheduleTarget';
 import { StateHub, type SnapshotParts } from './state/stateHub';
 import { Flusher } from './telemetry/flusher';
 import {
-  FINAL_STATES,
+  isFinalStatus,
   SERIAL_POOL,
   type DiskStatus,
   type OperatorEvent,
@@ -150,10 +150,10 @@ function build(
     },
     (run) => {
       metrics.observe(run);
-      if (TERMINAL.has(run.status)) successes.forget(run.fetcher);
+      if (isFinalStatus(run.status)) successes.forget(run.fetcher);
       // A run's end can clear (or, failing past a deadline, keep) its entry's lateness: the schedule
       // re-reads it on the next turn, outside the hub's delivery of this change.
-      if (TERMINAL.has(run.status)) setImmediate(() => schedule.refresh());
+      if (isFinalStatus(run.status)) setImmediate(() => schedule.refresh());
     },
     (status) => metrics.observeSchedule(status),
   );
@@ -239,7 +239,6 @@ class LastSuccessMemo {
   }
 }
 
-const TERMINAL = new Set<RunInfo['status']>(FINAL_STATES);
 /** Events `quantilica events` lists without --limit. */
 const DEFAULT_EVENTS = 100;
 

@@ -1,6 +1,6 @@
 import * as vscode from 'vscode';
 import type { LanguageClient } from 'vscode-languageclient/node';
-import { CancelRun, FlushTelemetry, RunFetcher, type FlushProgress, type RunInfo } from '../shared/protocol';
+import { CancelRun, FlushTelemetry, isFinalStatus, RunFetcher, type FlushProgress, type RunInfo } from '../shared/protocol';
 import type { AgentLauncher } from './agentLauncher';
 import { AgentDownError, type AgentSession } from './agentSession';
 import { describeWait } from './describe';
@@ -75,7 +75,7 @@ export function registerCommands(
     const known = new Map((runsHistory?.() ?? []).map((r) => [r.runId, r]));
     for (const r of session.snapshot?.runs ?? []) known.set(r.runId, r);
     const runs = [...known.values()]
-      .filter((r) => !activeOnly || r.status === 'waiting' || r.status === 'running')
+      .filter((r) => !activeOnly || !isFinalStatus(r.status))
       .sort((a, b) => (b.startedAt ?? b.enqueuedAt).localeCompare(a.startedAt ?? a.enqueuedAt));
     const pick = await notices.pick(
       placeHolder,

@@ -25,6 +25,12 @@ export type RunStatus = (typeof RUN_STATUSES)[number];
 
 /** The statuses a run ends in: no move leaves them. */
 export const FINAL_STATES: readonly RunStatus[] = ['completed', 'failed', 'cancelled', 'skipped'];
+const FINAL = new Set<RunStatus>(FINAL_STATES);
+
+/** Whether a run in this status has ended; the others (`waiting`, `running`) are live. */
+export function isFinalStatus(status: RunStatus): boolean {
+  return FINAL.has(status);
+}
 export type RunTrigger = 'cli' | 'protocol' | 'schedule' | 'catch-up' | 'adopted';
 
 /**

@@ -1,11 +1,9 @@
 // The client side of "versioned snapshot + ordered changes": the CLI's client and the extension both
 // keep their copy of the agent's state with this, so neither can drift from the other.
-import type { ChangedParams, RunInfo, Snapshot } from './protocol';
+import { isFinalStatus, type ChangedParams, type Snapshot } from './protocol';
 
 /** Finished runs a client keeps; the active ones are always kept. */
 export const MAX_FINISHED_RUNS = 100;
-
-const ACTIVE = new Set<RunInfo['status']>(['waiting', 'running']);
 
 /** The snapshot after one change: a pure function, the input is left untouched. */
 export function applyChange(snapshot: Snapshot, params: ChangedParams): Snapshot {
@@ -17,10 +15,10 @@ export function applyChange(snapshot: Snapshot, params: ChangedParams): Snapshot
       // (a burst's queue makes the runs thousands, and each run several changes): the changed run
       // first, its older copy out, the finished runs past the cap out.
       const runs = [change.run];
-      let finished = ACTIVE.has(change.run.status) ? 0 : 1;
+      let finished = isFinalStatus(change.run.status) ? 1 : 0;
       for (const r of snapshot.runs) {
         if (r.runId === change.run.runId) continue;
-        if (!ACTIVE.has(r.status) && ++finished > MAX_FINISHED_RUNS) continue;
+        if (isFinalStatus(r.status) && ++finished > MAX_FINISHED_RUNS) continue;
         runs.push(r);
       }
       next.runs = runs;

@@ -1,5 +1,5 @@
 import { reasonWords } from '../../shared/humanWords';
-import type { PoolState, RunInfo, Snapshot } from '../../shared/protocol';
+import { isFinalStatus, type PoolState, type RunInfo, type Snapshot } from '../../shared/protocol';
 import { oomWarning } from '../memory/oomWarning';
 import { runPolicyText } from './runPolicyText';
 import { moment } from './timeText';
@@ -91,11 +91,11 @@ export function formatStatus(s: Snapshot, remote: boolean): string {
     );
   }
   out.push(formatSlots(s.pools).trimEnd());
-  const active = s.runs.filter((r) => r.status === 'waiting' || r.status === 'running');
+  const active = s.runs.filter((r) => !isFinalStatus(r.status));
   out.push(`active runs: ${active.length}`);
   if (active.length > 0) out.push(formatRuns(active).trimEnd());
   // An OOM kill inside a run that exited 0 is seen here too, not only in `runs`.
-  for (const r of s.runs.filter((x) => x.oomKills && x.status !== 'waiting' && x.status !== 'running').slice(0, 5)) {
+  for (const r of s.runs.filter((x) => x.oomKills && isFinalStatus(x.status)).slice(0, 5)) {
     out.push(
       `memory: ${oomWarning(r.oomKills!)}: run ${r.runId} (${r.fetcher}) ended ${r.status}${r.exitCode === null ? '' : ` ${r.exitCode}`} at ${r.finishedAt ?? '?'}`,
     );

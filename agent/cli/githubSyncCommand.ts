@@ -1,4 +1,4 @@
-import type { CatalogEntryInfo, RunInfo } from '../../shared/protocol';
+import { isFinalStatus, type CatalogEntryInfo, type RunInfo } from '../../shared/protocol';
 import { checkSettingPaths, secureHome } from '../station/checkSettingPaths';
 import { startDetachedOwner } from './detachedRun';
 import { openLink, openRemoteLink } from './openLink';
@@ -47,7 +47,7 @@ export async function githubSyncCommand(opts: GithubSyncOptions): Promise<number
     // The first line says where the repositories are read from (the demo's simulator or a configured API).
     const api = entry.demo && !githubApiConfigured() ? "the demo's built-in GitHub simulator" : githubClientConfigFromEnv().baseUrl;
     process.stderr.write(`github sync: entry ${entry.name} against ${api}\n`);
-    const active = runs.find((r) => r.fetcher === entry.name && (r.status === 'waiting' || r.status === 'running'));
+    const active = runs.find((r) => r.fetcher === entry.name && !isFinalStatus(r.status));
     if (active !== undefined && (opts.repos !== null || opts.full === true)) {
       process.stderr.write(
         `github sync: run ${active.runId} of ${entry.name} is already ${describe(active)}; ${opts.full === true ? '--full' : '--repos'} applies to a new sync once it ends\n`,

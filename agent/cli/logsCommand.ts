@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Command } from 'commander';
-import { FINAL_STATES, type LogChunk, type RunInfo } from '../../shared/protocol';
+import { isFinalStatus, type LogChunk, type RunInfo } from '../../shared/protocol';
 import { connectAgent, type AgentClient } from '../client/agentClient';
 import { loadConfig, type Config } from '../config/config';
 import { ClientError } from '../errors';
@@ -14,7 +14,6 @@ import { MAX_CHUNK_BYTES, readLogBytes } from '../server/logFollow';
 import { readProcInfo } from '../../shared/node/procInfo';
 
 const RUN_ID = /^[0-9a-z]{6,12}-[0-9a-f]{8}$/;
-const ENDED = new Set<RunInfo['status']>(FINAL_STATES);
 const POLL_MS = 250;
 /** How far back `--lines` looks for line starts; a log line longer than this is cut. */
 const TAIL_WINDOW = 1024 * 1024;
@@ -150,7 +149,7 @@ function localSource(config: Config): LogSource {
       const deadline = Date.now() + waitMs;
       for (;;) {
         const run = find(runId);
-        const ended = ENDED.has(run.status);
+        const ended = isFinalStatus(run.status);
         const base = { runId, fetcher: run.fetcher, status: run.status };
         const read =
           run.logPath && fs.existsSync(run.logPath)

@@ -1,10 +1,9 @@
-import { FINAL_STATES, type RunInfo } from '../../shared/protocol';
+import { isFinalStatus, type RunInfo } from '../../shared/protocol';
 import type { Logger } from '../log/logger';
 import type { StateHub } from '../state/stateHub';
 import { waitText } from './format';
 import { humanDuration } from './timeText';
 
-const ENDED = new Set(FINAL_STATES);
 /** Runs remembered to tell a new state from a repeated one; the oldest are forgotten past this. */
 const REMEMBERED = 2000;
 
@@ -45,7 +44,7 @@ export function runLine(run: RunInfo, now = Date.now()): string {
   if (run.status === 'running' && run.reason === null) {
     return `${head} started in ${run.pool}${run.slot === null ? '' : ` slot ${run.slot}`} (${run.trigger})${attempt}`;
   }
-  if (ENDED.has(run.status)) {
+  if (isFinalStatus(run.status)) {
     const exit = run.exitCode !== null ? `, exit ${run.exitCode}` : run.signal ? `, ${run.signal}` : '';
     const took = run.startedAt
       ? `, after ${humanDuration((run.finishedAt ? Date.parse(run.finishedAt) : now) - Date.parse(run.startedAt))}`

@@ -1,5 +1,5 @@
 import * as path from 'node:path';
-import { SERIAL_POOL, type RunInfo, type ScheduleStatus } from '../../shared/protocol';
+import { isFinalStatus, SERIAL_POOL, type RunInfo, type ScheduleStatus } from '../../shared/protocol';
 import { Catalog } from '../catalog/catalog';
 import { demoCatalog } from '../catalog/demoCatalog';
 import type { Config } from '../config/config';
@@ -124,7 +124,7 @@ export function composeCore(config: Config, logger: Logger, inputs: CoreInputs):
     onSync: (sync) => hub.publish({ kind: 'sync', sync }),
     runEnded: (runId) => {
       const run = store.get(runId);
-      return run !== null && run.status !== 'waiting' && run.status !== 'running';
+      return run !== null && isFinalStatus(run.status);
     },
   });
   // A pool's waiting count moves when a run enters or leaves the queue, not on position updates.
@@ -171,7 +171,7 @@ export function composeCore(config: Config, logger: Logger, inputs: CoreInputs):
       hub.publish({ kind: 'run', run });
       if (lastStatus.get(run.runId) !== run.status) {
         lastStatus.set(run.runId, run.status);
-        if (run.status !== 'waiting' && run.status !== 'running') {
+        if (isFinalStatus(run.status)) {
           lastStatus.delete(run.runId);
           heap?.runEnded();
         } else heap?.busy();

@@ -1,5 +1,5 @@
 import {
-  FINAL_STATES,
+  isFinalStatus,
   type Change,
   type DiskGateState,
   type OperatorEvent,
@@ -23,7 +23,6 @@ export interface OperatorEventsOptions {
   now?: () => Date;
 }
 
-const TERMINAL = new Set<RunInfo['status']>(FINAL_STATES);
 /** Finished runs remembered so a republished end is not a second event; old ones are forgotten in order. */
 const MAX_FINISHED_MARKS = 2048;
 
@@ -60,7 +59,7 @@ export class OperatorEvents {
 
   private fromRun(run: RunInfo): OperatorEvent[] {
     const before = this.runs.get(run.runId);
-    if (before !== undefined && TERMINAL.has(before.status)) return [];
+    if (before !== undefined && isFinalStatus(before.status)) return [];
     const stalled = run.stalledSince != null;
     this.remember(run.runId, { status: run.status, reason: run.reason, stalled });
     const out: OperatorEvent[] = [];
@@ -120,7 +119,7 @@ export class OperatorEvents {
     // Map order is insertion order: the oldest finished marks go first; active runs are re-inserted on each change.
     for (const [id, m] of this.runs) {
       if (this.runs.size <= MAX_FINISHED_MARKS) break;
-      if (TERMINAL.has(m.status)) this.runs.delete(id);
+      if (isFinalStatus(m.status)) this.runs.delete(id);
     }
   }
 

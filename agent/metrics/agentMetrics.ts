@@ -2,7 +2,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { KeptExposition } from './keptExposition';
 import { RUN_DURATION_BUCKETS, type RunTotals } from './runTotals';
 import {
-  FINAL_STATES,
+  isFinalStatus,
   type DiskGateState,
   type DiskStatus,
   type GithubBudget,
@@ -46,7 +46,6 @@ const GITHUB_BUDGETS: readonly GithubBudget[] = ['core', 'graphql'];
 /** Syncs whose counters are remembered, so that the next figures of each add only what moved. */
 const MAX_SYNCS = 64;
 
-const TERMINAL = new Set<RunInfo['status']>(FINAL_STATES);
 const GATE_STATES: readonly DiskGateState[] = ['ok', 'warn', 'paused', 'unknown'];
 /** Finished runs remembered so a republished end is not counted twice. */
 const MAX_COUNTED = 4096;
@@ -222,7 +221,7 @@ export class AgentMetrics {
 
   /** Counts a run that ended (each run once, however often its end is published). */
   observe(run: RunInfo): void {
-    if (!TERMINAL.has(run.status) || this.counted.has(run.runId)) return;
+    if (!isFinalStatus(run.status) || this.counted.has(run.runId)) return;
     this.counted.add(run.runId);
     if (this.counted.size > MAX_COUNTED) this.counted.delete(this.counted.values().next().value as string);
     this.count(run);

@@ -1,4 +1,4 @@
-import { ErrorCodes, FINAL_STATES, type RunInfo } from '../../shared/protocol';
+import { ErrorCodes, isFinalStatus, type RunInfo } from '../../shared/protocol';
 import { ownerOf, signalOwner } from './runOwner';
 import { ClientError, UnknownRunError } from '../errors';
 import { ExitCode } from '../exitCodes';
@@ -6,7 +6,6 @@ import { readProcInfo } from '../../shared/node/procInfo';
 import type { RunManager } from './runManager';
 import { toRunInfo, type RunStore, type StoredRun } from './runStore';
 
-const TERMINAL = new Set(FINAL_STATES);
 const POLL_MS = 250;
 
 export interface ForeignRunsDeps {
@@ -39,7 +38,7 @@ export class ForeignRuns {
   standing(runId: string): { run: StoredRun; active: boolean } | null {
     if (this.deps.runs.isOwnRun(runId)) return null;
     const run = this.deps.store.get(runId);
-    return run ? { run, active: !TERMINAL.has(run.status) } : null;
+    return run ? { run, active: !isFinalStatus(run.status) } : null;
   }
 
   /** Active foreign runs of a fetcher (by its catalog name). */
@@ -108,7 +107,7 @@ export class ForeignRuns {
       const poll = async () => {
         const stored = this.deps.store.get(runId);
         if (stored === null) throw new UnknownRunError(runId);
-        if (TERMINAL.has(stored.status)) {
+        if (isFinalStatus(stored.status)) {
           this.deps.onEnded(stored);
           return toRunInfo(stored);
         }

@@ -1,5 +1,5 @@
 import type { ActiveRun } from './activeRun';
-import { FINAL_STATES } from './runTransitions';
+import { isFinalStatus } from '../../shared/protocol';
 
 // The conditions beside a run's state that decide whether something may still act on it, in one
 // place: whether its end has begun, whether a cancel was asked for, and the run manager's own phase.
@@ -13,7 +13,7 @@ export type ManagerPhase = 'open' | 'draining' | 'closed';
 
 /** The run's final move has been made (it applies in memory at once): a second end (the watch, a cancel) is ignored. */
 export function hasEnded(state: ActiveRun): boolean {
-  return FINAL_STATES.includes(state.run.status);
+  return isFinalStatus(state.run.status);
 }
 
 /** A client asked to cancel the run: of this agent, or, for a running run, of an agent before it (the run's `cancelAsked`). */

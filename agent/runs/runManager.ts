@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { RunInfo, RunReason, RunTrigger } from '../../shared/protocol';
+import { isFinalStatus, type RunInfo, type RunReason, type RunTrigger } from '../../shared/protocol';
 import { isGithubSync, type CatalogEntry } from '../catalog/catalog';
 import { InvalidArgumentError, UnknownRunError } from '../errors';
 import { oomWarning } from '../memory/oomWarning';
@@ -16,7 +16,7 @@ import type { RunManagerDeps } from './runManagerDeps';
 import type { ExitInfo } from './runProcess';
 import { RunStart } from './runStart';
 import { toRunInfo, type StoredRun } from './runStore';
-import { draft, FINAL_STATES, FINISH_MOVES, transition, type MoveDetail, type RunFields, type TransitionPorts } from './runTransitions';
+import { draft, FINISH_MOVES, transition, type MoveDetail, type RunFields, type TransitionPorts } from './runTransitions';
 import { isRetryable, retryDelayMs, runPolicy, type RunPolicy } from './runPolicy';
 import type { RunMoves } from './runMoves';
 import { RunUpkeep } from './runUpkeep';
@@ -148,7 +148,7 @@ export class RunManager {
   waitRun(runId: string): Promise<RunInfo> {
     const known = this.get(runId);
     if (!known) return Promise.reject(new UnknownRunError(runId));
-    if (FINAL_STATES.includes(known.status) && !this.active.has(runId)) return Promise.resolve(known);
+    if (isFinalStatus(known.status) && !this.active.has(runId)) return Promise.resolve(known);
     this.waitKeepAlive ??= setInterval(() => {}, 1 << 30);
     return new Promise((resolve) => {
       const list = this.finishWaiters.get(runId) ?? [];

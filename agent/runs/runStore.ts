@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import * as fs from 'node:fs';
-import type { RunInfo } from '../../shared/protocol';
+import { isFinalStatus, type RunInfo } from '../../shared/protocol';
 import type { Logger } from '../log/logger';
 import type { RunTotals } from '../metrics/runTotals';
 import { errorText, isCorruptionError, moveAside } from '../telemetry/openSpoolDatabase';
@@ -126,7 +126,7 @@ export class RunStore {
   /** Runs left waiting or running, by any process. */
   active(): StoredRun[] {
     const stored = this.rows(`SELECT body FROM runs WHERE status IN ('waiting', 'running') ORDER BY enqueued_at`);
-    return this.overlay(stored).filter((r) => r.status === 'waiting' || r.status === 'running');
+    return this.overlay(stored).filter((r) => !isFinalStatus(r.status));
   }
 
   recent(limit: number): StoredRun[] {

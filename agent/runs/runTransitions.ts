@@ -1,11 +1,9 @@
-import { FINAL_STATES, RUN_REASONS, type RunInfo, type RunReason, type RunStatus, type WaitReason } from '../../shared/protocol';
+import { RUN_REASONS, type RunInfo, type RunReason, type RunStatus, type WaitReason } from '../../shared/protocol';
 import type { NewTelemetryEvent } from '../telemetry/telemetrySink';
 import { hostName } from './hostName';
 import { runEventId } from './runEventId';
 import type { Clock, RunJournal } from './runPorts';
 import { toRunInfo, type StoredRun } from './runStore';
-
-export { FINAL_STATES };
 
 type Reason = RunReason | null;
 

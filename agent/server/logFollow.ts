@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import type { CancellationToken } from 'vscode-jsonrpc';
-import { FINAL_STATES, type LogChunk, type ReadLog, type RunInfo } from '../../shared/protocol';
+import { isFinalStatus, type LogChunk, type ReadLog, type RunInfo } from '../../shared/protocol';
 import { InvalidArgumentError, UnknownRunError } from '../errors';
 import type { AgentControl } from './agentControl';
 
@@ -13,7 +13,6 @@ export const MAX_WAIT_MS = 20_000;
  * answer per interval once it has caught up.
  */
 const POLL_MS = 250;
-const ENDED = new Set<RunInfo['status']>(FINAL_STATES);
 
 /**
  * Reads up to `maxBytes` of `file` from `offset` (opened without following a symlink, checked to be a
@@ -59,7 +58,7 @@ export async function readLog(control: AgentControl, params: ReadLog.Params, can
   const deadline = Date.now() + Math.min(params.waitMs ?? 0, MAX_WAIT_MS);
   for (;;) {
     const run = findRun(control, params.runId);
-    const ended = ENDED.has(run.status);
+    const ended = isFinalStatus(run.status);
     const base = { runId: run.runId, fetcher: run.fetcher, status: run.status };
     if (!run.logPath) {
       // A waiting run has no log yet; an ended one without a log never will.

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { StoredRun } from '../../agent/runs/runStore';
-import { FINAL_STATES, IllegalMoveError, RUN_MOVES, transition } from '../../agent/runs/runTransitions';
+import { FINAL_STATES } from '../../shared/protocol';
+import { IllegalMoveError, RUN_MOVES, transition } from '../../agent/runs/runTransitions';
 import { fixedClock, FakeJournal, managerBed, settle } from '../support/runFakes';
 import { waitFor } from '../support/waitFor';
 
