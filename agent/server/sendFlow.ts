@@ -13,6 +13,21 @@ export interface SendFlowLimits {
 const RELEASE_BATCH = 16;
 
 /**
+ * While changes stream (the previous write left less than WRITE_BURST_GAP_MS ago), the frames of the next
+ * WRITE_WINDOW_MS leave in one write. Each write to a loopback socket costs the agent a system call
+ * and the TCP stack's delivery to the client, whatever its size: under a burst of runs that cost was
+ * paid a few times per run. Outside a burst a frame still leaves at the end of its tick.
+ */
+export const WRITE_WINDOW_MS = 4;
+export const WRITE_BURST_GAP_MS = 20;
+
+/** When the frames sent in a burst leave (see WRITE_WINDOW_MS). */
+export interface WriteTiming {
+  windowMs: number;
+  burstGapMs: number;
+}
+
+/**
  * Sends text frames on one WebSocket and watches how much the client has not taken yet. Requests
  * wait for `ready()` before they produce an answer, so a client that floods requests gets flow
  * control instead of growing the agent's memory; pushed changes cannot wait, so a client that stops
@@ -21,6 +36,7 @@ const RELEASE_BATCH = 16;
 export class SendFlow {
   private readonly waiters: Array<() => void> = [];
   private corked = false;
+  private lastWrite = -Infinity;
   private stallTimer: NodeJS.Timeout | null = null;
   private disposed = false;
 
@@ -30,23 +46,28 @@ export class SendFlow {
     private readonly onOverflow: (reason: string) => void,
     /** The connection's TCP socket: frames sent in one tick leave in one write (see send). */
     private readonly transport: { cork(): void; uncork(): void } | null = null,
+    private readonly timing: WriteTiming = { windowMs: WRITE_WINDOW_MS, burstGapMs: WRITE_BURST_GAP_MS },
   ) {}
 
   send(text: string): Promise<void> {
     if (this.disposed || this.ws.readyState !== WebSocket.OPEN) {
       return Promise.reject(new Error('the connection is closed'));
     }
-    // A burst of runs makes several changes per tick (a run's move, its pool, the next run's grant):
-    // one write system call for all of them instead of one per frame. The frames are on their way
-    // by the end of the tick, so nothing waits longer than before.
+    // A burst of runs makes several changes per tick (a run's move, its pool, the next run's grant),
+    // and a change every fraction of a millisecond: one write system call for the frames of a tick,
+    // and while the burst lasts for those of a short window (a client sees a change at most
+    // windowMs later). A frame sent after a quiet spell is on its way by the end of its tick.
     if (this.transport !== null && !this.corked) {
       const transport = this.transport;
       this.corked = true;
       transport.cork();
-      process.nextTick(() => {
+      const uncork = () => {
         this.corked = false;
+        this.lastWrite = performance.now();
         transport.uncork();
-      });
+      };
+      if (performance.now() - this.lastWrite < this.timing.burstGapMs) setTimeout(uncork, this.timing.windowMs);
+      else process.nextTick(uncork);
     }
     return new Promise((resolve, reject) => {
       this.ws.send(text, (err) => {
