@@ -227,6 +227,7 @@ export class RunManager {
     );
     this.upkeep.close();
     this.positions.close();
+    this.starter.close();
     if (this.waitKeepAlive) clearInterval(this.waitKeepAlive);
     // From here on the runs belong to whoever adopts them next; this process records nothing more.
     this.phase = 'closed';

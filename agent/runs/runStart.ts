@@ -10,7 +10,8 @@ import type { QueuePositions } from './queuePositions';
 import type { RunCore } from './runCore';
 import type { StoredRun } from './runStore';
 import { cancelRequested } from './runGuards';
-import { createRunLog, logDirSetting, openLogDir, openMadeLog, openRunLog } from './runLogFile';
+import { createRunLog, logDirSetting, openMadeLog, openRunLog } from './runLogFile';
+import { HeldLogDir, type LogDirLease } from './heldLogDir';
 import type { HeldSlot } from './runPorts';
 import { note, transition } from './runTransitions';
 import type { GateRequest } from './startGate';
@@ -40,6 +41,8 @@ export class RunStart {
    * worked out for: two path resolutions per run were a few percent of a burst's main thread.
    */
   private logSetting: { logDir: string; dataDir: string; setting: string } | null = null;
+  /** The log folder handed to a spawner that makes the runs' logs (see HeldLogDir). */
+  private readonly logFolder = new HeldLogDir();
 
   constructor(
     private readonly core: RunCore,
@@ -195,14 +198,19 @@ export class RunStart {
    * in the run's own process when the spawner makes logs (`madeBySpawner`, its name; `fd` is then
    * the checked log folder), else here.
    */
-  private logFor(run: StoredRun): { fd: number; madeBySpawner?: string } {
+  private logFor(run: StoredRun): { fd: number } | { folder: LogDirLease; madeBySpawner: string } {
     const { config, spawner } = this.core.deps;
     const again = (run.attempt ?? 1) > 1 ? openRunLog(run.logPath!, true) : null;
     if (again !== null) return { fd: again };
     const name = path.basename(run.logPath!);
     const setting = this.logDirSetting(config.logDir, config.dataDir);
-    if (spawner.makesLogs === true) return { fd: openLogDir(config.logDir, setting), madeBySpawner: name };
+    if (spawner.makesLogs === true) return { folder: this.logFolder.lend(config.logDir, setting), madeBySpawner: name };
     return { fd: createRunLog(config.logDir, name, setting) };
+  }
+
+  /** Closes the log folder's descriptor (once the spawns it was lent to are done). */
+  close(): void {
+    this.logFolder.close();
   }
 
   private logDirSetting(logDir: string, dataDir: string): string {
@@ -212,17 +220,17 @@ export class RunStart {
     return this.logSetting.setting;
   }
 
-  /** The agent's own descriptor on the log the run's process made (cap and tail); closes the folder's. */
-  private ownLogDescriptor(dirFd: number, name: string, runId: string): number | null {
+  /** The agent's own descriptor on the log the run's process made (cap and tail); gives the folder back. */
+  private ownLogDescriptor(folder: LogDirLease, name: string, runId: string): number | null {
     const { config, logger } = this.core.deps;
     try {
-      return openMadeLog(dirFd, config.logDir, name);
+      return openMadeLog(folder.fd, config.logDir, name);
     } catch (err) {
       // Only the agent's account writes the folder: this is that account's doing, and the run goes on uncapped.
       logger.warn({ err, runId }, 'the run log its process made cannot be opened: not capped, not followed');
       return null;
     } finally {
-      fs.closeSync(dirFd);
+      folder.release();
     }
   }
 
@@ -251,15 +259,15 @@ export class RunStart {
           QUANTILICA_SLOT: String(grant.index),
           ...cgroupEnv,
         },
-        logFd: log.fd,
-        ...(log.madeBySpawner === undefined ? {} : { logToMake: { dir: config.logDir, name: log.madeBySpawner } }),
+        ...('fd' in log ? { logFd: log.fd } : { logFd: log.folder.fd, logToMake: { dir: config.logDir, name: log.madeBySpawner } }),
         lockFd: grant.lock.fd,
       });
     } catch (err) {
-      fs.closeSync(log.fd);
+      if ('fd' in log) fs.closeSync(log.fd);
+      else log.folder.release();
       throw err;
     }
-    const logFd = log.madeBySpawner === undefined ? log.fd : this.ownLogDescriptor(log.fd, log.madeBySpawner, run.runId);
+    const logFd = 'fd' in log ? log.fd : this.ownLogDescriptor(log.folder, log.madeBySpawner, run.runId);
     // The process exists from here on: it is recorded, watched and, if a cancel came meanwhile, stopped.
     note(run, 'spawned', { pid: proc.pid });
     try {

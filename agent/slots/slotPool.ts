@@ -7,6 +7,7 @@ import { readCapped, tightenedMessage, VerifiedDir } from '../station/openInVeri
 import type { StationPolicy } from '../station/stationPolicy';
 import { UnsafeStationError } from '../station/unsafeStationError';
 import { ensureVerifiedDir } from '../station/verifiedDir';
+import { HeldVerifiedDir } from '../station/heldVerifiedDir';
 import { HeldSlots } from './heldSlots';
 import { parseOwnerRecord, type OwnerRecord } from './ownerRecord';
 import { readProcInfo } from '../../shared/node/procInfo';
@@ -170,6 +171,7 @@ export class SlotPool {
     this.pollTimer = null;
     this.guardTimer = null;
     this.held.close();
+    this.folder.close();
     this.granted.clear();
     this.seenFree.clear();
   }
@@ -234,6 +236,9 @@ export class SlotPool {
     for (let i = Math.max(0, from); i < this.waiters.length; i++) this.waiters[i].onPosition(i + 1);
   }
 
+  /** The pool's folder, checked on its descriptor and kept open while the path names it unchanged. */
+  private readonly folder = new HeldVerifiedDir(() => this.openDir());
+
   /** The pool's folder, checked on its descriptor; made again (and checked) if a tmp cleaner removed it. */
   private openDir(): VerifiedDir {
     const dir = VerifiedDir.open(this.opts.dir, this.opts.policy, this.onTightened);
@@ -265,53 +270,49 @@ export class SlotPool {
   /** The caller (pump) has pruned the held slots. */
   private tryTakeAny(): SlotGrant | null {
     // Under a burst every grant is followed by a try that finds the pool full of this agent's own
-    // runs: nothing in the folder can change that answer, so it is not opened. A removed file of a
+    // runs: nothing in the folder can change that answer, so it is not looked at. A removed file of a
     // held slot is still healed by the guard within a second, as between pumps.
     if (this.adopted && this.allOwn() && !this.reclaimDue()) return null;
-    const dir = this.openDir();
-    try {
-      this.adoptProvenHolders(dir);
-      if (this.held.needsHeal(dir)) this.held.heal(dir);
-      // A pool shrunk while higher-numbered slots are held: those holders still count against it.
-      const beyond = this.heldBeyondSize(dir);
-      if (beyond >= this.size) return null;
-      const busy: number[] = [];
-      for (let index = 0; index < this.size; index++) {
-        // A slot of our own run stays ours even while its file is gone; one granted to a starting run
-        // is locked by our own descriptor, so a try could only fail.
-        if (this.held.has(index) || this.grantedOpen(index)) {
-          busy.push(index);
-          continue;
-        }
-        const name = this.fileName(index);
-        this.seenFree.delete(index);
-        const lock = tryLockIn(dir, name, (record, l, holderEnded) => this.onHeld(index, name, record, l, holderEnded));
-        if (!lock) {
-          busy.push(index);
-          continue;
-        }
-        try {
-          if (beyond > 0 && this.heldWithin(dir, index) + beyond >= this.size) {
-            lock.closeOwnCopy();
-            return null;
-          }
-        } catch (err) {
+    const dir = this.folder.get();
+    this.adoptProvenHolders(dir);
+    if (this.held.needsHeal(dir)) this.held.heal(dir);
+    // A pool shrunk while higher-numbered slots are held: those holders still count against it.
+    const beyond = this.heldBeyondSize(dir);
+    if (beyond >= this.size) return null;
+    const busy: number[] = [];
+    for (let index = 0; index < this.size; index++) {
+      // A slot of our own run stays ours even while its file is gone; one granted to a starting run
+      // is locked by our own descriptor, so a try could only fail.
+      if (this.held.has(index) || this.grantedOpen(index)) {
+        busy.push(index);
+        continue;
+      }
+      const name = this.fileName(index);
+      this.seenFree.delete(index);
+      const lock = tryLockIn(dir, name, (record, l, holderEnded) => this.onHeld(index, name, record, l, holderEnded));
+      if (!lock) {
+        busy.push(index);
+        continue;
+      }
+      try {
+        if (beyond > 0 && this.heldWithin(dir, index) + beyond >= this.size) {
           lock.closeOwnCopy();
-          throw err;
+          return null;
         }
-        return { lock, index };
+      } catch (err) {
+        lock.closeOwnCopy();
+        throw err;
       }
-      // The stopped-holder check reads each busy slot's record and its holder's /proc entries: under a
-      // burst, every grant is followed by a try that finds the pool full, so it runs at most once per
-      // poll period (a holder stopped for good is still found within it), not once per try.
-      if (this.reclaimDue()) {
-        this.lastReclaimAt = Date.now();
-        for (const index of busy) this.reclaim(dir, index);
-      }
-      return null;
-    } finally {
-      dir.close();
+      return { lock, index };
     }
+    // The stopped-holder check reads each busy slot's record and its holder's /proc entries: under a
+    // burst, every grant is followed by a try that finds the pool full, so it runs at most once per
+    // poll period (a holder stopped for good is still found within it), not once per try.
+    if (this.reclaimDue()) {
+      this.lastReclaimAt = Date.now();
+      for (const index of busy) this.reclaim(dir, index);
+    }
+    return null;
   }
 
   /**
@@ -354,12 +355,8 @@ export class SlotPool {
       return;
     }
     try {
-      const dir = this.openDir();
-      try {
-        if (this.held.needsHeal(dir)) this.held.heal(dir);
-      } finally {
-        dir.close();
-      }
+      const dir = this.folder.get();
+      if (this.held.needsHeal(dir)) this.held.heal(dir);
     } catch (err) {
       this.logOnce(`guard:${(err as Error).message}`, { err, pool: this.name }, 'cannot re-lock the slots of running fetchers');
     }
@@ -431,24 +428,20 @@ export class SlotPool {
   state(isOwnRun: (runId: string) => boolean, locks: KernelLocks = lazyKernelFlocks(), publishing = false): SlotState[] {
     let dir: VerifiedDir | null = null;
     try {
-      dir = this.openDir();
+      dir = this.folder.get();
       this.adoptProvenHolders(dir);
       this.pruneHeld(true);
       if (this.held.needsHeal(dir)) this.held.heal(dir);
     } catch (err) {
       this.logOnce(`state:${(err as Error).message}`, { err, pool: this.name }, 'cannot read the pool folder');
     }
-    try {
-      const indices = [...Array.from({ length: this.size }, (_, i) => i), ...(dir ? this.indicesBeyondSize(dir) : [])];
-      return indices.map((index) => ({
-        pool: this.name,
-        index,
-        lockPath: this.lockPath(index),
-        holder: this.holderOf(dir, index, locks, isOwnRun, publishing),
-      }));
-    } finally {
-      dir?.close();
-    }
+    const indices = [...Array.from({ length: this.size }, (_, i) => i), ...(dir ? this.indicesBeyondSize(dir) : [])];
+    return indices.map((index) => ({
+      pool: this.name,
+      index,
+      lockPath: this.lockPath(index),
+      holder: this.holderOf(dir, index, locks, isOwnRun, publishing),
+    }));
   }
 
   /** `told`: see HeldSlots.prune. The guard's round looks every holder up. */

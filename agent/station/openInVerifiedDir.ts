@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { dirProblem } from './verifiedDir';
+import { dirProblem, sameCheckedFolder } from './verifiedDir';
 import { fileMode, type StationPolicy } from './stationPolicy';
 import { UnsafeStationError } from './unsafeStationError';
 
@@ -28,12 +28,33 @@ export class VerifiedDir {
   private constructor(
     readonly dir: string,
     private readonly fd: number,
-    /** The folder as checked when it was opened (its fstat). */
-    readonly stat: fs.Stats,
+    private current: fs.Stats,
     private readonly policy: StationPolicy,
     private readonly privateDir: boolean,
     private readonly onTightened: OnTightened,
   ) {}
+
+  /** The folder as checked when it was opened (its fstat), or as seen by the last `stillThere`. */
+  get stat(): fs.Stats {
+    return this.current;
+  }
+
+  /**
+   * Whether the path still names this very folder, unchanged in owner and mode (one lstat): then
+   * the folder may be used again as it is, and `stat` is that lstat (its times as of now). False
+   * when it is gone, replaced or changed: the caller closes it and opens the path again.
+   */
+  stillThere(): boolean {
+    let now: fs.Stats | undefined;
+    try {
+      now = fs.lstatSync(this.dir, { throwIfNoEntry: false });
+    } catch {
+      return false;
+    }
+    if (!sameCheckedFolder(now, this.current)) return false;
+    this.current = now!;
+    return true;
+  }
 
   /**
    * Opens and checks the folder; null when it does not exist (a tmp cleaner removed it).

@@ -60,6 +60,17 @@ export function dirProblem(st: fs.Stats, policy: StationPolicy): Problem | null 
   return null;
 }
 
+/**
+ * Whether `now` (an lstat of a folder's path) shows the very folder checked as `was`, with the owner,
+ * group and mode it was checked with: then the check still holds (dirProblem reads nothing else) and
+ * a descriptor held on it may be used again without opening the path again.
+ */
+export function sameCheckedFolder(now: fs.Stats | undefined, was: fs.Stats): boolean {
+  return (
+    now !== undefined && now.dev === was.dev && now.ino === was.ino && now.mode === was.mode && now.uid === was.uid && now.gid === was.gid
+  );
+}
+
 function checkAncestors(dir: string, policy: StationPolicy, setting: string, why: string): void {
   // Missing parents are made ours; an existing one is judged below, whoever made it. Errors such as
   // ENOTDIR are thrown as they are: the caller names the setting.
