@@ -1,9 +1,20 @@
 // The client side of "versioned snapshot + ordered changes": the CLI's client and the extension both
 // keep their copy of the agent's state with this, so neither can drift from the other.
-import { isFinalStatus, type ChangedParams, type Snapshot } from './protocol';
+import { isFinalStatus, type ChangedParams, type RunInfo, type Snapshot } from './protocol';
 
 /** Finished runs a client keeps; the active ones are always kept. */
 export const MAX_FINISHED_RUNS = 100;
+
+/** How many runs of a list applyChange made are finished (a list is never changed once made). */
+const finishedCounts = new WeakMap<readonly RunInfo[], number>();
+
+function finishedIn(runs: readonly RunInfo[]): number {
+  const known = finishedCounts.get(runs);
+  if (known !== undefined) return known;
+  let n = 0;
+  for (const r of runs) if (isFinalStatus(r.status)) n += 1;
+  return n;
+}
 
 /** The snapshot after one change: a pure function, the input is left untouched. */
 export function applyChange(snapshot: Snapshot, params: ChangedParams): Snapshot {
@@ -11,16 +22,28 @@ export function applyChange(snapshot: Snapshot, params: ChangedParams): Snapshot
   const change = params.change;
   switch (change.kind) {
     case 'run': {
-      // Most recently changed first: a run that just finished is the newest finished one. One pass
-      // (a burst's queue makes the runs thousands, and each run several changes): the changed run
-      // first, its older copy out, the finished runs past the cap out.
-      const runs = [change.run];
-      let finished = isFinalStatus(change.run.status) ? 1 : 0;
-      for (const r of snapshot.runs) {
-        if (r.runId === change.run.runId) continue;
-        if (isFinalStatus(r.status) && ++finished > MAX_FINISHED_RUNS) continue;
-        runs.push(r);
+      // Most recently changed first: a run that just finished is the newest finished one. A burst's
+      // queue makes the runs thousands, and each run several changes: the list is copied natively
+      // (concat) and the finished runs are counted once per list, not at every change.
+      const old = snapshot.runs;
+      const id = change.run.runId;
+      let at = -1;
+      for (let i = 0; i < old.length; i++) {
+        if (old[i].runId === id) {
+          at = i;
+          break;
+        }
       }
+      let finished = finishedIn(old) - (at >= 0 && isFinalStatus(old[at].status) ? 1 : 0) + (isFinalStatus(change.run.status) ? 1 : 0);
+      const runs = at < 0 ? [change.run].concat(old) : [change.run].concat(old.slice(0, at), old.slice(at + 1));
+      // The finished runs past the cap go, the least recently changed first; the changed run stays.
+      for (let i = runs.length - 1; finished > MAX_FINISHED_RUNS && i > 0; i--) {
+        if (isFinalStatus(runs[i].status)) {
+          runs.splice(i, 1);
+          finished -= 1;
+        }
+      }
+      finishedCounts.set(runs, finished);
       next.runs = runs;
       break;
     }
