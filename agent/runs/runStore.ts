@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import * as fs from 'node:fs';
-import { isFinalStatus, type RunInfo } from '../../shared/protocol';
+import { isFinalStatus, RUN_STATUSES, type RunInfo } from '../../shared/protocol';
 import type { Logger } from '../log/logger';
 import type { RunTotals } from '../metrics/runTotals';
 import { errorText, isCorruptionError, moveAside } from '../telemetry/openSpoolDatabase';
@@ -10,9 +10,15 @@ import { SELECT_RUN_DURATIONS, SELECT_RUN_TOTALS } from '../telemetry/runTotalsS
 import { SELECT_ALL_RUNS } from '../telemetry/spoolSql';
 import { guardSqliteFiles } from '../telemetry/sqliteFileGuard';
 
-/** A run as kept on disk: what clients see plus what a later agent needs to adopt it. */
 /** The most runs one `recent` reads: a bound on one query's memory, whatever a caller asks. */
 const MAX_RECENT_RUNS = 10_000;
+
+/** The statuses of a run that has not ended, as an SQL list: `('waiting', 'running')`. */
+const LIVE = `(${RUN_STATUSES.filter((s) => !isFinalStatus(s))
+  .map((s) => `'${s}'`)
+  .join(', ')})`;
+
+/** A run as kept on disk: what clients see plus what a later agent needs to adopt it. */
 
 export interface StoredRun extends RunInfo {
   /** /proc start time of `pid`. */
@@ -125,7 +131,7 @@ export class RunStore {
 
   /** Runs left waiting or running, by any process. */
   active(): StoredRun[] {
-    const stored = this.rows(`SELECT body FROM runs WHERE status IN ('waiting', 'running') ORDER BY enqueued_at`);
+    const stored = this.rows(`SELECT body FROM runs WHERE status IN ${LIVE} ORDER BY enqueued_at`);
     return this.overlay(stored).filter((r) => !isFinalStatus(r.status));
   }
 
@@ -183,17 +189,17 @@ export class RunStore {
       const old = db
         .prepare(
           `SELECT run_id AS runId, fetcher, json_extract(body, '$.startedAt') AS startedAt FROM runs
-          WHERE enqueued_at < @before AND status NOT IN ('waiting', 'running')
+          WHERE enqueued_at < @before AND status NOT IN ${LIVE}
             AND coalesce(json_extract(body, '$.finishedAt'), enqueued_at) < @before`,
         )
         .all({ before: olderThan.toISOString() }) as Array<{ runId: string; fetcher: string; startedAt: string | null }>;
-      const ended = (db.prepare(`SELECT count(*) AS n FROM runs WHERE status NOT IN ('waiting', 'running')`).get() as { n: number }).n;
+      const ended = (db.prepare(`SELECT count(*) AS n FROM runs WHERE status NOT IN ${LIVE}`).get() as { n: number }).n;
       const beyond =
         ended > keep
           ? (db
               .prepare(
                 `SELECT run_id AS runId, fetcher, json_extract(body, '$.startedAt') AS startedAt FROM runs
-                WHERE status NOT IN ('waiting', 'running') ORDER BY enqueued_at DESC LIMIT -1 OFFSET ?`,
+                WHERE status NOT IN ${LIVE} ORDER BY enqueued_at DESC LIMIT -1 OFFSET ?`,
               )
               .all(keep) as Array<{ runId: string; fetcher: string; startedAt: string | null }>)
           : [];
@@ -206,7 +212,7 @@ export class RunStore {
           }>
         ).map((r) => [r.fetcher, r.startedAt]),
       );
-      const remove = db.prepare(`DELETE FROM runs WHERE run_id = ? AND status NOT IN ('waiting', 'running')`);
+      const remove = db.prepare(`DELETE FROM runs WHERE run_id = ? AND status NOT IN ${LIVE}`);
       let n = 0;
       db.transaction(() => {
         for (const r of [...old, ...beyond]) {
@@ -304,7 +310,7 @@ export class RunStore {
         // Counted first (an index scan): the delete reads every row, so it runs only when there is a surplus.
         if ((db.prepare(`SELECT count(*) AS n FROM runs`).get() as { n: number }).n <= this.keepFinished) return;
         db.prepare(
-          `DELETE FROM runs WHERE status NOT IN ('waiting', 'running') AND run_id NOT IN
+          `DELETE FROM runs WHERE status NOT IN ${LIVE} AND run_id NOT IN
         (SELECT run_id FROM runs ORDER BY enqueued_at DESC LIMIT ${this.keepFinished})`,
         ).run();
       });
