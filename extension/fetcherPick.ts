@@ -1,5 +1,5 @@
 import * as vscode from 'vscode';
-import type { RunInfo, Snapshot } from '../shared/protocol';
+import { isFinalStatus, type RunInfo, type Snapshot } from '../shared/protocol';
 import { describeResult, elapsed } from './describe';
 
 export interface FetcherPickItem extends vscode.QuickPickItem {
@@ -14,7 +14,7 @@ export function fetcherPickItems(snapshot: Snapshot): FetcherPickItem[] {
   const last = new Map<string, RunInfo>();
   const active = new Map<string, RunInfo>();
   for (const run of snapshot.runs) {
-    if ((run.status === 'running' || run.status === 'waiting') && !active.has(run.fetcher)) active.set(run.fetcher, run);
+    if (!isFinalStatus(run.status) && !active.has(run.fetcher)) active.set(run.fetcher, run);
     if (run.finishedAt && !last.has(run.fetcher)) last.set(run.fetcher, run);
   }
   const pools = [...new Set(snapshot.catalog.map((e) => e.pool))];
@@ -44,7 +44,6 @@ export function fetcherPickItems(snapshot: Snapshot): FetcherPickItem[] {
 export function activeRunOf(snapshot: Snapshot | null, fetcher: string): RunInfo | undefined {
   return snapshot?.runs.find(
     (r) =>
-      (r.fetcher === fetcher || snapshot.catalog.find((e) => e.name === r.fetcher)?.aliases.includes(fetcher)) &&
-      (r.status === 'running' || r.status === 'waiting'),
+      (r.fetcher === fetcher || snapshot.catalog.find((e) => e.name === r.fetcher)?.aliases.includes(fetcher)) && !isFinalStatus(r.status),
   );
 }
