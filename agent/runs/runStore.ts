@@ -19,7 +19,6 @@ const LIVE = `(${RUN_STATUSES.filter((s) => !isFinalStatus(s))
   .join(', ')})`;
 
 /** A run as kept on disk: what clients see plus what a later agent needs to adopt it. */
-
 export interface StoredRun extends RunInfo {
   /** /proc start time of `pid`. */
   startTime: number | null;
