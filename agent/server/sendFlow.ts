@@ -36,6 +36,8 @@ export interface WriteTiming {
 export class SendFlow {
   private readonly waiters: Array<() => void> = [];
   private corked = false;
+  /** The burst's window, while its frames wait; null outside one (a tick's frames leave at its end). */
+  private windowTimer: NodeJS.Timeout | null = null;
   private lastWrite = -Infinity;
   private stallTimer: NodeJS.Timeout | null = null;
   private disposed = false;
@@ -58,16 +60,10 @@ export class SendFlow {
     // and while the burst lasts for those of a short window (a client sees a change at most
     // windowMs later). A frame sent after a quiet spell is on its way by the end of its tick.
     if (this.transport !== null && !this.corked) {
-      const transport = this.transport;
       this.corked = true;
-      transport.cork();
-      const uncork = () => {
-        this.corked = false;
-        this.lastWrite = performance.now();
-        transport.uncork();
-      };
-      if (performance.now() - this.lastWrite < this.timing.burstGapMs) setTimeout(uncork, this.timing.windowMs);
-      else process.nextTick(uncork);
+      this.transport.cork();
+      if (performance.now() - this.lastWrite < this.timing.burstGapMs) this.windowTimer = setTimeout(this.uncork, this.timing.windowMs);
+      else process.nextTick(this.uncork);
     }
     return new Promise((resolve, reject) => {
       this.ws.send(text, (err) => {
@@ -75,9 +71,22 @@ export class SendFlow {
         if (err) reject(err);
         else resolve();
       });
+      // A window that holds a large write already lets it go: what it holds counts as not taken by
+      // the client (check), and a flood of changes must not look like a client that stopped reading.
+      if (this.windowTimer !== null && this.ws.bufferedAmount >= this.limits.highWaterBytes / 4) this.uncork();
       this.check();
     });
   }
+
+  /** Lets the frames held since the cork go, in one write; each cork gets exactly one uncork. */
+  private readonly uncork = (): void => {
+    if (!this.corked || this.transport === null) return;
+    if (this.windowTimer !== null) clearTimeout(this.windowTimer);
+    this.windowTimer = null;
+    this.corked = false;
+    this.lastWrite = performance.now();
+    this.transport.uncork();
+  };
 
   /** Resolves when the client has taken enough of what was sent that one more answer may be made. */
   ready(): Promise<void> {
@@ -89,6 +98,8 @@ export class SendFlow {
     this.disposed = true;
     if (this.stallTimer) clearTimeout(this.stallTimer);
     this.stallTimer = null;
+    // A window's timer must not outlive the connection (nor hold a process that is ending).
+    this.uncork();
     // Waiting handlers run on and find the connection closed when they answer.
     for (const release of this.waiters.splice(0)) release();
   }

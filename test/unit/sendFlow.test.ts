@@ -12,7 +12,7 @@ const LIMITS = { capBytes: 1 << 24, highWaterBytes: 1 << 20, stallTimeoutMs: 60_
  * A real WebSocket pair on loopback; the server side sends through a SendFlow whose transport is the
  * connection's own TCP socket, with each uncork (each write that leaves) counted.
  */
-async function pair(t: TestContext, timing: WriteTiming) {
+async function pair(t: TestContext, timing: WriteTiming, limits = LIMITS) {
   const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
   t.after(() => server.close());
   await new Promise<void>((resolve) => server.once('listening', resolve));
@@ -36,12 +36,13 @@ async function pair(t: TestContext, timing: WriteTiming) {
       socket.uncork();
     },
   };
-  const flow = new SendFlow(ws, LIMITS, (reason) => assert.fail(`dropped: ${reason}`), transport, timing);
+  const drops: string[] = [];
+  const flow = new SendFlow(ws, limits, (reason) => drops.push(reason), transport, timing);
   t.after(() => flow.dispose());
   const receivedCount = async (n: number) => {
     while (received.length < n) await new Promise<void>((resolve) => arrivals.push(resolve));
   };
-  return { flow, received, receivedCount, uncorks: () => uncorks };
+  return { flow, received, receivedCount, uncorks: () => uncorks, drops };
 }
 
 test('a frame sent after a quiet spell leaves at the end of its tick', async (t) => {
@@ -72,4 +73,20 @@ test('while a burst lasts, the frames of many turns leave in one write at the en
   await receivedCount(21);
   assert.equal(uncorks(), 2, 'all twenty left in one write');
   assert.deepEqual(received, ['lead', ...frames], 'in the order they were sent');
+});
+
+test('a window that holds a quarter of the high-water mark lets it go at once: a flood is not a client that stopped reading', async (t) => {
+  // A window that would never end by itself, and a cap a window's worth of frames would pass.
+  const limits = { capBytes: 64 * 1024, highWaterBytes: 32 * 1024, stallTimeoutMs: 60_000 };
+  const { flow, received, receivedCount, uncorks, drops } = await pair(t, { windowMs: 600_000, burstGapMs: 600_000 }, limits);
+  void flow.send('lead');
+  await nextTurn();
+  await receivedCount(1);
+  const frames = Array.from({ length: 200 }, (_, i) => `${i} ${'x'.repeat(1000)}`);
+  for (const frame of frames) flow.send(frame).catch(() => undefined);
+  // All but the last window's few frames leave without the window's end.
+  await receivedCount(1 + 150);
+  assert.deepEqual(drops, [], 'the client reading all along is not dropped');
+  assert.ok(uncorks() >= 10, `the window let its frames go as they piled up (${uncorks()} writes)`);
+  assert.deepEqual(received.slice(1, 151), frames.slice(0, 150), 'in order');
 });
