@@ -1,11 +1,11 @@
 import * as fs from 'node:fs';
-import { sameCheckedFolder } from '../station/verifiedDir';
+import { stillCheckedFolder } from '../station/verifiedDir';
 import { openLogDir } from './runLogFile';
 
 interface Held {
   logDir: string;
   fd: number;
-  /** The folder as checked (its fstat at the open), then as last seen unchanged (an lstat). */
+  /** The folder as checked (its fstat at the open). */
   stat: fs.Stats;
   /** Spawns the descriptor was handed to and that have not taken their copy yet. */
   users: number;
@@ -24,7 +24,7 @@ export interface LogDirLease {
  * the run's own process is handed the folder at every spawn, and opening, checking and closing it
  * there was a few percent of a burst's main thread. Each spawn costs one lstat instead: the
  * descriptor is lent again while the path still names that very folder with the owner and mode it
- * was checked with (sameCheckedFolder); otherwise the path is opened and checked again (openLogDir,
+ * was checked with (stillCheckedFolder); otherwise the path is opened and checked again (openLogDir,
  * which makes the folder again if a tmp cleaner removed it). A descriptor is closed only once no
  * spawn it was lent to still needs it: the spawner takes its copy by number (pidfd_getfd) after the
  * request is sent, and a number closed before that could name another file by then.
@@ -34,7 +34,7 @@ export class HeldLogDir {
 
   lend(logDir: string, setting: string): LogDirLease {
     let held = this.held;
-    if (held === null || held.logDir !== logDir || !sameCheckedFolder(lstatOrUndefined(logDir), held.stat)) {
+    if (held === null || held.logDir !== logDir || stillCheckedFolder(logDir, held.stat) === null) {
       this.retire();
       const fd = openLogDir(logDir, setting);
       held = { logDir, fd, stat: fs.fstatSync(fd), users: 0, retired: false };
@@ -65,13 +65,5 @@ export class HeldLogDir {
     this.held = null;
     held.retired = true;
     if (held.users === 0) fs.closeSync(held.fd);
-  }
-}
-
-function lstatOrUndefined(file: string): fs.Stats | undefined {
-  try {
-    return fs.lstatSync(file, { throwIfNoEntry: false });
-  } catch {
-    return undefined;
   }
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { dirProblem, sameCheckedFolder } from './verifiedDir';
+import { dirProblem, stillCheckedFolder } from './verifiedDir';
 import { fileMode, type StationPolicy } from './stationPolicy';
 import { UnsafeStationError } from './unsafeStationError';
 
@@ -45,14 +45,9 @@ export class VerifiedDir {
    * when it is gone, replaced or changed: the caller closes it and opens the path again.
    */
   stillThere(): boolean {
-    let now: fs.Stats | undefined;
-    try {
-      now = fs.lstatSync(this.dir, { throwIfNoEntry: false });
-    } catch {
-      return false;
-    }
-    if (!sameCheckedFolder(now, this.current)) return false;
-    this.current = now!;
+    const now = stillCheckedFolder(this.dir, this.current);
+    if (now === null) return false;
+    this.current = now;
     return true;
   }
 

@@ -65,10 +65,24 @@ export function dirProblem(st: fs.Stats, policy: StationPolicy): Problem | null 
  * group and mode it was checked with: then the check still holds (dirProblem reads nothing else) and
  * a descriptor held on it may be used again without opening the path again.
  */
-export function sameCheckedFolder(now: fs.Stats | undefined, was: fs.Stats): boolean {
+function sameCheckedFolder(now: fs.Stats | undefined, was: fs.Stats): boolean {
   return (
     now !== undefined && now.dev === was.dev && now.ino === was.ino && now.mode === was.mode && now.uid === was.uid && now.gid === was.gid
   );
+}
+
+/**
+ * One lstat of `dir`: its stat when the path still names the folder checked as `was` (sameCheckedFolder),
+ * else null (gone, replaced, changed, or unreadable): the caller then opens and checks the path again.
+ */
+export function stillCheckedFolder(dir: string, was: fs.Stats): fs.Stats | null {
+  let now: fs.Stats | undefined;
+  try {
+    now = fs.lstatSync(dir, { throwIfNoEntry: false });
+  } catch {
+    return null;
+  }
+  return sameCheckedFolder(now, was) ? now! : null;
 }
 
 function checkAncestors(dir: string, policy: StationPolicy, setting: string, why: string): void {
