@@ -71,9 +71,10 @@ export class SendFlow {
         if (err) reject(err);
         else resolve();
       });
-      // A window that holds a large write already lets it go: what it holds counts as not taken by
-      // the client (check), and a flood of changes must not look like a client that stopped reading.
-      if (this.windowTimer !== null && this.ws.bufferedAmount >= this.limits.highWaterBytes / 4) this.uncork();
+      // Frames held that make a large write already leave, whether a window or the tick holds them:
+      // what is held counts as not taken by the client (check), and a flood of changes must not look
+      // like a client that stopped reading.
+      if (this.corked && this.ws.bufferedAmount >= this.limits.highWaterBytes / 4) this.uncork();
       this.check();
     });
   }

@@ -94,3 +94,15 @@ test(
     assert.deepEqual(received.slice(1, 151), frames.slice(0, 150), 'in order');
   },
 );
+
+test('frames held by their tick alone that make a quarter of the high-water mark leave at once as well', { timeout: 20_000 }, async (t) => {
+  // Never a burst: every cork is the tick's. One tick sends more than the cap.
+  const limits = { capBytes: 64 * 1024, highWaterBytes: 32 * 1024, stallTimeoutMs: 60_000 };
+  const { flow, received, receivedCount, uncorks, drops } = await pair(t, { windowMs: 600_000, burstGapMs: 0 }, limits);
+  const frames = Array.from({ length: 200 }, (_, i) => `${i} ${'x'.repeat(1000)}`);
+  for (const frame of frames) flow.send(frame).catch(() => undefined);
+  assert.ok(uncorks() >= 10, `the tick's frames left as they piled up, before the tick ended (${uncorks()} writes)`);
+  assert.deepEqual(drops, [], 'a tick that sends much is not a client that stopped reading');
+  await receivedCount(200);
+  assert.deepEqual(received, frames, 'all of them, in order');
+});
