@@ -72,7 +72,6 @@ export class RunUpkeep {
   /** The deadline's timer (an adopted run's too, from its recorded deadline) and the stall watchdog. */
   private watchPolicy(state: ActiveRun): void {
     const { run, policy } = state;
-    state.logSize = logSize(run.logPath);
     if (run.deadline) {
       state.deadlineTimer = setTimeout(
         () => {
@@ -84,6 +83,8 @@ export class RunUpkeep {
       state.deadlineTimer.unref();
     }
     if (policy.stallSeconds !== null) {
+      // The log's size is read only for the stall watchdog, its one reader.
+      state.logSize = logSize(run.logPath);
       state.stallTimer = setInterval(() => this.checkLog(state), Math.min(STALL_CHECK_MS, policy.stallSeconds * 250));
       state.stallTimer.unref();
     }
