@@ -23,7 +23,11 @@ test('a pool keeps its folder open between grants and closes it when the pool cl
   const dir = path.join(root, 'heavy-io');
   const slots = testSlotPool('heavy-io', dir, 2);
   const aborts = new AbortController();
-  t.after(() => aborts.abort(new Error('test over')));
+  // Also when an assertion fails before the pool's own close (a second close does nothing).
+  t.after(() => {
+    aborts.abort(new Error('test over'));
+    slots.close();
+  });
   for (let n = 0; n < 3; n++) {
     const grant = await slots.acquire(`run-${n}`, aborts.signal);
     grant.lock.closeOwnCopy();
