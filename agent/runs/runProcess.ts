@@ -115,14 +115,16 @@ export function watchRun(
       first = false;
       await pause();
     }
-    let recorded = readStatusFile(statusFile);
+    // The file's time is the end only for a run that had ended before the watch began.
+    const endTime = byWrapper === null && first;
+    let recorded = readStatusFile(statusFile, endTime);
     // The native spawner's waiter, which writes the status, is outside the group: with no exit of our
     // own to go by, its write may still be on its way once the group is empty.
     for (let waited = 0; recorded.unknown && byWrapper === null && waited < STATUS_WRITE_GRACE_MS && !stopped; waited += GROUP_POLL_MS) {
       await pause();
-      recorded = readStatusFile(statusFile);
+      recorded = readStatusFile(statusFile, endTime);
     }
-    if (!recorded.unknown) return byWrapper === null && first ? recorded : { ...recorded, endedAt: undefined };
+    if (!recorded.unknown) return endTime ? recorded : { ...recorded, endedAt: undefined };
     return byWrapper ?? recorded;
   })();
   return {
@@ -145,20 +147,32 @@ function wrapperAlive(group: RunGroup): boolean {
  * removed the cgroup. An incomplete file counts as missing.
  */
 const STATUS_RECORD = /^(\d+)\n(?:cgroup (\d+) (\d+|-) (\d+)\n)?$/;
+/** More than the longest record: a file this long or longer is no record, read in full or not. */
+const STATUS_READ_BYTES = 256;
 
-export function readStatusFile(statusFile: string): ExitInfo {
+/**
+ * The run's recorded end, `endedAt` the file's time unless `endTime` is false (a run seen to end,
+ * whose end is now): then the file is opened, read once and closed, nothing more.
+ */
+export function readStatusFile(statusFile: string, endTime = true): ExitInfo {
   let text: string;
-  let endedAt: Date;
+  let endedAt: Date | undefined;
+  const buffer = Buffer.allocUnsafe(STATUS_READ_BYTES);
   try {
-    text = fs.readFileSync(statusFile, 'utf8');
-    endedAt = fs.statSync(statusFile).mtime;
+    const fd = fs.openSync(statusFile, 'r');
+    try {
+      text = buffer.toString('latin1', 0, fs.readSync(fd, buffer, 0, STATUS_READ_BYTES, 0));
+      if (endTime) endedAt = fs.fstatSync(fd).mtime;
+    } finally {
+      fs.closeSync(fd);
+    }
   } catch {
     return { exitCode: null, signal: null, unknown: true };
   }
   const record = STATUS_RECORD.exec(text);
   if (record === null) return { exitCode: null, signal: null, unknown: true };
   const [, code, peak, cpu, oom] = record;
-  const exit: ExitInfo = { ...decodeExit(Number(code), null), endedAt };
+  const exit: ExitInfo = { ...decodeExit(Number(code), null), ...(endedAt === undefined ? {} : { endedAt }) };
   if (peak !== undefined) exit.cgroup = { peakBytes: Number(peak), cpuNs: cpu === '-' ? null : Number(cpu), oomKills: Number(oom) };
   return exit;
 }

@@ -62,3 +62,16 @@ test('the figures of a run whose cgroup the waiter removed before this agent ado
     ceilings.close();
   }
 });
+
+test('a run seen to end takes no time from its status file; a file longer than any record is no record', (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qt-status-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'r.exit');
+  fs.writeFileSync(file, '0\ncgroup 4194304 1500000 0\n');
+  const seen = readStatusFile(file, false);
+  assert.equal(seen.exitCode, 0);
+  assert.equal(seen.endedAt, undefined, 'its end is when it was seen, not the file time');
+  assert.equal(readStatusFile(file).endedAt?.getTime(), fs.statSync(file).mtime.getTime(), 'an adopted run ended at the file time');
+  fs.writeFileSync(file, `0\n${'\n'.repeat(400)}`);
+  assert.deepEqual(readStatusFile(file), { exitCode: null, signal: null, unknown: true });
+});
