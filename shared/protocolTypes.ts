@@ -320,6 +320,8 @@ export interface CatalogEntryInfo {
 
 export type GithubStage = 'changes' | 'checks';
 export type GithubBudget = 'graphql' | 'core';
+/** The budgets (GitHub's rate-limit resources) a sync reserves its requests on. */
+export const GITHUB_BUDGETS: readonly GithubBudget[] = ['core', 'graphql'];
 
 /** One stage of a GitHub sync: repositories done, not reached (each with its reason token), of all. */
 export interface GithubStageProgress {

@@ -1,3 +1,5 @@
+// The types' module, not shared/protocol: the leg worker's bundle stays without the messages' schemas.
+import { GITHUB_BUDGETS } from '../../shared/protocolTypes';
 import { RateLimitedError, secondaryBackoffMs } from './rateLimited';
 import type { Budget, QuotaSnapshot } from './store/githubStore';
 
@@ -132,8 +134,13 @@ export class BudgetTracker {
       error = new RateLimitedError(budget, Number.isFinite(reset) ? Math.max(this.now(), this.toLocal(reset)) : this.now() + 60_000, kind);
     }
     error = this.bounded(error);
-    const known = this.blocked.get(budget);
-    if (!known || known.until < error.until) this.blocked.set(budget, error);
+    // A secondary limit is the token's (GitHub counts concurrent requests over REST and GraphQL
+    // together): no request on any budget is sent before it ends, so another stage does not meet it
+    // again with requests of its own. The error keeps the budget that met it, for the hibernation.
+    for (const blocked of kind === 'secondary' ? GITHUB_BUDGETS : [budget]) {
+      const known = this.blocked.get(blocked);
+      if (!known || known.until < error.until) this.blocked.set(blocked, error);
+    }
     return error;
   }
 

@@ -2,6 +2,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { KeptExposition } from './keptExposition';
 import { RUN_DURATION_BUCKETS, type RunTotals } from './runTotals';
 import {
+  GITHUB_BUDGETS,
   isFinalStatus,
   type DiskGateState,
   type DiskStatus,
@@ -41,8 +42,6 @@ export interface GithubTotals {
   syncs: ReadonlyArray<{ id: string; requests: Record<GithubBudget, number>; hibernations: number }>;
 }
 
-/** The budgets (GitHub's rate-limit resources) a sync reserves its requests on. */
-const GITHUB_BUDGETS: readonly GithubBudget[] = ['core', 'graphql'];
 /** Syncs whose counters are remembered, so that the next figures of each add only what moved. */
 const MAX_SYNCS = 64;
 

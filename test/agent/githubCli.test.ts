@@ -127,8 +127,8 @@ test(
   'without an agent and without --wait a detached owner holds the sync through its hibernation; a second sync follows it, --repos is refused (81), cancel ends it',
   { timeout: 120_000 },
   async () => {
-    // GraphQL only: the stages run side by side, and the REST stage goes on until it is done; the sync
-    // then hibernates on the graphql budget (with both limited, either budget could be the one named).
+    // GraphQL only: a secondary limit is the token's, so the REST stage stops on it too, and the sync
+    // hibernates on the graphql budget, the one that met it.
     const sim = new GithubSimulator({ repos: 3, secondaryFrom: { requests: 3, retryAfterSeconds: 600, resource: 'graphql' } });
     const url = await sim.start();
     try {

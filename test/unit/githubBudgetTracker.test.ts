@@ -67,3 +67,20 @@ test('secondary limits: retry-after when given; else 60 s, doubling with each in
   assert.deepEqual([0, 1, 2, 3].map(secondaryBackoffMs), [60_000, 120_000, 240_000, 480_000]);
   assert.throws(() => u.reserve('graphql'), RateLimitedError);
 });
+
+test("a secondary limit is the token's: met on one budget, no request on the other is sent before it ends; a primary limit stays its budget's", () => {
+  let now = 1_000_000_000_000;
+  const t = new BudgetTracker(() => now);
+  const met = t.limited('graphql', { 'retry-after': '120' }, 'secondary');
+  assert.throws(
+    () => t.reserve('core'),
+    (err: unknown) => err === met,
+    'the REST stage stops on the same wait, named by the budget that met it',
+  );
+  now += 120_000;
+  t.reserve('core');
+  t.reserve('graphql');
+  t.limited('core', headers(0, now / 1000 + 600), 'primary');
+  assert.throws(() => t.reserve('core'), RateLimitedError);
+  t.reserve('graphql');
+});
