@@ -115,16 +115,15 @@ export function watchRun(
       first = false;
       await pause();
     }
-    // The file's time is the end only for a run that had ended before the watch began.
-    const endTime = byWrapper === null && first;
-    let recorded = readStatusFile(statusFile, endTime);
+    let recorded = readStatusFile(statusFile);
     // The native spawner's waiter, which writes the status, is outside the group: with no exit of our
     // own to go by, its write may still be on its way once the group is empty.
     for (let waited = 0; recorded.unknown && byWrapper === null && waited < STATUS_WRITE_GRACE_MS && !stopped; waited += GROUP_POLL_MS) {
       await pause();
-      recorded = readStatusFile(statusFile, endTime);
+      recorded = readStatusFile(statusFile);
     }
-    if (!recorded.unknown) return endTime ? recorded : { ...recorded, endedAt: undefined };
+    // The file's time is the end only for a run that had ended before the watch began.
+    if (!recorded.unknown) return byWrapper === null && first ? recorded : { ...recorded, endedAt: undefined };
     return byWrapper ?? recorded;
   })();
   return {
@@ -149,20 +148,25 @@ function wrapperAlive(group: RunGroup): boolean {
 const STATUS_RECORD = /^(\d+)\n(?:cgroup (\d+) (\d+|-) (\d+)\n)?$/;
 /** More than the longest record: a file this long or longer is no record, read in full or not. */
 const STATUS_READ_BYTES = 256;
+const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
 
 /**
- * The run's recorded end, `endedAt` the file's time unless `endTime` is false (a run seen to end,
- * whose end is now): then the file is opened, read once and closed, nothing more.
+ * The run's recorded end, `endedAt` the file's time. Opened without following a link and without
+ * blocking, and checked on its descriptor: a regular file of ours that nobody else can write, else
+ * the status is unknown (the status folder may lie under a shared one: a planted link, FIFO or forged
+ * record must neither hang the agent nor end a run with someone else's word).
  */
-export function readStatusFile(statusFile: string, endTime = true): ExitInfo {
+export function readStatusFile(statusFile: string): ExitInfo {
   let text: string;
-  let endedAt: Date | undefined;
+  let endedAt: Date;
   const buffer = Buffer.allocUnsafe(STATUS_READ_BYTES);
   try {
-    const fd = fs.openSync(statusFile, 'r');
+    const fd = fs.openSync(statusFile, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
     try {
+      const st = fs.fstatSync(fd);
+      if (!st.isFile() || st.uid !== (process.getuid?.() ?? st.uid) || (st.mode & 0o022) !== 0) throw new Error('not our status file');
+      endedAt = st.mtime;
       text = buffer.toString('latin1', 0, fs.readSync(fd, buffer, 0, STATUS_READ_BYTES, 0));
-      if (endTime) endedAt = fs.fstatSync(fd).mtime;
     } finally {
       fs.closeSync(fd);
     }
@@ -172,7 +176,7 @@ export function readStatusFile(statusFile: string, endTime = true): ExitInfo {
   const record = STATUS_RECORD.exec(text);
   if (record === null) return { exitCode: null, signal: null, unknown: true };
   const [, code, peak, cpu, oom] = record;
-  const exit: ExitInfo = { ...decodeExit(Number(code), null), ...(endedAt === undefined ? {} : { endedAt }) };
+  const exit: ExitInfo = { ...decodeExit(Number(code), null), endedAt };
   if (peak !== undefined) exit.cgroup = { peakBytes: Number(peak), cpuNs: cpu === '-' ? null : Number(cpu), oomKills: Number(oom) };
   return exit;
 }

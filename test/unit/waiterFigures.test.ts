@@ -2,6 +2,7 @@
 // reads them, refuses a file it cannot read as a whole, and keeps them for a run whose cgroup it never
 // adopted (the agent before it died after the waiter had removed the cgroup).
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -63,15 +64,27 @@ test('the figures of a run whose cgroup the waiter removed before this agent ado
   }
 });
 
-test('a run seen to end takes no time from its status file; a file longer than any record is no record', (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qt-status-'));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const file = path.join(dir, 'r.exit');
-  fs.writeFileSync(file, '0\ncgroup 4194304 1500000 0\n');
-  const seen = readStatusFile(file, false);
-  assert.equal(seen.exitCode, 0);
-  assert.equal(seen.endedAt, undefined, 'its end is when it was seen, not the file time');
-  assert.equal(readStatusFile(file).endedAt?.getTime(), fs.statSync(file).mtime.getTime(), 'an adopted run ended at the file time');
-  fs.writeFileSync(file, `0\n${'\n'.repeat(400)}`);
-  assert.deepEqual(readStatusFile(file), { exitCode: null, signal: null, unknown: true });
-});
+test(
+  'a status file is read only when it is a plain file of ours nobody else writes, never through a link, never waiting on a FIFO',
+  { timeout: 10_000 },
+  (t) => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qt-status-'));
+    t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const unknown = { exitCode: null, signal: null, unknown: true };
+    const file = path.join(dir, 'r.exit');
+    fs.writeFileSync(file, '0\ncgroup 4194304 1500000 0\n', { mode: 0o600 });
+    assert.equal(readStatusFile(file).exitCode, 0);
+    assert.equal(readStatusFile(file).endedAt?.getTime(), fs.statSync(file).mtime.getTime(), 'an adopted run ended at the file time');
+    const link = path.join(dir, 'link.exit');
+    fs.symlinkSync(file, link);
+    assert.deepEqual(readStatusFile(link), unknown, 'a link is not followed');
+    const fifo = path.join(dir, 'fifo.exit');
+    execFileSync('mkfifo', [fifo]);
+    assert.deepEqual(readStatusFile(fifo), unknown, 'a FIFO is refused at once (this call would hang otherwise)');
+    fs.chmodSync(file, 0o622);
+    assert.deepEqual(readStatusFile(file), unknown, 'a record others can write is no record');
+    fs.chmodSync(file, 0o600);
+    fs.writeFileSync(file, `0\n${'\n'.repeat(400)}`);
+    assert.deepEqual(readStatusFile(file), unknown, 'longer than any record');
+  },
+);
