@@ -46,7 +46,7 @@ async function pair(t: TestContext, timing: WriteTiming, limits = LIMITS) {
 }
 
 test('a frame sent after a quiet spell leaves at the end of its tick', async (t) => {
-  const { flow, received, receivedCount, uncorks } = await pair(t, { windowMs: 60_000, burstGapMs: 0 });
+  const { flow, received, receivedCount, uncorks, drops } = await pair(t, { windowMs: 60_000, burstGapMs: 0 });
   void flow.send('first');
   void flow.send('second, same tick');
   assert.equal(uncorks(), 0, 'corked while the tick lasts');
@@ -54,11 +54,12 @@ test('a frame sent after a quiet spell leaves at the end of its tick', async (t)
   assert.equal(uncorks(), 1, 'one write for the tick, before the next turn of the loop (no window outside a burst)');
   await receivedCount(2);
   assert.deepEqual(received, ['first', 'second, same tick']);
+  assert.deepEqual(drops, []);
 });
 
 test('while a burst lasts, the frames of many turns leave in one write at the end of the window', async (t) => {
   // A window far longer than the sends take, so the count does not depend on the machine's speed.
-  const { flow, received, receivedCount, uncorks } = await pair(t, { windowMs: 300, burstGapMs: 60_000 });
+  const { flow, received, receivedCount, uncorks, drops } = await pair(t, { windowMs: 300, burstGapMs: 60_000 });
   // The first write after a quiet spell: at once.
   void flow.send('lead');
   await nextTurn();
@@ -73,6 +74,7 @@ test('while a burst lasts, the frames of many turns leave in one write at the en
   await receivedCount(21);
   assert.equal(uncorks(), 2, 'all twenty left in one write');
   assert.deepEqual(received, ['lead', ...frames], 'in the order they were sent');
+  assert.deepEqual(drops, []);
 });
 
 test(
