@@ -1,4 +1,5 @@
 import * as crypto from 'node:crypto';
+import type { GithubBudget } from '../../../shared/protocolTypes';
 import type { PullRequestRecord, WorkflowJobRecord, WorkflowRunRecord } from '../records';
 import type { GithubDb, SqlRunner } from './githubDb';
 import { existingSql, upsertSql, type EntityName } from './upsertSql';
@@ -6,7 +7,7 @@ import { existingSql, upsertSql, type EntityName } from './upsertSql';
 export type Stage = 'changes' | 'checks';
 export const STAGES: readonly Stage[] = ['changes', 'checks'];
 export type SyncStatus = 'running' | 'completed' | 'failed' | 'cancelled';
-export type Budget = 'graphql' | 'core';
+export type Budget = GithubBudget;
 
 /** The counters of a sync; they change only by `SET n = n + $k` (ADR 0006 item 2). */
 export interface Counters {
