@@ -6,7 +6,8 @@ import { EnvironmentError } from './errors';
 import { ensureLogDir, logDirSetting } from './runs/runLogFile';
 import type { Logger } from './log/logger';
 import { tightenedMessage, VerifiedDir } from './station/openInVerifiedDir';
-import { stationPolicy, type StationPolicy } from './station/stationPolicy';
+import { HOME_WHY, secureHome } from './station/checkSettingPaths';
+import { privatePolicy, stationPolicy, type StationPolicy } from './station/stationPolicy';
 import { UnsafeStationError } from './station/unsafeStationError';
 import { ensureVerifiedDir } from './station/verifiedDir';
 
@@ -44,20 +45,22 @@ export function checkStationDirs(config: Config, logger?: Logger): StationPolicy
       }
     }
   });
-  for (const [setting, dir, mode] of [
-    ['DATA_DIR', config.dataDir, 0o755],
-    ['QUANTILICA_HOME', config.homeDir, 0o700],
-  ] as const) {
-    withSetting(setting, dir, () => {
-      try {
-        fs.mkdirSync(dir, { recursive: true, mode });
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR' });
-        throw err;
-      }
-      probeWrite(dir);
-    });
-  }
+  withSetting('DATA_DIR', config.dataDir, () => {
+    try {
+      fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o755 });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR' });
+      throw err;
+    }
+    probeWrite(config.dataDir);
+  });
+  // The home: a folder of ours that nobody else can write, like the log folder; one of ours that is
+  // merely too open is closed first (0700), as it always was.
+  withSetting('QUANTILICA_HOME', config.homeDir, () => {
+    secureHome(config.homeDir);
+    ensureVerifiedDir(config.homeDir, privatePolicy(), 'QUANTILICA_HOME', HOME_WHY);
+    probeWrite(config.homeDir);
+  });
   // Run logs: a folder of ours that nobody else can write, like the lock folder (runLogFile.ts).
   const logSetting = logDirSetting(config.logDir, config.dataDir);
   withSetting(logSetting, config.logDir, () => ensureLogDir(config.logDir, logSetting));

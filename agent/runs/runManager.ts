@@ -1,9 +1,11 @@
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { isFinalStatus, type RunInfo, type RunReason, type RunTrigger } from '../../shared/protocol';
 import { isGithubSync, type CatalogEntry } from '../catalog/catalog';
 import { InvalidArgumentError, UnknownRunError } from '../errors';
 import { oomWarning } from '../memory/oomWarning';
+import { HOME_WHY } from '../station/checkSettingPaths';
+import { privatePolicy } from '../station/stationPolicy';
+import { ensureVerifiedDir } from '../station/verifiedDir';
 import { tailFd, tailFile } from './logCap';
 import { CancelledError, newActiveRun, ParkedError, type ActiveRun } from './activeRun';
 import { appendAgentLines, neverStartedLines, runLogPath } from './agentRunLog';
@@ -45,7 +47,8 @@ export class RunManager {
   private phase: ManagerPhase = 'open';
 
   constructor(private readonly deps: RunManagerDeps) {
-    fs.mkdirSync(this.statusDir(), { recursive: true, mode: 0o700 });
+    // The waiters write each run's exit status here, and the agent believes what it reads.
+    ensureVerifiedDir(this.statusDir(), privatePolicy(), 'QUANTILICA_HOME', HOME_WHY);
     this.ports = { journal: deps.journal, clock: deps.clock, publish: (run) => deps.onRunChange(run) };
     this.upkeep = new RunUpkeep({
       spawner: deps.spawner,

@@ -55,6 +55,10 @@ function checkDirPath(setting: string, dir: string): void {
   }
 }
 
+/** Why a QUANTILICA_HOME (or its runs folder) that is not ours alone is refused (the message of UnsafeStationError). */
+export const HOME_WHY =
+  "another account could read the agent's token and state, or plant links and files where the agent records how each run ended";
+
 /** QUANTILICA_HOME holds the token, the state and the spool: only its owner may enter it (0700). */
 export function secureHome(homeDir: string): void {
   try {
