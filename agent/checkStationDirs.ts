@@ -6,8 +6,8 @@ import { EnvironmentError } from './errors';
 import { ensureLogDir, logDirSetting } from './runs/runLogFile';
 import type { Logger } from './log/logger';
 import { tightenedMessage, VerifiedDir } from './station/openInVerifiedDir';
-import { HOME_WHY, secureHome } from './station/checkSettingPaths';
-import { privatePolicy, stationPolicy, type StationPolicy } from './station/stationPolicy';
+import { verifyHome } from './station/checkSettingPaths';
+import { stationPolicy, type StationPolicy } from './station/stationPolicy';
 import { UnsafeStationError } from './station/unsafeStationError';
 import { ensureVerifiedDir } from './station/verifiedDir';
 
@@ -57,8 +57,7 @@ export function checkStationDirs(config: Config, logger?: Logger): StationPolicy
   // The home: a folder of ours that nobody else can write, like the log folder; one of ours that is
   // merely too open is closed first (0700), as it always was.
   withSetting('QUANTILICA_HOME', config.homeDir, () => {
-    secureHome(config.homeDir);
-    ensureVerifiedDir(config.homeDir, privatePolicy(), 'QUANTILICA_HOME', HOME_WHY);
+    verifyHome(config.homeDir);
     probeWrite(config.homeDir);
   });
   // Run logs: a folder of ours that nobody else can write, like the lock folder (runLogFile.ts).

@@ -1,6 +1,5 @@
 import * as path from 'node:path';
 import { checkStationDirs } from './checkStationDirs';
-import { secureHome } from './station/checkSettingPaths';
 import { takeInstanceLock } from './station/instanceLock';
 import type { Config } from './config/config';
 import { DiskGate } from './disk/diskGate';
@@ -65,7 +64,6 @@ export function openAgent(config: Config, logger: Logger, { role }: OpenAgentOpt
   const policy = checkStationDirs(config, logger);
   let release: (() => void) | null = null;
   if (role === 'agent') {
-    secureHome(config.homeDir);
     release = takeInstanceLock(config.homeDir);
   }
   try {

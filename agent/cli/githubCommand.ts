@@ -8,6 +8,7 @@ import { githubSyncStatus } from '../github/githubSyncStatus';
 import { parseRepos } from '../github/parseRepos';
 import type { GithubStore } from '../github/store/githubStore';
 import { openGithubStore } from '../github/store/openGithubStore';
+import { checkSettingPaths, secureHome } from '../station/checkSettingPaths';
 
 /** Registers `github sync` and `github status` (one line in runCli). */
 export function registerGithubCommands(program: Command, setExitCode: (code: number) => void): void {
@@ -48,6 +49,9 @@ export function registerGithubCommands(program: Command, setExitCode: (code: num
 
 async function withStore(fn: (store: GithubStore) => Promise<number>): Promise<number> {
   const config = loadConfig();
+  // Its SQLite store lives in the home: a home another account could plant files in is refused first.
+  checkSettingPaths(config);
+  secureHome(config.homeDir);
   const logger = createLogger('quantilica-github', process.env.QUANTILICA_LOG_LEVEL ?? 'warn');
   const store = await openGithubStore({ databaseUrl: config.databaseUrl, homeDir: config.homeDir, logger });
   try {

@@ -2,6 +2,9 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Config } from '../config/config';
 import { EnvironmentError } from '../errors';
+import { privatePolicy } from './stationPolicy';
+import { UnsafeStationError } from './unsafeStationError';
+import { ensureVerifiedDir } from './verifiedDir';
 
 const PROC_SUPER_MAGIC = 0x9fa0;
 const SYSFS_MAGIC = 0x62656572;
@@ -59,12 +62,29 @@ function checkDirPath(setting: string, dir: string): void {
 export const HOME_WHY =
   "another account could read the agent's token and state, or plant links and files where the agent records how each run ended";
 
-/** QUANTILICA_HOME holds the token, the state and the spool: only its owner may enter it (0700). */
+/**
+ * QUANTILICA_HOME holds the token, the state, the spool and the exit statuses the agent believes: only
+ * its owner may enter it (0700). A home of ours that is too open is closed; one another account owns
+ * or can write, or that lies where another account could replace it, is refused (UnsafeStationError,
+ * exit 73). Any other failure (a read-only disk, a missing permission) is left to the first write,
+ * which names the setting (checkStationDirs).
+ */
 export function secureHome(homeDir: string): void {
   try {
-    const stat = fs.lstatSync(homeDir);
-    if (stat.isDirectory() && stat.uid === process.getuid?.() && (stat.mode & 0o077) !== 0) fs.chmodSync(homeDir, 0o700);
-  } catch {
-    // Not there yet: it is created 0700 under the umask.
+    verifyHome(homeDir);
+  } catch (err) {
+    if (err instanceof UnsafeStationError) throw err;
   }
+}
+
+/** secureHome, throwing every failure: made if missing, closed if ours, else checked like the log folder. */
+export function verifyHome(homeDir: string): void {
+  let stat: fs.Stats | undefined;
+  try {
+    stat = fs.lstatSync(homeDir, { throwIfNoEntry: false });
+  } catch {
+    // Unreadable: the check below says why.
+  }
+  if (stat?.isDirectory() && stat.uid === process.getuid?.() && (stat.mode & 0o077) !== 0) fs.chmodSync(homeDir, 0o700);
+  ensureVerifiedDir(homeDir, privatePolicy(), 'QUANTILICA_HOME', HOME_WHY);
 }

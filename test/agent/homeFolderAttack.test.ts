@@ -33,6 +33,15 @@ test('a QUANTILICA_HOME another account made is refused at start with the fix; n
   assert.equal(ran(), false, 'the fetcher did not run');
   const st = fs.statSync(foreign);
   assert.deepEqual([st.uid, st.mode & 0o777], [attacker.uid, 0o755], 'nor was it taken over or changed');
+
+  // Every command that keeps something in the home refuses it the same way, before it opens anything
+  // there: the run history, and the GitHub sync's SQLite store.
+  for (const args of [['runs'], ['github', 'status']]) {
+    const other = await runCli({ ...t, env: { ...t.env, QUANTILICA_HOME: foreign } }, args);
+    assert.equal(other.code, 73, `${args.join(' ')}: ${other.stderr}`);
+    assert.match(other.stderr, new RegExp(`QUANTILICA_HOME: ${foreign} is owned by uid ${attacker.uid}, not by you`), other.stderr);
+    assert.deepEqual(fs.readdirSync(foreign), [], `${args.join(' ')} made nothing in it`);
+  }
 });
 
 test("a runs folder another account can write or owns is refused with the fix; once it is ours alone, the run's status is written there, private", async () => {
