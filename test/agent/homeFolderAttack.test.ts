@@ -35,12 +35,19 @@ test('a QUANTILICA_HOME another account made is refused at start with the fix; n
   assert.deepEqual([st.uid, st.mode & 0o777], [attacker.uid, 0o755], 'nor was it taken over or changed');
 
   // Every command that keeps something in the home refuses it the same way, before it opens anything
-  // there: the run history, and the GitHub sync's SQLite store.
+  // there: the run history, and the GitHub sync's SQLite store, which the attacker has planted as an
+  // empty file of theirs that anyone may write (the store would be made in it: the attacker would read
+  // the sync's state, and forge it).
+  const planted = path.join(foreign, 'github_sync.db');
+  fs.writeFileSync(planted, '');
+  fs.chmodSync(planted, 0o666);
+  fs.chownSync(planted, attacker.uid, attacker.gid);
   for (const args of [['runs'], ['github', 'status']]) {
     const other = await runCli({ ...t, env: { ...t.env, QUANTILICA_HOME: foreign } }, args);
     assert.equal(other.code, 73, `${args.join(' ')}: ${other.stderr}`);
     assert.match(other.stderr, new RegExp(`QUANTILICA_HOME: ${foreign} is owned by uid ${attacker.uid}, not by you`), other.stderr);
-    assert.deepEqual(fs.readdirSync(foreign), [], `${args.join(' ')} made nothing in it`);
+    assert.deepEqual(fs.readdirSync(foreign), ['github_sync.db'], `${args.join(' ')} made nothing in it`);
+    assert.equal(fs.statSync(planted).size, 0, `${args.join(' ')} wrote nothing in the planted store`);
   }
 });
 
