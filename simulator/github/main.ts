@@ -16,6 +16,7 @@ const program = new Command('github-simulator')
   .option('--runs <n>', 'workflow runs per repository', int('--runs'), 20)
   .option('--jobs <n>', 'jobs per run', int('--jobs'), 3)
   .option('--limit <n>', 'points per window, each of graphql and core', int('--limit'), 5000)
+  .option('--core-limit <n>', "core's points per window, when they differ from graphql's (--limit)", int('--core-limit'))
   .option('--window <seconds>', 'quota window length', int('--window'), 3600)
   .option('--latency <ms>', 'delay before each answer', int('--latency'), 0)
   .option('--clock-offset <ms>', "the server's clock ahead of the real one (negative: behind)", Number, 0)
@@ -37,7 +38,7 @@ const program = new Command('github-simulator')
   .option('--secondary-status <200|403>', "GraphQL's secondary limit as a 200 with an error, or a 403", '403')
   .parse(process.argv);
 
-const opts = program.opts<{ port: number; repos: number; pullRequests: number; runs: number; jobs: number; limit: number; window: number; latency: number; clockOffset: number; fault?: string[]; exitWithStdin?: boolean; token?: string; dayNewRuns: number; dayUpdatedPullRequests: number; dayNewPullRequests: number; graphqlLimitType: string; resetAhead?: number; runsNext?: string; graphqlMaxFirst?: number; drainAfter?: string; secondaryFrom?: number; secondaryRetryAfter?: number; secondaryRemainingZero?: boolean; secondaryResource?: string; secondaryStatus: string }>();
+const opts = program.opts<{ port: number; repos: number; pullRequests: number; runs: number; jobs: number; limit: number; coreLimit?: number; window: number; latency: number; clockOffset: number; fault?: string[]; exitWithStdin?: boolean; token?: string; dayNewRuns: number; dayUpdatedPullRequests: number; dayNewPullRequests: number; graphqlLimitType: string; resetAhead?: number; runsNext?: string; graphqlMaxFirst?: number; drainAfter?: string; secondaryFrom?: number; secondaryRetryAfter?: number; secondaryRemainingZero?: boolean; secondaryResource?: string; secondaryStatus: string }>();
 const usage = (message: string): never => {
   process.stderr.write(`${message}\n`);
   process.exit(64);
@@ -60,7 +61,7 @@ for (const f of opts.fault ?? []) {
 }
 const simulator = new GithubSimulator({
   repos: opts.repos, pullRequestsPerRepo: opts.pullRequests, runsPerRepo: opts.runs, jobsPerRun: opts.jobs,
-  limits: { graphql: opts.limit, core: opts.limit }, windowSeconds: opts.window, latencyMs: opts.latency,
+  limits: { graphql: opts.limit, core: opts.coreLimit ?? opts.limit }, windowSeconds: opts.window, latencyMs: opts.latency,
   clockOffsetMs: opts.clockOffset, faults,
   day: { newRuns: opts.dayNewRuns, updatedPullRequests: opts.dayUpdatedPullRequests, newPullRequests: opts.dayNewPullRequests }, token: opts.token, graphqlLimitType: opts.graphqlLimitType, resetAheadSeconds: opts.resetAhead,
   graphqlMaxFirst: opts.graphqlMaxFirst,
