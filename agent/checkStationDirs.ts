@@ -4,10 +4,11 @@ import { randomBytes } from 'node:crypto';
 import type { Config } from './config/config';
 import { EnvironmentError } from './errors';
 import { ensureLogDir, logDirSetting } from './runs/runLogFile';
+import { statusDirOf } from './runs/statusDir';
 import type { Logger } from './log/logger';
 import { tightenedMessage, VerifiedDir } from './station/openInVerifiedDir';
-import { verifyHome } from './station/checkSettingPaths';
-import { stationPolicy, type StationPolicy } from './station/stationPolicy';
+import { HOME_WHY, verifyHome } from './station/checkSettingPaths';
+import { privatePolicy, stationPolicy, type StationPolicy } from './station/stationPolicy';
 import { UnsafeStationError } from './station/unsafeStationError';
 import { ensureVerifiedDir } from './station/verifiedDir';
 
@@ -55,9 +56,11 @@ export function checkStationDirs(config: Config, logger?: Logger): StationPolicy
     probeWrite(config.dataDir);
   });
   // The home: a folder of ours that nobody else can write, like the log folder; one of ours that is
-  // merely too open is closed first (0700), as it always was.
+  // merely too open is closed first (0700), as it always was. Its runs folder holds the exit statuses
+  // the agent believes: checked the same way, never tightened (it may already hold planted files).
   withSetting('QUANTILICA_HOME', config.homeDir, () => {
     verifyHome(config.homeDir);
+    ensureVerifiedDir(statusDirOf(config.homeDir), privatePolicy(), 'QUANTILICA_HOME', HOME_WHY);
     probeWrite(config.homeDir);
   });
   // Run logs: a folder of ours that nobody else can write, like the lock folder (runLogFile.ts).

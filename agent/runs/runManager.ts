@@ -1,11 +1,7 @@
-import * as path from 'node:path';
 import { isFinalStatus, type RunInfo, type RunReason, type RunTrigger } from '../../shared/protocol';
 import { isGithubSync, type CatalogEntry } from '../catalog/catalog';
 import { InvalidArgumentError, UnknownRunError } from '../errors';
 import { oomWarning } from '../memory/oomWarning';
-import { HOME_WHY } from '../station/checkSettingPaths';
-import { privatePolicy } from '../station/stationPolicy';
-import { ensureVerifiedDir } from '../station/verifiedDir';
 import { tailFd, tailFile } from './logCap';
 import { CancelledError, newActiveRun, ParkedError, type ActiveRun } from './activeRun';
 import { appendAgentLines, neverStartedLines, runLogPath } from './agentRunLog';
@@ -22,6 +18,7 @@ import { draft, FINISH_MOVES, transition, type MoveDetail, type RunFields, type 
 import { isRetryable, retryDelayMs, runPolicy, type RunPolicy } from './runPolicy';
 import type { RunMoves } from './runMoves';
 import { RunUpkeep } from './runUpkeep';
+import { statusDirOf } from './statusDir';
 import { validateArgs } from './validateArgs';
 
 export type { RunManagerDeps } from './runManagerDeps';
@@ -47,8 +44,6 @@ export class RunManager {
   private phase: ManagerPhase = 'open';
 
   constructor(private readonly deps: RunManagerDeps) {
-    // The waiters write each run's exit status here, and the agent believes what it reads.
-    ensureVerifiedDir(this.statusDir(), privatePolicy(), 'QUANTILICA_HOME', HOME_WHY);
     this.ports = { journal: deps.journal, clock: deps.clock, publish: (run) => deps.onRunChange(run) };
     this.upkeep = new RunUpkeep({
       spawner: deps.spawner,
@@ -565,6 +560,6 @@ export class RunManager {
   }
 
   statusDir(): string {
-    return path.join(this.deps.config.homeDir, 'runs');
+    return statusDirOf(this.deps.config.homeDir);
   }
 }
