@@ -6,11 +6,10 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import * as readline from 'node:readline';
 import { after, test } from 'node:test';
 import { DemoSimulator } from '../../agent/github/demoSimulator';
 import { connectAgent } from '../../agent/client/agentClient';
-import { AGENT_JS, FIXTURES, makeTestEnv, runCli, startAgent, testConfig, type TestEnv } from '../support/harness';
+import { AGENT_JS, FIXTURES, makeTestEnv, readyAgent, runCli, startAgent, testConfig, type TestEnv } from '../support/harness';
 import { memoryLogger } from '../support/memoryLogger';
 import { pgStation } from '../support/pgStations';
 import { startTestPostgres } from '../support/postgres';
@@ -43,19 +42,7 @@ async function startAgentWithFd(s: TestEnv, extraFd: number): Promise<ChildProce
   // Filled, not sparse: child_process reduces the array, which skips holes, so a sparse stdio[251]
   // would land at descriptor 3.
   const stdio: (number | 'ignore' | 'pipe')[] = ['ignore', 'pipe', 'pipe', ...Array<'ignore'>(248).fill('ignore'), extraFd];
-  const child = spawn(process.execPath, [AGENT_JS, 'agent'], { env: s.env, stdio });
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => {
-    stderr += d.toString();
-  });
-  await new Promise<void>((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`agent exited with ${code} before ready; stderr: ${stderr}`)));
-    readline.createInterface({ input: child.stdout! }).on('line', (line) => {
-      if (line.includes('"ready":true')) resolve();
-    });
-  });
-  child.removeAllListeners('exit');
-  return child;
+  return (await readyAgent(spawn(process.execPath, [AGENT_JS, 'agent'], { env: s.env, stdio }))).child;
 }
 
 function parentOf(pid: string): number {

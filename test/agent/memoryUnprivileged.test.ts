@@ -1,11 +1,10 @@
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import * as readline from 'node:readline';
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import type { RunInfo, Snapshot } from '../../shared/protocol';
-import { AGENT_JS, OUT_FIXTURES, makeTestEnv, type TestEnv } from '../support/harness';
+import { AGENT_JS, OUT_FIXTURES, makeTestEnv, readyAgent, type TestEnv } from '../support/harness';
 import { uniqueCgroupName } from '../support/cgroups';
 import { waitFor } from '../support/waitFor';
 
@@ -35,32 +34,10 @@ function cliAsUser(t: TestEnv, args: string[]): { status: number | null; stdout:
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-async function startAgentAsUser(t: TestEnv): Promise<{ child: ChildProcess; stderr: () => string }> {
-  const child = spawn('setpriv', asUser([process.execPath, AGENT_JS, 'agent']), {
-    env: t.env,
-    cwd: '/',
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => {
-    stderr += d.toString();
-  });
-  const lines = readline.createInterface({ input: child.stdout });
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`agent not ready within 30 s; stderr: ${stderr}`)), 30000);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`agent exited with ${code} before ready; stderr: ${stderr}`));
-    });
-    lines.on('line', (line) => {
-      if (line.includes('"ready":true')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-  });
-  child.removeAllListeners('exit');
-  return { child, stderr: () => stderr };
+function startAgentAsUser(t: TestEnv): Promise<{ child: ChildProcess; stderr: () => string }> {
+  return readyAgent(
+    spawn('setpriv', asUser([process.execPath, AGENT_JS, 'agent']), { env: t.env, cwd: '/', stdio: ['ignore', 'pipe', 'pipe'] }),
+  );
 }
 
 test(

@@ -6,12 +6,11 @@ import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as net from 'node:net';
 import * as path from 'node:path';
-import * as readline from 'node:readline';
 import { after, test } from 'node:test';
 import { WebSocket } from 'ws';
 import { connectAgent } from '../../agent/client/agentClient';
 import { readConnectionFile } from '../../shared/node/connectionFile';
-import { AGENT_JS, makeTestEnv, startAgent, type TestEnv } from '../support/harness';
+import { AGENT_JS, makeTestEnv, readyAgent, startAgent, type TestEnv } from '../support/harness';
 import { waitFor } from '../support/waitFor';
 
 const stations: TestEnv[] = [];
@@ -143,12 +142,7 @@ test("the agent's log on a file (as the extension starts it) is capped and rotat
   const child = spawn(process.execPath, [AGENT_JS, 'agent'], { env: s.env, stdio: ['ignore', 'pipe', out] });
   fs.closeSync(out);
   try {
-    await new Promise<void>((resolve, reject) => {
-      readline.createInterface({ input: child.stdout! }).on('line', (line) => {
-        if (line.includes('"ready":true')) resolve();
-      });
-      child.once('exit', (code) => reject(new Error(`agent exited ${code}: ${fs.readFileSync(logFile, 'utf8')}`)));
-    });
+    await readyAgent(child, () => fs.readFileSync(logFile, 'utf8'));
     // Each connection logs a few lines: enough of them to pass the cap several times over.
     const { port, token } = await readConnectionFile(connectionFile(s));
     for (let i = 0; i < 400; i++) await bearerRoundTrip(port, token);

@@ -149,27 +149,37 @@ export async function listRuns(t: TestEnv | NodeJS.ProcessEnv, extra: string[] =
 }
 
 /** Starts `quantilica agent` and resolves once it prints its ready line. */
-export async function startAgent(t: TestEnv, extraArgs: string[] = []): Promise<{ child: ChildProcess; stderr: () => string }> {
-  const child = spawn(process.execPath, [AGENT_JS, 'agent', ...extraArgs], { env: t.env, stdio: ['ignore', 'pipe', 'pipe'] });
+export function startAgent(t: TestEnv, extraArgs: string[] = []): Promise<{ child: ChildProcess; stderr: () => string }> {
+  return readyAgent(spawn(process.execPath, [AGENT_JS, 'agent', ...extraArgs], { env: t.env, stdio: ['ignore', 'pipe', 'pipe'] }));
+}
+
+/**
+ * Resolves once an agent started by the caller (as another user, with a descriptor left open, …)
+ * prints its ready line on its piped stdout; rejects when it exits first or is not ready within 30 s,
+ * with what it wrote to its piped stderr, or what `output` reads (a log file its stderr goes to).
+ */
+export async function readyAgent(child: ChildProcess, output?: () => string): Promise<{ child: ChildProcess; stderr: () => string }> {
   let stderr = '';
-  child.stderr.on('data', (d: Buffer) => {
+  child.stderr?.on('data', (d: Buffer) => {
     stderr += d.toString();
   });
-  const lines = readline.createInterface({ input: child.stdout });
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`agent not ready within 30 s; stderr: ${stderr}`)), 30000);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`agent exited with ${code} before ready; stderr: ${stderr}`));
+  const said = output ?? (() => stderr);
+  const lines = readline.createInterface({ input: child.stdout! });
+  let onExit: (code: number | null) => void = () => undefined;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await new Promise<void>((resolve, reject) => {
+      timer = setTimeout(() => reject(new Error(`agent not ready within 30 s; stderr: ${said()}`)), 30000);
+      onExit = (code) => reject(new Error(`agent exited with ${code} before ready; stderr: ${said()}`));
+      child.once('exit', onExit);
+      lines.on('line', (line) => {
+        if (line.includes('"ready":true')) resolve();
+      });
     });
-    lines.on('line', (line) => {
-      if (line.includes('"ready":true')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-  });
-  child.removeAllListeners('exit');
+  } finally {
+    clearTimeout(timer);
+    child.off('exit', onExit);
+  }
   return { child, stderr: () => stderr };
 }
 
