@@ -217,10 +217,18 @@ function render(h: History): void {
   const warnColour = cssVar('--vscode-charts-yellow', '#cca700');
   const pauseColour = cssVar('--vscode-charts-red', '#f14c4c');
   const resumeColour = cssVar('--vscode-charts-green', '#89d185');
-  const line = (y: number) => [
-    { x: fromMs, y },
-    { x: toMs, y },
-  ];
+  // A threshold as a flat dashed line across the chart's time range.
+  const threshold = (name: string, gb: number, colour: string, dash: number[]): ChartDataset<'line', Array<{ x: number; y: number }>> => ({
+    label: `${name} ${gb} GB`,
+    data: [
+      { x: fromMs, y: gb },
+      { x: toMs, y: gb },
+    ],
+    borderColor: colour,
+    borderDash: dash,
+    pointRadius: 0,
+    borderWidth: 1,
+  });
   const diskSets: Array<ChartDataset<'line', Array<{ x: number; y: number }>>> = [
     {
       label: 'free GB',
@@ -232,30 +240,9 @@ function render(h: History): void {
   ];
   if (h.thresholds) {
     diskSets.push(
-      {
-        label: `warn ${h.thresholds.warnGb} GB`,
-        data: line(h.thresholds.warnGb),
-        borderColor: warnColour,
-        borderDash: [6, 4],
-        pointRadius: 0,
-        borderWidth: 1,
-      },
-      {
-        label: `pause ${h.thresholds.pauseGb} GB`,
-        data: line(h.thresholds.pauseGb),
-        borderColor: pauseColour,
-        borderDash: [6, 4],
-        pointRadius: 0,
-        borderWidth: 1,
-      },
-      {
-        label: `resume ${h.thresholds.resumeGb} GB`,
-        data: line(h.thresholds.resumeGb),
-        borderColor: resumeColour,
-        borderDash: [2, 3],
-        pointRadius: 0,
-        borderWidth: 1,
-      },
+      threshold('warn', h.thresholds.warnGb, warnColour, [6, 4]),
+      threshold('pause', h.thresholds.pauseGb, pauseColour, [6, 4]),
+      threshold('resume', h.thresholds.resumeGb, resumeColour, [2, 3]),
     );
   }
   diskChart?.destroy();
