@@ -18,7 +18,7 @@ import { slotCycles, type SlotCycle } from './slotCycles';
 // spawner) and its RSS: idle before the bursts, 5 s after the measured burst's last run ended, idle at
 // the end. The agent gets two bursts of the same runs: the first after its start, reported on its own
 // line (V8 compiles the agent's hot paths during it: CPU paid once per agent process), and the
-// measured one, a station's agent between two of its days' bursts. Then warm rounds (WARM_ROUNDS):
+// measured one, a station's agent between two of its days' bursts. Then warm rounds (BENCH_WARM_ROUNDS):
 // each measures the ceiling and the peer again and gives the agent one more burst, so each burst's
 // ratios compare figures of the same minute on a machine whose speed drifts between minutes, and the
 // medians show the agent as V8 leaves it after thousands of runs.
@@ -220,9 +220,9 @@ export interface AgentFigures {
   firstBurst: BurstFigures;
   /**
    * The warm rounds, when asked for (the first one's burst is the agent's third): V8 still optimizes
-   * some ninety functions of the hot paths for the first time during the second burst (they become hot
-   * only after a thousand or two runs), a sixth of the agent's CPU there, and fewer in each burst
-   * after it. A station's agent, running for days, spends most of its bursts in the state of the last.
+   * some ninety functions of the hot paths for the first time during the second burst, a sixth of the
+   * agent's CPU there, and about as many again in the third (they become hot only after thousands of
+   * runs). A station's agent, running for days, spends most of its bursts in the state of the last.
    */
   warmRounds: WarmRound[];
   runsPerSecond: number;
