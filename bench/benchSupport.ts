@@ -6,6 +6,27 @@ import { removeAtExit } from '../test/support/removeAtExit';
 
 /** Helpers shared by the benchmarks: percentiles, idle sampling of a process, a printed table. */
 
+/**
+ * A benchmark's numeric setting (an environment variable, or an argument called `name` in the
+ * message): `fallback` when unset or empty. Anything else that is not a number in [min, max] (a whole
+ * one where `whole`) stops the benchmark with one line naming the setting and what it takes, exit 64
+ * (EX_USAGE), before it has made or started anything: a typo must not turn into a run of NaN rounds.
+ */
+export function benchNumber(
+  name: string,
+  raw: string | undefined,
+  fallback: number,
+  range: { min: number; max: number; whole?: boolean },
+): number {
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (Number.isFinite(n) && n >= range.min && n <= range.max && (range.whole !== true || Number.isInteger(n))) return n;
+  process.stderr.write(
+    `${name} must be ${range.whole === true ? 'a whole number' : 'a number'} from ${range.min} to ${range.max}, not ${JSON.stringify(raw)}\n`,
+  );
+  process.exit(64);
+}
+
 export function percentile(values: number[], p: number): number {
   if (values.length === 0) return NaN;
   const sorted = [...values].sort((a, b) => a - b);

@@ -10,10 +10,11 @@ import { promisify } from 'node:util';
 import { DiskGate } from '../agent/disk/diskGate';
 import { statfsProbe, type DiskProbe } from '../agent/disk/diskProbe';
 import { memoryLogger } from '../test/support/memoryLogger';
+import { benchNumber } from './benchSupport';
 
-const CHECKS = Number(process.env.BENCH_CHECKS ?? 20000);
+const CHECKS = benchNumber('BENCH_CHECKS', process.env.BENCH_CHECKS, 20000, { min: 1, max: 10_000_000, whole: true });
 // 31 s: two whole 15 s poll intervals fit in the window.
-const IDLE_SECONDS = Number(process.env.BENCH_IDLE_SECONDS ?? 31);
+const IDLE_SECONDS = benchNumber('BENCH_IDLE_SECONDS', process.env.BENCH_IDLE_SECONDS, 31, { min: 0, max: 3600 });
 const DF_CHECKS = 200;
 const disk = { warnGb: 0.002, pauseGb: 0.001, resumeGb: 0.003, pollSeconds: 15, maxWaitSeconds: 3600 };
 

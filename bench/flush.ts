@@ -8,7 +8,7 @@ import { Flusher } from '../agent/telemetry/flusher';
 import { migrate } from '../agent/db/migrate';
 import { Spool } from '../agent/telemetry/spool';
 import type { NewTelemetryEvent } from '../agent/telemetry/telemetrySink';
-import { percentile, printTable } from './benchSupport';
+import { benchNumber, percentile, printTable } from './benchSupport';
 
 // The telemetry benchmark: flush throughput after an outage (1,000,000 spooled events into PostgreSQL,
 // events/s and peak RSS during the flush) against one INSERT per event (a sample, extrapolated), and
@@ -17,8 +17,8 @@ import { percentile, printTable } from './benchSupport';
 // PostgreSQL: QUANTILICA_TEST_DATABASE_URL if set, else an embedded cluster with fsync on.
 
 const CHILD = process.argv[2] === '--flush-child';
-const EVENTS = CHILD ? 0 : Number(process.argv[2] ?? 1_000_000);
-const BATCH = CHILD ? 0 : Number(process.argv[3] ?? 5_000);
+const EVENTS = CHILD ? 0 : benchNumber('the count of events', process.argv[2], 1_000_000, { min: 1, max: 100_000_000, whole: true });
+const BATCH = CHILD ? 0 : benchNumber('the batch size', process.argv[3], 5_000, { min: 1, max: 1_000_000, whole: true });
 const NAIVE_SAMPLE = Math.min(10_000, EVENTS);
 const EMIT_SAMPLE = 2_000;
 const FILL_CHUNK = 10_000;

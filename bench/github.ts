@@ -10,7 +10,7 @@ import { memoryLogger } from '../test/support/memoryLogger';
 import type { ServedRequest } from '../simulator/github/githubSimulator';
 import { newDatabase } from '../test/support/githubTestBed';
 import { startTestPostgres } from '../test/support/postgres';
-import { printTable } from './benchSupport';
+import { benchNumber, printTable } from './benchSupport';
 
 // The GitHub sync's benchmark, against the simulator and an embedded PostgreSQL:
 // (1) latency-bound: 86 repositories whose requests take ~240 ms per repository serially; the same
@@ -30,8 +30,8 @@ import { printTable } from './benchSupport';
 // The simulator runs as its own process (dist/githubSimulator.js), as GitHub would: its CPU is not ours.
 // Run: npm run bench -- github   (GITHUB_BENCH_WINDOW=120 on a heavily loaded machine)
 
-const WINDOW = Number(process.env.GITHUB_BENCH_WINDOW ?? 60);
-const SCALE = Number(process.env.GITHUB_BENCH_SCALE ?? 1);
+const WINDOW = benchNumber('GITHUB_BENCH_WINDOW', process.env.GITHUB_BENCH_WINDOW, 60, { min: 1, max: 3600 });
+const SCALE = benchNumber('GITHUB_BENCH_SCALE', process.env.GITHUB_BENCH_SCALE, 1, { min: 0.1, max: 100 });
 const LIMIT = Math.round(5000 / SCALE);
 const RUNS = Math.round(325 / SCALE);
 const REPOS = 86;

@@ -8,7 +8,7 @@ import { toRunRow, type StoredRun } from '../agent/runs/runStore';
 import { openAt } from '../agent/telemetry/openSpoolDatabase';
 import { UPSERT_RUN } from '../agent/telemetry/spoolSql';
 import type { RunStatus } from '../shared/protocol';
-import { benchStationEnv, AGENT_JS, percentile, printTable, startAgent } from './benchSupport';
+import { benchNumber, benchStationEnv, AGENT_JS, percentile, printTable, startAgent } from './benchSupport';
 
 // The history benchmark: the agent with 100,000 ended runs in its run store (the spool's `runs`
 // table, filled with the agent stopped, in one transaction through the store's own row shape and
@@ -19,7 +19,7 @@ import { benchStationEnv, AGENT_JS, percentile, printTable, startAgent } from '.
 // Targets with the full store: status p99 ≤ 20 ms, start ≤ 1 s, runs --limit 50 ≤ 50 ms.
 // Run: npm run bench -- history   (or node out/bench/history.js [runs])
 
-const RUNS = Number(process.argv[2] ?? 100_000);
+const RUNS = benchNumber('the count of runs', process.argv[2], 100_000, { min: 1, max: 10_000_000, whole: true });
 const STATUS_CALLS = 200;
 const CLI_CALLS = 20;
 const FETCHERS = [

@@ -12,7 +12,7 @@ import { SlotPool } from '../agent/slots/slotPool';
 import { privatePolicy } from '../agent/station/stationPolicy';
 import { startTestPostgres } from '../test/support/postgres';
 import { removeAtExit } from '../test/support/removeAtExit';
-import { percentile, printTable } from './benchSupport';
+import { benchNumber, percentile, printTable } from './benchSupport';
 
 // The postgres slot backend's benchmark: slot acquire and release latency, file backend (flock) against postgres
 // backend (advisory lock held by a lock keeper process), one slot at a time on a free 3-slot pool.
@@ -20,8 +20,8 @@ import { percentile, printTable } from './benchSupport';
 // until the slot is free for anyone (file: a flock try succeeds; postgres: pg_locks no longer lists it).
 // Run: npm run build && npx tsc -b && node out/bench/pgSlots.js [rounds]
 
-const ROUNDS = Number(process.argv[2] ?? 200);
-const GAP_MS = Number(process.env.BENCH_GAP_MS ?? 0);
+const ROUNDS = benchNumber('the count of rounds', process.argv[2], 200, { min: 1, max: 100_000, whole: true });
+const GAP_MS = benchNumber('BENCH_GAP_MS', process.env.BENCH_GAP_MS, 0, { min: 0, max: 60_000 });
 
 async function measure(
   pool: PoolBackend,

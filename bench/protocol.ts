@@ -4,7 +4,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import * as readline from 'node:readline';
 import { connectAgent, type AgentClient } from '../agent/client/agentClient';
-import { percentile, printTable, sampleIdle } from './benchSupport';
+import { benchNumber, percentile, printTable, sampleIdle } from './benchSupport';
 
 // The protocol benchmark, against the real agent (`quantilica agent`, a separate process):
 // - latency from a slot change in the agent (the holder's `since`, written when the agent takes the
@@ -17,7 +17,7 @@ const CLIENTS = 10;
 const TRANSITIONS = Number(process.argv[2] ?? 150);
 const WAITING = 100;
 const SLOTS = 2;
-const IDLE_SECONDS = Number(process.env.BENCH_IDLE_SECONDS ?? 20);
+const IDLE_SECONDS = benchNumber('BENCH_IDLE_SECONDS', process.env.BENCH_IDLE_SECONDS, 20, { min: 0, max: 3600 });
 const AGENT_JS = path.resolve(__dirname, '..', '..', 'dist', 'agent.js');
 
 function station() {

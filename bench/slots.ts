@@ -4,7 +4,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { connectAgent } from '../agent/client/agentClient';
 import { removeAtExit } from '../test/support/removeAtExit';
-import { benchStationEnv, percentile, printTable, sampleIdle, startAgent, stopAgent } from './benchSupport';
+import { benchNumber, benchStationEnv, percentile, printTable, sampleIdle, startAgent, stopAgent } from './benchSupport';
 import { fileCreationMicros } from './fileCreationMicros';
 import { slotCycles, type SlotCycle } from './slotCycles';
 
@@ -18,31 +18,22 @@ import { slotCycles, type SlotCycle } from './slotCycles';
 // spawner) and its RSS: idle before the bursts, 5 s after the measured burst's last run ended, idle at
 // the end. The agent gets two bursts of the same runs: the first after its start, reported on its own
 // line (V8 compiles the agent's hot paths during it: CPU paid once per agent process), and the
-// measured one, a station's agent between two of its days' bursts. Then warm rounds (BENCH_WARM_ROUNDS):
+// measured one, a station's agent between two of its days' bursts. Then warm rounds (WARM_ROUNDS):
 // each measures the ceiling and the peer again and gives the agent one more burst, so each burst's
 // ratios compare figures of the same minute on a machine whose speed drifts between minutes, and the
 // medians show the agent as V8 leaves it after thousands of runs.
 // Run: npm run bench -- slots   (or node out/bench/slots.js [runs]; BENCH_WARM_ROUNDS=n, default 5)
 
-const RUNS = Number(process.argv[2] ?? 1000);
+const RUNS = benchNumber('the count of runs', process.argv[2], 1000, { min: 1, max: 1_000_000, whole: true });
 /**
- * BENCH_WARM_ROUNDS as a count of rounds from 1 to 20 (5 when unset); anything else stops the
- * benchmark with why. Why several: V8 goes on optimizing the agent's hot paths for the first time
- * well after the second burst (functions that turn hot only after thousands of runs): a 9-burst run
- * gave 2.06 ms of CPU per run in the second burst, 1.62 and 1.65 in the third and fourth, and
- * 1.33–1.69 in the fifth to ninth: one burst's figure moves by a fifth from one minute to the next on
- * these shared machines, so the rounds' median is reported.
+ * BENCH_WARM_ROUNDS, 5 unless set. Why several: V8 goes on optimizing the agent's hot paths for the
+ * first time well after the second burst (functions that turn hot only after thousands of runs): a
+ * 9-burst run gave 2.06 ms of CPU per run in the second burst, 1.62 and 1.65 in the third and fourth,
+ * and 1.33–1.69 in the fifth to ninth: one burst's figure moves by a fifth from one minute to the next
+ * on these shared machines, so the rounds' median is reported.
  */
-export function warmRoundsSetting(raw: string | undefined): number {
-  if (raw === undefined || raw === '') return 5;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1 || n > 20) {
-    throw new Error(
-      `BENCH_WARM_ROUNDS must be a whole number from 1 to 20 (the warm rounds after the measured burst), not ${JSON.stringify(raw)}`,
-    );
-  }
-  return n;
-}
+const WARM_ROUNDS = benchNumber('BENCH_WARM_ROUNDS', process.env.BENCH_WARM_ROUNDS, 5, { min: 1, max: 20, whole: true });
+const IDLE_SECONDS = benchNumber('BENCH_IDLE_SECONDS', process.env.BENCH_IDLE_SECONDS, 10, { min: 0, max: 3600 });
 const WRAPPER = path.resolve(__dirname, '..', '..', 'dist', 'runWrapper.sh');
 const CONCURRENCY = 11;
 /**
@@ -374,12 +365,10 @@ export async function agentOverProtocol(idleSeconds: number, policy: EntryPolicy
 }
 
 async function main(): Promise<void> {
-  const idleSeconds = Number(process.env.BENCH_IDLE_SECONDS ?? 10);
-  const warmRounds = warmRoundsSetting(process.env.BENCH_WARM_ROUNDS);
   const ceiling = await spawnCeiling();
   const wrapperCeiling = await spawnCeiling(true);
   const bash = await bashPeer();
-  const agent = await agentOverProtocol(idleSeconds, {}, warmRounds);
+  const agent = await agentOverProtocol(IDLE_SECONDS, {}, WARM_ROUNDS);
   const ceilingAfter = await spawnCeiling();
   const third = agent.warmRounds[0].burst;
   const last = agent.warmRounds[agent.warmRounds.length - 1].burst;

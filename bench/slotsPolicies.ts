@@ -1,5 +1,5 @@
 import * as os from 'node:os';
-import { printTable } from './benchSupport';
+import { benchNumber, printTable } from './benchSupport';
 import { agentOverProtocol, round, spawnCeiling, type AgentFigures, type EntryPolicy } from './slots';
 
 // The slots benchmark with run policies: the same 1,000 no-op runs through the real agent over its
@@ -11,7 +11,7 @@ import { agentOverProtocol, round, spawnCeiling, type AgentFigures, type EntryPo
 // Run: npm run bench -- slotsPolicies   (or node out/bench/slotsPolicies.js [runs])
 
 const RUNS = Number(process.argv[2] ?? 1000);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
+const ROUNDS = benchNumber('BENCH_ROUNDS', process.env.BENCH_ROUNDS, 2, { min: 1, max: 100, whole: true });
 const POLICY: EntryPolicy = {
   retry: { attempts: 3, backoffSeconds: 30, maxBackoffSeconds: 3600, exitCodes: [75, 1] },
   timeoutSeconds: 3600,
