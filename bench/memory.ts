@@ -5,7 +5,7 @@ import { openCore } from '../agent/compose/openCore';
 import { loadConfig } from '../agent/config/config';
 import { createLogger } from '../agent/log/logger';
 import { MemoryCeilings } from '../agent/memory/memoryCeilings';
-import { percentile, printTable } from './benchSupport';
+import { benchNumber, percentile, printTable } from './benchSupport';
 
 // The memory ceilings' benchmark: what a run's cgroup costs. The same 1,000 no-op runs through the three pools
 // (11 slots) and the same enqueue→spawn latency as the slots benchmark, once with a cgroup per run
@@ -13,7 +13,7 @@ import { percentile, printTable } from './benchSupport';
 // (QUANTILICA_MEMORY_ENFORCE=false: memory sampled from /proc). Needs root for the cgroup half.
 // Run: npm run bench -- memory   (or node out/bench/memory.js [runs])
 
-const RUNS = Number(process.argv[2] ?? 1000);
+const RUNS = benchNumber('the count of runs', process.argv[2], 1000, { min: 1, max: 1_000_000, whole: true });
 const POOLS = [
   ['noop-heavy', 'heavy-io'],
   ['noop-cpu', 'cpu-analysis'],

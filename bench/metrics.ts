@@ -9,7 +9,7 @@ import { POOL_NAMES } from '../shared/protocol';
 import type { Logger } from '../agent/log/logger';
 import { toRunRow, type StoredRun } from '../agent/runs/runStore';
 import { Spool } from '../agent/telemetry/spool';
-import { benchStationEnv, cpuTicks, percentile, printTable, startAgent } from './benchSupport';
+import { benchNumber, benchStationEnv, cpuTicks, percentile, printTable, startAgent } from './benchSupport';
 
 // The metrics benchmark: `GET /metrics` of the real agent (QUANTILICA_METRICS_LISTEN on the
 // loopback) with 100 catalog fetchers, each scheduled under a lateness check (the heaviest gauges), and
@@ -24,8 +24,8 @@ import { benchStationEnv, cpuTicks, percentile, printTable, startAgent } from '.
 // Target: p99 under 10 ms.
 // Run: npm run bench -- metrics   (or node out/bench/metrics.js [scrapes] [runs])
 
-const SCRAPES = Number(process.argv[2] ?? 1000);
-const HISTORY = Number(process.argv[3] ?? 10_000);
+const SCRAPES = benchNumber('the count of scrapes', process.argv[2], 1000, { min: 1, max: 1_000_000, whole: true });
+const HISTORY = benchNumber('the count of ended runs kept', process.argv[3], 10_000, { min: 0, max: 10_000_000, whole: true });
 const FETCHERS = 100;
 const WARM_UP = Math.min(20, SCRAPES);
 const silent: Logger = { debug: () => {}, info: () => {}, warn: () => {}, error: () => {} };

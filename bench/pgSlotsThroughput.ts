@@ -4,14 +4,14 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { connectAgent } from '../agent/client/agentClient';
 import { startTestPostgres } from '../test/support/postgres';
-import { benchStationEnv, printTable, startAgent, stopAgent } from './benchSupport';
+import { benchNumber, benchStationEnv, printTable, startAgent, stopAgent } from './benchSupport';
 
 // The postgres slot backend's throughput figure: no-op runs (/bin/true) through the three pools (3+2+6 slots): one
 // station on the file backend for reference, then shared in PostgreSQL by one station, then by three stations (three agents, own homes and lock dirs, one
 // database) each given a third of them.
 // Run: npm run build && npx tsc -b && node out/bench/pgSlotsThroughput.js [runs]   (default 1000)
 
-const RUNS = Number(process.argv[2] ?? 1000);
+const RUNS = benchNumber('the count of runs', process.argv[2], 1000, { min: 1, max: 1_000_000, whole: true });
 const POOLS = [
   ['noop-heavy', 'heavy-io'],
   ['noop-cpu', 'cpu-analysis'],

@@ -14,7 +14,7 @@ import { benchNumber, percentile, printTable, sampleIdle } from './benchSupport'
 // Run: npm run build && npx tsc -b && node out/bench/protocol.js [transitions]
 
 const CLIENTS = 10;
-const TRANSITIONS = Number(process.argv[2] ?? 150);
+const TRANSITIONS = benchNumber('the count of transitions', process.argv[2], 150, { min: 1, max: 100_000, whole: true });
 const WAITING = 100;
 const SLOTS = 2;
 const IDLE_SECONDS = benchNumber('BENCH_IDLE_SECONDS', process.env.BENCH_IDLE_SECONDS, 20, { min: 0, max: 3600 });

@@ -24,7 +24,8 @@ import { slotCycles, type SlotCycle } from './slotCycles';
 // medians show the agent as V8 leaves it after thousands of runs.
 // Run: npm run bench -- slots   (or node out/bench/slots.js [runs]; BENCH_WARM_ROUNDS=n, default 5)
 
-const RUNS = benchNumber('the count of runs', process.argv[2], 1000, { min: 1, max: 1_000_000, whole: true });
+/** The runs of each burst: the first argument, also for the benchmarks built on this one (slotsPolicies). */
+export const RUNS = benchNumber('the count of runs', process.argv[2], 1000, { min: 1, max: 1_000_000, whole: true });
 /**
  * BENCH_WARM_ROUNDS, 5 unless set. Why several: V8 goes on optimizing the agent's hot paths for the
  * first time well after the second burst (functions that turn hot only after thousands of runs): a

@@ -1,6 +1,6 @@
 import * as os from 'node:os';
 import { benchNumber, printTable } from './benchSupport';
-import { agentOverProtocol, round, spawnCeiling, type AgentFigures, type EntryPolicy } from './slots';
+import { RUNS, agentOverProtocol, round, spawnCeiling, type AgentFigures, type EntryPolicy } from './slots';
 
 // The slots benchmark with run policies: the same 1,000 no-op runs through the real agent over its
 // protocol, once with every catalog entry under a retry policy and a timeout, once without, in one run
@@ -10,7 +10,6 @@ import { agentOverProtocol, round, spawnCeiling, type AgentFigures, type EntryPo
 // the run falls on both sides; Node's spawn ceiling is measured before and after, as in slots.
 // Run: npm run bench -- slotsPolicies   (or node out/bench/slotsPolicies.js [runs])
 
-const RUNS = Number(process.argv[2] ?? 1000);
 const ROUNDS = benchNumber('BENCH_ROUNDS', process.env.BENCH_ROUNDS, 2, { min: 1, max: 100, whole: true });
 const POLICY: EntryPolicy = {
   retry: { attempts: 3, backoffSeconds: 30, maxBackoffSeconds: 3600, exitCodes: [75, 1] },

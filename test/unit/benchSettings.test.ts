@@ -28,6 +28,11 @@ const CASES: Array<{ bench: string; args?: string[]; env?: Record<string, string
   { bench: 'slots', args: ['1e3x'], message: 'the count of runs must be a whole number from 1 to 1000000, not "1e3x"' },
   { bench: 'pgSlots', args: ['-5'], message: 'the count of rounds must be a whole number from 1 to 100000, not "-5"' },
   { bench: 'github', env: { GITHUB_BENCH_SCALE: '0' }, message: 'GITHUB_BENCH_SCALE must be a number from 0.1 to 100, not "0"' },
+  { bench: 'slotsPolicies', args: ['0'], message: 'the count of runs must be a whole number from 1 to 1000000, not "0"' },
+  { bench: 'protocol', args: ['many'], message: 'the count of transitions must be a whole number from 1 to 100000, not "many"' },
+  { bench: 'memory', args: ['12.5'], message: 'the count of runs must be a whole number from 1 to 1000000, not "12.5"' },
+  { bench: 'metrics', args: ['100', '-1'], message: 'the count of ended runs kept must be a whole number from 0 to 10000000, not "-1"' },
+  { bench: 'pgSlotsThroughput', args: ['NaN'], message: 'the count of runs must be a whole number from 1 to 1000000, not "NaN"' },
 ];
 
 for (const c of CASES) {
